@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Directory inode operations: every namespace change is passed to the
+ * lower directory under its lock, as the caller, between
+ * presto_change_begin() and presto_change_end().
+ */
+#include <linux/namei.h>
+#include "presto.h"
+
+/*
+ * The lower dentry for @dentry, checked under the lower parent's lock
+ * (which the caller holds) to still stand where presto believes: same
+ * parent, hashed, and naming the same lower inode or still negative.
+ * A negative presto dentry whose lower went stale is looked up afresh; a
+ * positive one that no longer matches is -ESTALE, which makes the VFS
+ * retry with LOOKUP_REVAL, and d_revalidate then brings presto up to date.
+ * The dentry returned is borrowed from @dentry's d_fsdata.
+ */
+static struct dentry *presto_lower_locked(struct dentry *dentry)
+{
+	struct dentry *lparent = presto_lower_dentry(dentry->d_parent);
+	struct dentry *lower = presto_lower_dentry(dentry);
+	struct inode *inode = d_inode(dentry);
+
+	if (lower->d_parent == lparent && !d_unhashed(lower) &&
+	    (inode ? d_inode(lower) == presto_lower_inode(inode) :
+		     d_is_negative(lower)))
+		return lower;
+	if (inode)
+		return ERR_PTR(-ESTALE);
+
+	lower = lookup_one(presto_lower_userns(dentry->d_sb),
+			   dentry->d_name.name, lparent, dentry->d_name.len);
+	if (IS_ERR(lower))
+		return lower;
+	if (d_is_positive(lower)) {
+		dput(lower);
+		return ERR_PTR(-ESTALE);
+	}
+	presto_set_lower_dentry(dentry, lower);
+	return lower;
+}
+
+/* Lock @dentry's lower parent and return its checked lower dentry. */
+static struct dentry *presto_lock_lower(struct dentry *dentry)
+{
+	struct inode *ldir = d_inode(presto_lower_dentry(dentry->d_parent));
+	struct dentry *lower;
+
+	inode_lock_nested(ldir, I_MUTEX_PARENT);
+	lower = presto_lower_locked(dentry);
+	if (IS_ERR(lower))
+		inode_unlock(ldir);
+	return lower;
+}
+
+static void presto_unlock_lower(struct dentry *dentry)
+{
+	inode_unlock(d_inode(presto_lower_dentry(dentry->d_parent)));
+}
+
+/* Give @dentry the presto inode of its lower dentry, just created. */
+static int presto_instantiate(struct dentry *dentry, struct dentry *lower)
+{
+	struct inode *inode;
+
+	if (WARN_ON_ONCE(d_is_negative(lower)))
+		return -EIO;
+	inode = presto_iget(dentry->d_sb, d_inode(lower));
+	if (IS_ERR(inode))
+		return PTR_ERR(inode);
+	d_instantiate(dentry, inode);
+	return 0;
+}
+
+struct presto_create_args {
+	umode_t mode;
+	dev_t rdev;
+	bool excl;
+	const char *link;
+};
+
+static int presto_create_object(struct inode *dir, struct dentry *dentry,
+				enum presto_op op,
+				const struct presto_create_args *args)
+{
+	struct user_namespace *userns = presto_lower_userns(dir->i_sb);
+	struct presto_change chg;
+	struct dentry *lower;
+	struct inode *ldir;
+	int err;
+
+	if (presto_is_reserved(dir, &dentry->d_name))
+		return -EPERM;
+	err = presto_change_begin(&chg, op, dir->i_sb);
+	if (err)
+		return err;
+	lower = presto_lock_lower(dentry);
+	err = PTR_ERR(lower);
+	if (IS_ERR(lower))
+		goto out;
+	ldir = d_inode(lower->d_parent);
+	switch (op) {
+	case PRESTO_OP_CREATE:
+		err = vfs_create(userns, ldir, lower, args->mode, args->excl);
+		break;
+	case PRESTO_OP_MKDIR:
+		err = vfs_mkdir(userns, ldir, lower, args->mode);
+		break;
+	case PRESTO_OP_MKNOD:
+		err = vfs_mknod(userns, ldir, lower, args->mode, args->rdev);
+		break;
+	case PRESTO_OP_SYMLINK:
+		err = vfs_symlink(userns, ldir, lower, args->link);
+		break;
+	default:
+		err = -EINVAL;
+		break;
+	}
+	if (!err)
+		err = presto_instantiate(dentry, lower);
+	presto_copyattr(dir);
+	presto_unlock_lower(dentry);
+out:
+	presto_change_end(&chg, err);
+	return err;
+}
+
+static int presto_create(struct user_namespace *userns, struct inode *dir,
+			 struct dentry *dentry, umode_t mode, bool excl)
+{
+	struct presto_create_args args = { .mode = mode, .excl = excl };
+
+	return presto_create_object(dir, dentry, PRESTO_OP_CREATE, &args);
+}
+
+static int presto_mkdir(struct user_namespace *userns, struct inode *dir,
+			struct dentry *dentry, umode_t mode)
+{
+	struct presto_create_args args = { .mode = mode };
+
+	return presto_create_object(dir, dentry, PRESTO_OP_MKDIR, &args);
+}
+
+static int presto_mknod(struct user_namespace *userns, struct inode *dir,
+			struct dentry *dentry, umode_t mode, dev_t rdev)
+{
+	struct presto_create_args args = { .mode = mode, .rdev = rdev };
+
+	return presto_create_object(dir, dentry, PRESTO_OP_MKNOD, &args);
+}
+
+static int presto_symlink(struct user_namespace *userns, struct inode *dir,
+			  struct dentry *dentry, const char *link)
+{
+	struct presto_create_args args = { .mode = S_IFLNK, .link = link };
+
+	return presto_create_object(dir, dentry, PRESTO_OP_SYMLINK, &args);
+}
+
+static int presto_link(struct dentry *old, struct inode *dir,
+		       struct dentry *new)
+{
+	struct presto_change chg;
+	struct dentry *lower;
+	int err;
+
+	if (presto_is_reserved(dir, &new->d_name))
+		return -EPERM;
+	err = presto_change_begin(&chg, PRESTO_OP_LINK, dir->i_sb);
+	if (err)
+		return err;
+	lower = presto_lock_lower(new);
+	err = PTR_ERR(lower);
+	if (IS_ERR(lower))
+		goto out;
+	err = vfs_link(presto_lower_dentry(old), presto_lower_userns(dir->i_sb),
+		       d_inode(lower->d_parent), lower, NULL);
+	if (!err)
+		err = presto_instantiate(new, lower);
+	presto_copyattr(dir);
+	presto_copyattr(d_inode(old));
+	presto_unlock_lower(new);
+out:
+	presto_change_end(&chg, err);
+	return err;
+}
+
+static int presto_remove(struct inode *dir, struct dentry *dentry,
+			 enum presto_op op)
+{
+	struct user_namespace *userns = presto_lower_userns(dir->i_sb);
+	struct presto_change chg;
+	struct dentry *lower;
+	struct inode *ldir;
+	int err;
+
+	err = presto_change_begin(&chg, op, dir->i_sb);
+	if (err)
+		return err;
+	lower = presto_lock_lower(dentry);
+	err = PTR_ERR(lower);
+	if (IS_ERR(lower))
+		goto out;
+	ldir = d_inode(lower->d_parent);
+	/*
+	 * presto's reference keeps the lower dentry alive; the lower
+	 * d_delete() then unhashes it rather than making it negative, and
+	 * d_revalidate() sends the next lookup of this name to the lower.
+	 */
+	if (op == PRESTO_OP_RMDIR)
+		err = vfs_rmdir(userns, ldir, lower);
+	else
+		err = vfs_unlink(userns, ldir, lower, NULL);
+	presto_copyattr(dir);
+	presto_copyattr(d_inode(dentry));
+	presto_unlock_lower(dentry);
+out:
+	presto_change_end(&chg, err);
+	return err;
+}
+
+static int presto_unlink(struct inode *dir, struct dentry *dentry)
+{
+	return presto_remove(dir, dentry, PRESTO_OP_UNLINK);
+}
+
+static int presto_rmdir(struct inode *dir, struct dentry *dentry)
+{
+	return presto_remove(dir, dentry, PRESTO_OP_RMDIR);
+}
+
+static int presto_rename(struct user_namespace *userns, struct inode *olddir,
+			 struct dentry *old, struct inode *newdir,
+			 struct dentry *new, unsigned int flags)
+{
+	struct dentry *lold_parent = presto_lower_dentry(old->d_parent);
+	struct dentry *lnew_parent = presto_lower_dentry(new->d_parent);
+	struct dentry *lold, *lnew, *trap;
+	struct presto_change chg;
+	struct renamedata rd;
+	int err;
+
+	/* A whiteout is overlayfs's business; presto has no layers. */
+	if (flags & RENAME_WHITEOUT)
+		return -EINVAL;
+	if (presto_is_reserved(newdir, &new->d_name))
+		return -EPERM;
+	err = presto_change_begin(&chg, PRESTO_OP_RENAME, olddir->i_sb);
+	if (err)
+		return err;
+
+	trap = lock_rename(lnew_parent, lold_parent);
+	lold = presto_lower_locked(old);
+	err = PTR_ERR(lold);
+	if (IS_ERR(lold))
+		goto unlock;
+	lnew = presto_lower_locked(new);
+	err = PTR_ERR(lnew);
+	if (IS_ERR(lnew))
+		goto unlock;
+	/*
+	 * The VFS has refused renames into one's own subtree on presto's
+	 * dentries; meeting the trap below means the lower tree changed.
+	 */
+	err = -ESTALE;
+	if (lold == trap || lnew == trap)
+		goto unlock;
+
+	rd = (struct renamedata) {
+		.old_mnt_userns	= presto_lower_userns(olddir->i_sb),
+		.old_dir	= d_inode(lold_parent),
+		.old_dentry	= lold,
+		.new_mnt_userns	= presto_lower_userns(olddir->i_sb),
+		.new_dir	= d_inode(lnew_parent),
+		.new_dentry	= lnew,
+		.flags		= flags,
+	};
+	err = vfs_rename(&rd);
+	presto_copyattr(olddir);
+	if (newdir != olddir)
+		presto_copyattr(newdir);
+	presto_copyattr(d_inode(old));
+	if (d_really_is_positive(new))
+		presto_copyattr(d_inode(new));
+unlock:
+	unlock_rename(lnew_parent, lold_parent);
+	presto_change_end(&chg, err);
+	return err;
+}
+
+/* Open the lower tmpfile that presto_tmpfile() left in ->private_data. */
+static int presto_open_tmpfile(struct inode *inode, struct file *file)
+{
+	return 0;
+}
+
+static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
+			  struct file *file, umode_t mode)
+{
+	struct dentry *dentry = file->f_path.dentry;
+	struct presto_change chg;
+	struct path lparent;
+	struct file *lfile;
+	struct inode *inode;
+	int err;
+
+	err = presto_change_begin(&chg, PRESTO_OP_TMPFILE, dir->i_sb);
+	if (err)
+		return err;
+	presto_lower_path(dentry->d_parent, &lparent);
+	/* Linkability is decided by presto's own inode (O_EXCL). */
+	lfile = vfs_tmpfile_open(presto_lower_userns(dir->i_sb), &lparent,
+				 mode, (file->f_flags & ~O_EXCL) |
+				 FMODE_NONOTIFY, current_cred());
+	err = PTR_ERR(lfile);
+	if (IS_ERR(lfile))
+		goto out;
+	inode = presto_iget(dir->i_sb, file_inode(lfile));
+	err = PTR_ERR(inode);
+	if (IS_ERR(inode)) {
+		fput(lfile);
+		goto out;
+	}
+	dentry->d_fsdata = dget(lfile->f_path.dentry);
+	file->private_data = lfile;
+	/* d_tmpfile() takes the new inode's one link away. */
+	set_nlink(inode, 1);
+	d_tmpfile(file, inode);
+	err = finish_open(file, dentry, presto_open_tmpfile);
+	if (err) {
+		/* ->release() is not called for a file that failed to open. */
+		file->private_data = NULL;
+		fput(lfile);
+	}
+	presto_copyattr(dir);
+out:
+	presto_change_end(&chg, err);
+	return err;
+}
+
+const struct inode_operations presto_dir_iops = {
+	.lookup		= presto_lookup,
+	.create		= presto_create,
+	.mkdir		= presto_mkdir,
+	.mknod		= presto_mknod,
+	.symlink	= presto_symlink,
+	.link		= presto_link,
+	.unlink		= presto_unlink,
+	.rmdir		= presto_rmdir,
+	.rename		= presto_rename,
+	.tmpfile	= presto_tmpfile,
+	.permission	= presto_permission,
+	.getattr	= presto_getattr,
+	.setattr	= presto_setattr,
+	.listxattr	= presto_listxattr,
+	.fileattr_get	= presto_fileattr_get,
+	.fileattr_set	= presto_fileattr_set,
+};

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Regular files: data goes straight to a lower file.
+ *
+ * Reads and writes are handed to the lower file with a kiocb of presto's
+ * own (position and flags from the caller's kiocb), so presto's file keeps
+ * the position and the open flags, and the lower file's are never used.
+ * That lets every plain read-only open of an inode share one lower file
+ * (struct presto_inode.shared_ro): an open then costs no lower open at
+ * all, which is what makes overlayfs's open/read/close slow. mmap puts the
+ * lower file in the vma, so pages live only in the lower inode's cache and
+ * mapped and read/write I/O are coherent exactly as on ext4.
+ */
+#include <linux/fs.h>
+#include <linux/uio.h>
+#include <linux/fadvise.h>
+#include <linux/splice.h>
+#include <linux/fs_stack.h>
+#include "presto.h"
+
+/* Flags of a caller's kiocb that mean the same to the lower file. */
+#define PRESTO_IOCB_MASK	(IOCB_DSYNC | IOCB_SYNC | IOCB_NOWAIT | \
+				 IOCB_APPEND | IOCB_DIRECT | IOCB_WRITE | \
+				 IOCB_NOIO)
+
+/* Open flags that need a lower file of their own. */
+#define PRESTO_PRIVATE_FLAGS	(O_ACCMODE | O_APPEND | O_DIRECT | O_NOATIME | \
+				 O_NONBLOCK | O_DSYNC | __O_SYNC | FASYNC | \
+				 __FMODE_EXEC)
+
+struct file *presto_open_lower(const struct path *lower, int flags,
+			       const struct cred *cred)
+{
+	/* presto's own file raises the fsnotify events the user sees. */
+	return open_with_fake_path(lower, flags | O_LARGEFILE | FMODE_NONOTIFY,
+				   d_inode(lower->dentry), cred);
+}
+
+static struct file *presto_get_shared_ro(struct file *file)
+{
+	struct presto_inode *pi = PRESTO_I(file_inode(file));
+	struct file *lfile, *old;
+	struct path lower;
+
+	lfile = READ_ONCE(pi->shared_ro);
+	if (lfile)
+		return lfile;
+	presto_lower_path(file->f_path.dentry, &lower);
+	lfile = presto_open_lower(&lower, O_RDONLY,
+				  presto_sb(file->f_path.dentry->d_sb)->creds);
+	if (IS_ERR(lfile))
+		return lfile;
+	old = cmpxchg(&pi->shared_ro, NULL, lfile);
+	if (old) {
+		fput(lfile);
+		return old;
+	}
+	return lfile;
+}
+
+static bool presto_file_is_shared(struct file *file)
+{
+	return presto_lower_file(file) ==
+	       READ_ONCE(PRESTO_I(file_inode(file))->shared_ro);
+}
+
+static int presto_open(struct inode *inode, struct file *file)
+{
+	struct file *lfile;
+	struct path lower;
+
+	if (!(file->f_flags & PRESTO_PRIVATE_FLAGS)) {
+		lfile = presto_get_shared_ro(file);
+	} else {
+		presto_lower_path(file->f_path.dentry, &lower);
+		lfile = presto_open_lower(&lower, file->f_flags,
+					  current_cred());
+	}
+	if (IS_ERR(lfile))
+		return PTR_ERR(lfile);
+	file->private_data = lfile;
+	/* The VFS's size checks (copy_file_range) use presto's copy. */
+	presto_copysize(inode);
+	return 0;
+}
+
+static int presto_release(struct inode *inode, struct file *file)
+{
+	if (!presto_file_is_shared(file))
+		fput(presto_lower_file(file));
+	return 0;
+}
+
+static void presto_lower_kiocb(struct kiocb *lower, struct kiocb *iocb)
+{
+	init_sync_kiocb(lower, presto_lower_file(iocb->ki_filp));
+	lower->ki_flags = iocb->ki_flags & PRESTO_IOCB_MASK;
+	lower->ki_pos = iocb->ki_pos;
+	lower->ki_ioprio = iocb->ki_ioprio;
+}
+
+/*
+ * An asynchronous caller (aio, io_uring) is answered synchronously: the
+ * lower kiocb has no completion, so the lower finishes before returning.
+ */
+static ssize_t presto_read_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	struct kiocb lower;
+	ssize_t ret;
+
+	presto_lower_kiocb(&lower, iocb);
+	ret = call_read_iter(lower.ki_filp, &lower, iter);
+	iocb->ki_pos = lower.ki_pos;
+	return ret;
+}
+
+static ssize_t presto_write_iter(struct kiocb *iocb, struct iov_iter *iter)
+{
+	struct kiocb lower;
+	ssize_t ret;
+
+	presto_lower_kiocb(&lower, iocb);
+	file_start_write(lower.ki_filp);
+	ret = call_write_iter(lower.ki_filp, &lower, iter);
+	file_end_write(lower.ki_filp);
+	iocb->ki_pos = lower.ki_pos;
+	presto_copysize(file_inode(iocb->ki_filp));
+	return ret;
+}
+
+/*
+ * Calling iter_file_splice_write() on presto's file would take the pipe
+ * lock before the lower file's freeze protection, the reverse of a splice
+ * onto the lower file: take the freeze protection first, then splice
+ * straight into the lower file.
+ */
+static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
+				   struct file *out, loff_t *ppos, size_t len,
+				   unsigned int flags)
+{
+	struct file *lower = presto_lower_file(out);
+	ssize_t ret;
+
+	file_start_write(lower);
+	ret = iter_file_splice_write(pipe, lower, ppos, len, flags);
+	file_end_write(lower);
+	presto_copysize(file_inode(out));
+	return ret;
+}
+
+static int presto_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct file *lower = presto_lower_file(file);
+
+	if (!lower->f_op->mmap)
+		return -ENODEV;
+	if (WARN_ON(file != vma->vm_file))
+		return -EIO;
+	vma_set_file(vma, lower);
+	return call_mmap(lower, vma);
+}
+
+static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
+{
+	struct inode *lower_inode = presto_lower_inode(file_inode(file));
+	loff_t ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return generic_file_llseek_size(file, offset, whence,
+						lower_inode->i_sb->s_maxbytes,
+						i_size_read(lower_inode));
+	/*
+	 * Only the lower knows where the holes are. It also moves its own
+	 * file's position, which presto never uses.
+	 */
+	ret = vfs_llseek(presto_lower_file(file), offset, whence);
+	if (ret < 0)
+		return ret;
+	return vfs_setpos(file, ret, lower_inode->i_sb->s_maxbytes);
+}
+
+static int presto_fsync(struct file *file, loff_t start, loff_t end,
+			int datasync)
+{
+	return vfs_fsync_range(presto_lower_file(file), start, end, datasync);
+}
+
+static long presto_fallocate(struct file *file, int mode, loff_t offset,
+			     loff_t len)
+{
+	long ret;
+
+	ret = vfs_fallocate(presto_lower_file(file), mode, offset, len);
+	presto_copysize(file_inode(file));
+	return ret;
+}
+
+static int presto_fadvise(struct file *file, loff_t offset, loff_t len,
+			  int advice)
+{
+	/*
+	 * Readahead hints change the lower file's state: on a shared lower
+	 * file they would change every other reader's readahead too, so
+	 * they are accepted and not passed on. Page cache advice concerns
+	 * the inode and is passed on.
+	 */
+	if (presto_file_is_shared(file) &&
+	    (advice == POSIX_FADV_NORMAL || advice == POSIX_FADV_RANDOM ||
+	     advice == POSIX_FADV_SEQUENTIAL))
+		return 0;
+	return vfs_fadvise(presto_lower_file(file), offset, len, advice);
+}
+
+static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
+				      struct file *out, loff_t pos_out,
+				      size_t len, unsigned int flags)
+{
+	struct file *lin = in->f_op == &presto_file_fops ?
+			   presto_lower_file(in) : in;
+	ssize_t ret;
+
+	ret = vfs_copy_file_range(lin, pos_in, presto_lower_file(out), pos_out,
+				  len, flags);
+	presto_copysize(file_inode(out));
+	return ret;
+}
+
+static long presto_ioctl(struct file *file, unsigned int cmd,
+			 unsigned long arg)
+{
+	struct file *lower = presto_lower_file(file);
+
+	/*
+	 * chattr/lsattr and FIEMAP are served by the VFS through fileattr
+	 * and ->fiemap; of the lower's own ioctls only the harmless query
+	 * of the inode generation (lsattr -v) is passed on.
+	 */
+	switch (cmd) {
+	case FS_IOC_GETVERSION:
+		if (!lower->f_op->unlocked_ioctl)
+			return -ENOTTY;
+		return lower->f_op->unlocked_ioctl(lower, cmd, arg);
+	default:
+		return -ENOTTY;
+	}
+}
+
+const struct file_operations presto_file_fops = {
+	.open		= presto_open,
+	.release	= presto_release,
+	.llseek		= presto_llseek,
+	.read_iter	= presto_read_iter,
+	.write_iter	= presto_write_iter,
+	.splice_read	= generic_file_splice_read,
+	.splice_write	= presto_splice_write,
+	.mmap		= presto_mmap,
+	.fsync		= presto_fsync,
+	.fallocate	= presto_fallocate,
+	.fadvise	= presto_fadvise,
+	.copy_file_range = presto_copy_file_range,
+	.unlocked_ioctl	= presto_ioctl,
+	.setlease	= simple_nosetlease,
+};
+
+static sector_t presto_bmap(struct address_space *mapping, sector_t block)
+{
+	struct inode *lower = presto_lower_inode(mapping->host);
+
+	if (!lower->i_mapping->a_ops->bmap)
+		return 0;
+	return lower->i_mapping->a_ops->bmap(lower->i_mapping, block);
+}
+
+/*
+ * presto's own mapping never holds a page; direct_IO is here so that
+ * O_DIRECT opens pass the VFS's check, the I/O itself is the lower's.
+ */
+const struct address_space_operations presto_aops = {
+	.direct_IO	= noop_direct_IO,
+	.bmap		= presto_bmap,
+};

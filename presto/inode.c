@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * presto inodes: one per lower inode, attributes taken from the lower.
+ *
+ * Inodes are keyed on the lower inode (iget5), so the names of one lower
+ * inode (hard links) share one presto inode, and st_ino is the lower
+ * inode number, stable across remounts. The lower inode is the truth:
+ * lento may change it underneath a live mount, so getattr asks the lower
+ * every time and the copy kept in the presto inode only serves the VFS's
+ * own checks (size limits, append-only, immutable).
+ */
+#include <linux/slab.h>
+#include <linux/xattr.h>
+#include <linux/fileattr.h>
+#include <linux/namei.h>
+#include "presto.h"
+
+static struct kmem_cache *presto_inode_cachep;
+
+static void presto_inode_init_once(void *obj)
+{
+	struct presto_inode *pi = obj;
+
+	inode_init_once(&pi->vfs_inode);
+}
+
+int presto_inode_cache_init(void)
+{
+	presto_inode_cachep = kmem_cache_create("presto_inode",
+						sizeof(struct presto_inode), 0,
+						SLAB_RECLAIM_ACCOUNT |
+						SLAB_ACCOUNT,
+						presto_inode_init_once);
+	return presto_inode_cachep ? 0 : -ENOMEM;
+}
+
+void presto_inode_cache_destroy(void)
+{
+	/* Inodes are freed after an RCU grace period: wait for them. */
+	rcu_barrier();
+	kmem_cache_destroy(presto_inode_cachep);
+}
+
+struct inode *presto_alloc_inode(struct super_block *sb)
+{
+	struct presto_inode *pi;
+
+	pi = alloc_inode_sb(sb, presto_inode_cachep, GFP_KERNEL);
+	if (!pi)
+		return NULL;
+	pi->lower = NULL;
+	pi->shared_ro = NULL;
+	return &pi->vfs_inode;
+}
+
+void presto_free_inode(struct inode *inode)
+{
+	kmem_cache_free(presto_inode_cachep, PRESTO_I(inode));
+}
+
+void presto_evict_inode(struct inode *inode)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+
+	truncate_inode_pages_final(&inode->i_data);
+	clear_inode(inode);
+	if (pi->shared_ro)
+		fput(pi->shared_ro);
+	iput(pi->lower);
+}
+
+/* Caller holds inode->i_lock. */
+static void __presto_copyattr(struct inode *inode, const struct inode *lower)
+{
+	const unsigned int flags = S_SYNC | S_APPEND | S_IMMUTABLE | S_DIRSYNC;
+
+	inode->i_mode = lower->i_mode;
+	inode->i_uid = lower->i_uid;
+	inode->i_gid = lower->i_gid;
+	inode->i_atime = lower->i_atime;
+	inode->i_mtime = lower->i_mtime;
+	inode->i_ctime = lower->i_ctime;
+	inode->i_blocks = lower->i_blocks;
+	set_nlink(inode, lower->i_nlink);
+	i_size_write(inode, i_size_read(lower));
+	inode_set_flags(inode, lower->i_flags & flags, flags);
+}
+
+/* Refresh the presto inode's copy of the lower inode's attributes. */
+void presto_copyattr(struct inode *inode)
+{
+	struct inode *lower = presto_lower_inode(inode);
+
+	spin_lock(&inode->i_lock);
+	__presto_copyattr(inode, lower);
+	spin_unlock(&inode->i_lock);
+}
+
+/* The cheap refresh for the data path: only the size can have changed. */
+void presto_copysize(struct inode *inode)
+{
+	struct inode *lower = presto_lower_inode(inode);
+
+	spin_lock(&inode->i_lock);
+	i_size_write(inode, i_size_read(lower));
+	inode->i_blocks = lower->i_blocks;
+	spin_unlock(&inode->i_lock);
+}
+
+static int presto_inode_test(struct inode *inode, void *lower)
+{
+	return PRESTO_I(inode)->lower == lower;
+}
+
+static int presto_inode_set(struct inode *inode, void *lower)
+{
+	ihold(lower);
+	PRESTO_I(inode)->lower = lower;
+	return 0;
+}
+
+/* The presto inode for @lower, with a new reference. */
+struct inode *presto_iget(struct super_block *sb, struct inode *lower)
+{
+	struct inode *inode;
+
+	inode = iget5_locked(sb, lower->i_ino, presto_inode_test,
+			     presto_inode_set, lower);
+	if (!inode)
+		return ERR_PTR(-ENOMEM);
+	if (!(inode->i_state & I_NEW))
+		return inode;
+
+	inode->i_ino = lower->i_ino;
+	inode->i_generation = lower->i_generation;
+	/*
+	 * Times are the lower inode's business: presto never updates its
+	 * own copy, the lower file system does when presto passes the
+	 * operation down.
+	 */
+	inode->i_flags |= S_NOATIME | S_NOCMTIME;
+	inode->i_mapping->a_ops = &presto_aops;
+	switch (lower->i_mode & S_IFMT) {
+	case S_IFREG:
+		inode->i_op = &presto_file_iops;
+		inode->i_fop = &presto_file_fops;
+		break;
+	case S_IFDIR:
+		inode->i_op = &presto_dir_iops;
+		inode->i_fop = &presto_dir_fops;
+		break;
+	case S_IFLNK:
+		inode->i_op = &presto_symlink_iops;
+		break;
+	default:
+		inode->i_op = &presto_special_iops;
+		init_special_inode(inode, lower->i_mode, lower->i_rdev);
+		break;
+	}
+	__presto_copyattr(inode, lower);
+	unlock_new_inode(inode);
+	return inode;
+}
+
+/*
+ * Permission is the lower inode's, checked as the caller: its mode, owner,
+ * ACLs and flags decide, exactly as on ext4. presto never lends its own
+ * privilege to a caller.
+ */
+int presto_permission(struct user_namespace *userns, struct inode *inode,
+		      int mask)
+{
+	return inode_permission(presto_lower_userns(inode->i_sb),
+				presto_lower_inode(inode), mask);
+}
+
+int presto_getattr(struct user_namespace *userns, const struct path *path,
+		   struct kstat *stat, u32 request_mask, unsigned int flags)
+{
+	struct dentry *dentry = path->dentry;
+	struct path lower;
+	int err;
+
+	presto_lower_path(dentry, &lower);
+	err = vfs_getattr(&lower, stat, request_mask, flags);
+	if (err)
+		return err;
+	stat->dev = dentry->d_sb->s_dev;
+	presto_copyattr(d_inode(dentry));
+	return 0;
+}
+
+int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
+		   struct iattr *attr)
+{
+	struct inode *inode = d_inode(dentry);
+	struct inode *lower = presto_lower_inode(inode);
+	struct presto_change chg;
+	int err;
+
+	err = presto_change_begin(&chg, PRESTO_OP_SETATTR, dentry->d_sb);
+	if (err)
+		return err;
+	/*
+	 * The lower notify_change() recomputes the mode from the kill-suid
+	 * bits and refuses both at once; the file in ATTR_FILE is presto's.
+	 */
+	if (attr->ia_valid & (ATTR_KILL_SUID | ATTR_KILL_SGID))
+		attr->ia_valid &= ~ATTR_MODE;
+	attr->ia_valid &= ~ATTR_FILE;
+	attr->ia_file = NULL;
+
+	inode_lock(lower);
+	err = notify_change(presto_lower_userns(dentry->d_sb),
+			    presto_lower_dentry(dentry), attr, NULL);
+	inode_unlock(lower);
+	presto_copyattr(inode);
+	presto_change_end(&chg, err);
+	return err;
+}
+
+int presto_fileattr_get(struct dentry *dentry, struct fileattr *fa)
+{
+	return vfs_fileattr_get(presto_lower_dentry(dentry), fa);
+}
+
+int presto_fileattr_set(struct user_namespace *userns, struct dentry *dentry,
+			struct fileattr *fa)
+{
+	struct presto_change chg;
+	int err;
+
+	err = presto_change_begin(&chg, PRESTO_OP_FILEATTR, dentry->d_sb);
+	if (err)
+		return err;
+	err = vfs_fileattr_set(presto_lower_userns(dentry->d_sb),
+			       presto_lower_dentry(dentry), fa);
+	presto_copyattr(d_inode(dentry));
+	presto_change_end(&chg, err);
+	return err;
+}
+
+static int presto_fiemap(struct inode *inode, struct fiemap_extent_info *fi,
+			 u64 start, u64 len)
+{
+	struct inode *lower = presto_lower_inode(inode);
+
+	if (!lower->i_op->fiemap)
+		return -EOPNOTSUPP;
+	return lower->i_op->fiemap(lower, fi, start, len);
+}
+
+static const char *presto_get_link(struct dentry *dentry, struct inode *inode,
+				   struct delayed_call *done)
+{
+	if (!dentry) {
+		/*
+		 * RCU walk: a link body the lower keeps in memory (ext4's
+		 * fast symlinks) is safe to use; anything else may block.
+		 */
+		const char *link = READ_ONCE(presto_lower_inode(inode)->i_link);
+
+		return link ? link : ERR_PTR(-ECHILD);
+	}
+	return vfs_get_link(presto_lower_dentry(dentry), done);
+}
+
+const struct inode_operations presto_file_iops = {
+	.permission	= presto_permission,
+	.getattr	= presto_getattr,
+	.setattr	= presto_setattr,
+	.listxattr	= presto_listxattr,
+	.fiemap		= presto_fiemap,
+	.fileattr_get	= presto_fileattr_get,
+	.fileattr_set	= presto_fileattr_set,
+};
+
+const struct inode_operations presto_symlink_iops = {
+	.get_link	= presto_get_link,
+	.getattr	= presto_getattr,
+	.setattr	= presto_setattr,
+	.listxattr	= presto_listxattr,
+};
+
+const struct inode_operations presto_special_iops = {
+	.permission	= presto_permission,
+	.getattr	= presto_getattr,
+	.setattr	= presto_setattr,
+	.listxattr	= presto_listxattr,
+};

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Lookup and dentry revalidation.
+ *
+ * Each presto dentry holds a reference to the lower dentry of the same
+ * name (d_fsdata), negative ones included, so a negative lookup costs
+ * nothing the second time. The lower tree may change underneath a live
+ * mount (lento fills and updates the cache directly), so every cached
+ * presto dentry is revalidated against its lower dentry: still hashed,
+ * same lower parent, same name, same lower inode (or still negative).
+ * The check is RCU-safe and cheap, so warm path walks stay in RCU mode.
+ */
+#include <linux/namei.h>
+#include "presto.h"
+
+bool presto_is_reserved(const struct inode *dir, const struct qstr *name)
+{
+	return dir == d_inode(dir->i_sb->s_root) &&
+	       name->len == sizeof(PRESTO_RESERVED_NAME) - 1 &&
+	       !memcmp(name->name, PRESTO_RESERVED_NAME, name->len);
+}
+
+/*
+ * Replace the lower dentry of a negative presto dentry. Lock-free readers
+ * (d_revalidate) may still see the old one: it stays valid memory until an
+ * RCU grace period after the last dput.
+ */
+void presto_set_lower_dentry(struct dentry *dentry, struct dentry *lower)
+{
+	struct dentry *old = presto_lower_dentry(dentry);
+
+	WRITE_ONCE(dentry->d_fsdata, lower);
+	dput(old);
+}
+
+struct dentry *presto_lookup(struct inode *dir, struct dentry *dentry,
+			     unsigned int flags)
+{
+	struct dentry *lparent = presto_lower_dentry(dentry->d_parent);
+	struct inode *inode = NULL;
+	struct dentry *lower;
+
+	/* presto's own files are not part of the tree it shows. */
+	if (presto_is_reserved(dir, &dentry->d_name))
+		return d_splice_alias(NULL, dentry);
+
+	lower = lookup_one_unlocked(presto_lower_userns(dir->i_sb),
+				    dentry->d_name.name, lparent,
+				    dentry->d_name.len);
+	if (IS_ERR(lower))
+		return ERR_CAST(lower);
+
+	if (d_is_positive(lower)) {
+		inode = presto_iget(dir->i_sb, d_inode(lower));
+		if (IS_ERR(inode)) {
+			dput(lower);
+			return ERR_CAST(inode);
+		}
+	}
+	dentry->d_fsdata = lower;
+	return d_splice_alias(inode, dentry);
+}
+
+/*
+ * Does @lower still stand where @dentry stands? Runs lock-free: the
+ * sequence counts of both dentries catch a concurrent rename, and RCU keeps
+ * names and dentries readable meanwhile.
+ */
+static bool presto_lower_matches(const struct dentry *dentry,
+				 const struct dentry *lower)
+{
+	const struct dentry *parent;
+	unsigned int seq, lseq;
+	bool ok;
+
+	do {
+		seq = read_seqcount_begin(&dentry->d_seq);
+		lseq = read_seqcount_begin(&lower->d_seq);
+		parent = READ_ONCE(dentry->d_parent);
+		ok = !d_unhashed(lower) &&
+		     READ_ONCE(lower->d_parent) == presto_lower_dentry(parent) &&
+		     lower->d_name.len == dentry->d_name.len &&
+		     !memcmp(lower->d_name.name, dentry->d_name.name,
+			     dentry->d_name.len);
+	} while (read_seqcount_retry(&lower->d_seq, lseq) ||
+		 read_seqcount_retry(&dentry->d_seq, seq));
+	return ok;
+}
+
+static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
+{
+	struct dentry *lower;
+	struct inode *inode;
+	int valid;
+
+	rcu_read_lock();
+	lower = presto_lower_dentry(dentry);
+	if (!lower) {
+		/* The reserved name: negative for good. */
+		rcu_read_unlock();
+		return 1;
+	}
+	inode = d_inode_rcu(dentry);
+	valid = presto_lower_matches(dentry, lower) &&
+		(inode ? presto_lower_inode(inode) == d_inode_rcu(lower) :
+			 !d_inode_rcu(lower));
+	rcu_read_unlock();
+	return valid;
+}
+
+static void presto_d_release(struct dentry *dentry)
+{
+	dput(dentry->d_fsdata);
+}
+
+const struct dentry_operations presto_dentry_ops = {
+	.d_revalidate	= presto_d_revalidate,
+	.d_release	= presto_d_release,
+};

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * presto: a filter filesystem stacked over a directory on ext4.
+ *
+ * Every presto inode wraps one lower (ext4) inode and every presto dentry
+ * one lower dentry. Attributes and data live only in the lower objects:
+ * presto reads attributes from the lower inode when asked, and reads,
+ * writes and mmap go straight to a lower file, so no page of file data is
+ * ever cached twice.
+ *
+ * One private header for the whole module, as in fs/overlayfs.
+ */
+#ifndef _PRESTO_H
+#define _PRESTO_H
+
+#include <linux/fs.h>
+#include <linux/mount.h>
+#include <linux/path.h>
+#include <linux/fs_context.h>
+
+#define PRESTO_SUPER_MAGIC	0x70726573	/* "pres" */
+
+/* The name at the root of the lower tree that presto keeps for itself. */
+#define PRESTO_RESERVED_NAME	".presto"
+
+/* Prefix of presto's own xattrs on lower inodes; hidden from the mount. */
+#define PRESTO_XATTR_PREFIX	"trusted.presto."
+
+struct presto_sb_info {
+	struct path lower;		/* private clone of the lower mount */
+	char *lower_name;		/* lower= as given, for /proc/mounts */
+	const struct cred *creds;	/* the mounter's, for presto's own I/O */
+	struct list_head mounts;	/* on presto_mounts, for overlap checks */
+};
+
+struct presto_inode {
+	struct inode *lower;		/* referenced; never changes */
+	/*
+	 * One lower file shared by every plain read-only open of this inode,
+	 * opened on first use and dropped at eviction: opening the lower
+	 * file is most of the cost of an open, and a read-only open with no
+	 * special flags needs no state of its own in the lower file (the
+	 * position lives in presto's file).
+	 */
+	struct file *shared_ro;
+	struct inode vfs_inode;
+};
+
+static inline struct presto_sb_info *presto_sb(const struct super_block *sb)
+{
+	return sb->s_fs_info;
+}
+
+static inline struct presto_inode *PRESTO_I(const struct inode *inode)
+{
+	return container_of(inode, struct presto_inode, vfs_inode);
+}
+
+static inline struct inode *presto_lower_inode(const struct inode *inode)
+{
+	return PRESTO_I(inode)->lower;
+}
+
+/* The lower dentry of a presto dentry (NULL only for the reserved name). */
+static inline struct dentry *presto_lower_dentry(const struct dentry *dentry)
+{
+	return READ_ONCE(dentry->d_fsdata);
+}
+
+static inline struct vfsmount *presto_lower_mnt(const struct super_block *sb)
+{
+	return presto_sb(sb)->lower.mnt;
+}
+
+static inline struct user_namespace *presto_lower_userns(const struct super_block *sb)
+{
+	return mnt_user_ns(presto_lower_mnt(sb));
+}
+
+static inline void presto_lower_path(const struct dentry *dentry,
+				     struct path *path)
+{
+	path->mnt = presto_lower_mnt(dentry->d_sb);
+	path->dentry = presto_lower_dentry(dentry);
+}
+
+/* The lower file behind a presto file. */
+static inline struct file *presto_lower_file(const struct file *file)
+{
+	return file->private_data;
+}
+
+/* super.c */
+extern struct file_system_type presto_fs_type;
+
+/* inode.c */
+extern const struct inode_operations presto_file_iops;
+extern const struct inode_operations presto_symlink_iops;
+extern const struct inode_operations presto_special_iops;
+struct inode *presto_iget(struct super_block *sb, struct inode *lower);
+void presto_copyattr(struct inode *inode);
+void presto_copysize(struct inode *inode);
+int presto_permission(struct user_namespace *userns, struct inode *inode,
+		      int mask);
+int presto_getattr(struct user_namespace *userns, const struct path *path,
+		   struct kstat *stat, u32 request_mask, unsigned int flags);
+int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
+		   struct iattr *attr);
+int presto_fileattr_get(struct dentry *dentry, struct fileattr *fa);
+int presto_fileattr_set(struct user_namespace *userns, struct dentry *dentry,
+			struct fileattr *fa);
+int presto_inode_cache_init(void);
+void presto_inode_cache_destroy(void);
+struct inode *presto_alloc_inode(struct super_block *sb);
+void presto_free_inode(struct inode *inode);
+void presto_evict_inode(struct inode *inode);
+
+/* namei.c */
+extern const struct dentry_operations presto_dentry_ops;
+struct dentry *presto_lookup(struct inode *dir, struct dentry *dentry,
+			     unsigned int flags);
+bool presto_is_reserved(const struct inode *dir, const struct qstr *name);
+void presto_set_lower_dentry(struct dentry *dentry, struct dentry *lower);
+
+/* dir.c */
+extern const struct inode_operations presto_dir_iops;
+
+/* readdir.c */
+extern const struct file_operations presto_dir_fops;
+
+/* file.c */
+extern const struct file_operations presto_file_fops;
+extern const struct address_space_operations presto_aops;
+struct file *presto_open_lower(const struct path *lower, int flags,
+			       const struct cred *cred);
+
+/* xattr.c */
+extern const struct xattr_handler *presto_xattr_handlers[];
+ssize_t presto_listxattr(struct dentry *dentry, char *list, size_t size);
+
+/* change.c: the one place every modification goes through. */
+enum presto_op {
+	PRESTO_OP_CREATE,
+	PRESTO_OP_MKDIR,
+	PRESTO_OP_MKNOD,
+	PRESTO_OP_SYMLINK,
+	PRESTO_OP_LINK,
+	PRESTO_OP_UNLINK,
+	PRESTO_OP_RMDIR,
+	PRESTO_OP_RENAME,
+	PRESTO_OP_SETATTR,
+	PRESTO_OP_SETXATTR,
+	PRESTO_OP_REMOVEXATTR,
+	PRESTO_OP_TMPFILE,
+	PRESTO_OP_FILEATTR,
+};
+
+struct presto_change {
+	enum presto_op op;
+	struct super_block *sb;
+};
+
+int presto_change_begin(struct presto_change *chg, enum presto_op op,
+			struct super_block *sb);
+void presto_change_end(struct presto_change *chg, int err);
+
+#endif /* _PRESTO_H */

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Extended attributes, POSIX ACLs included, are the lower inode's: one
+ * handler takes every name and passes it down as the caller, so the
+ * lower's permission checks and limits apply unchanged. presto's own
+ * xattrs (trusted.presto.*) can be neither listed, read nor set through
+ * the mount.
+ */
+#include <linux/xattr.h>
+#include "presto.h"
+
+static bool presto_is_private_xattr(const char *name)
+{
+	return !strncmp(name, PRESTO_XATTR_PREFIX,
+			sizeof(PRESTO_XATTR_PREFIX) - 1);
+}
+
+static int presto_xattr_get(const struct xattr_handler *handler,
+			    struct dentry *dentry, struct inode *inode,
+			    const char *name, void *buffer, size_t size)
+{
+	if (presto_is_private_xattr(name))
+		return -ENODATA;
+	return vfs_getxattr(presto_lower_userns(inode->i_sb),
+			    presto_lower_dentry(dentry), name, buffer, size);
+}
+
+static int presto_xattr_set(const struct xattr_handler *handler,
+			    struct user_namespace *userns,
+			    struct dentry *dentry, struct inode *inode,
+			    const char *name, const void *value, size_t size,
+			    int flags)
+{
+	struct user_namespace *lower_userns = presto_lower_userns(inode->i_sb);
+	struct dentry *lower = presto_lower_dentry(dentry);
+	struct presto_change chg;
+	int err;
+
+	if (presto_is_private_xattr(name))
+		return -EPERM;
+	err = presto_change_begin(&chg, value ? PRESTO_OP_SETXATTR :
+					      PRESTO_OP_REMOVEXATTR,
+				  inode->i_sb);
+	if (err)
+		return err;
+	if (value)
+		err = vfs_setxattr(lower_userns, lower, name, value, size,
+				   flags);
+	else
+		err = vfs_removexattr(lower_userns, lower, name);
+	/* An ACL can change the mode; a security xattr the ctime. */
+	presto_copyattr(inode);
+	presto_change_end(&chg, err);
+	return err;
+}
+
+static const struct xattr_handler presto_xattr_handler = {
+	.prefix	= "",	/* every name */
+	.get	= presto_xattr_get,
+	.set	= presto_xattr_set,
+};
+
+const struct xattr_handler *presto_xattr_handlers[] = {
+	&presto_xattr_handler,
+	NULL
+};
+
+/*
+ * The lower's list without presto's own names. Asked for the size only,
+ * the answer may be larger than the filtered list: that is allowed, and
+ * spares a second pass.
+ */
+ssize_t presto_listxattr(struct dentry *dentry, char *list, size_t size)
+{
+	ssize_t res, len;
+	char *s;
+
+	res = vfs_listxattr(presto_lower_dentry(dentry), list, size);
+	if (res <= 0 || size == 0)
+		return res;
+
+	for (s = list, len = res; len > 0;) {
+		size_t slen = strnlen(s, len) + 1;
+
+		if (WARN_ON_ONCE(slen > len))
+			return -EIO;
+		len -= slen;
+		if (presto_is_private_xattr(s)) {
+			res -= slen;
+			memmove(s, s + slen, len);
+		} else {
+			s += slen;
+		}
+	}
+	return res;
+}
