@@ -1,0 +1,95 @@
+# presto/lento — top-level build.
+#
+#   make              presto.ko (Debian's headers) and the test programs
+#   make check        every test: C units on the host, then the integration
+#                     suite in the test VM on the debug kernel
+#   make check-memory the POSIX suite and the stress test on a KASAN +
+#                     kmemleak kernel
+#   make bench        benchmarks on Debian's kernel: ext4, presto, overlayfs
+#   make demo         mount presto over an ext4 cache in the VM and show it
+#   make checkpatch   kernel style
+#   make setup        install what the project needs (tools/setup)
+
+SHELL := /bin/bash
+TOP := $(CURDIR)
+CACHE ?= /var/cache/presto
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=all
+
+TEST_PROGS := tests/bin/posix tests/bin/fsdiff tests/bin/treecmp \
+	tests/bin/presto-errors bench/bin/microbench
+SETUP_STAMP := .venv/.setup-done
+
+all: presto/presto.ko $(TEST_PROGS)
+
+setup $(SETUP_STAMP): tools/setup
+	tools/setup
+	@mkdir -p .venv && touch $(SETUP_STAMP)
+.PHONY: setup
+
+PRESTO_SRC := $(wildcard presto/*.c presto/*.h) presto/Kbuild
+
+presto/presto.ko: $(PRESTO_SRC) | $(SETUP_STAMP)
+	$(MAKE) -C presto
+
+# The same sources built against the debug kernel trees, out of the way of
+# the Debian build.
+build/%/presto.ko: $(PRESTO_SRC) tools/build-kernel tools/kconfig/debug.config | $(SETUP_STAMP)
+	@tree=$$(tools/build-kernel $*) && \
+	mkdir -p build/$* && \
+	for f in $(PRESTO_SRC); do ln -sf ../../$$f build/$*/; done && \
+	$(MAKE) -C $$tree M=$(TOP)/build/$* modules
+
+TESTLIB := tests/lib/tree.c tests/lib/tree.h
+
+tests/bin/posix: tests/posix/posix.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -lpthread
+
+tests/bin/fsdiff: tests/fsdiff/fsdiff.c $(TESTLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/lib -o $@ tests/fsdiff/fsdiff.c tests/lib/tree.c
+
+tests/bin/treecmp: tests/lib/treecmp.c $(TESTLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/lib -o $@ tests/lib/treecmp.c tests/lib/tree.c
+
+tests/bin/presto-errors: tests/integration/presto-errors.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
+
+tests/bin/unit-tree: tests/unit/check_tree.c $(TESTLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Itests/lib -o $@ tests/unit/check_tree.c \
+		tests/lib/tree.c $$(pkg-config --cflags --libs check)
+
+bench/bin/microbench: bench/microbench.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
+
+# C units on the host (under ASan+UBSan), then everything else in one boot
+# of the debug kernel. One closing line counts both.
+check: all build/debug/presto.ko tests/bin/unit-tree | $(SETUP_STAMP)
+	@tests/run-check
+
+check-memory: all build/memory/presto.ko | $(SETUP_STAMP)
+	@tests/run-check --memory
+
+bench: all | $(SETUP_STAMP)
+	@bench/run
+
+demo: all | $(SETUP_STAMP)
+	@tools/demo
+
+checkpatch: | $(SETUP_STAMP)
+	@tools/checkpatch
+
+clean:
+	$(MAKE) -C presto clean
+	rm -rf build tests/bin bench/bin
+
+.PHONY: all check check-memory bench demo checkpatch clean
