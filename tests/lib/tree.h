@@ -105,7 +105,8 @@ struct tree_error {
  *   UID, GID, NLINK, SIZE   decimal
  *   RDEV     "MAJOR:MINOR"
  *   MTIME    "SECONDS.NANOSECONDS" (nine digits)
- *   CONTENT  "offset N byte 0xHH", or "offset N EOF" where one side ends
+ *   CONTENT  "offset N byte 0xHH": the first byte that differs within
+ *            the shorter of the two files (a size difference is SIZE's)
  *   SYMLINK  the target, C-escaped, in double quotes
  *   XATTR_*  the value's length and its first bytes C-escaped:
  *            "3 bytes \"abc\""; "-" on the side without the xattr

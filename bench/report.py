@@ -1,0 +1,102 @@
+"""Summarise a benchmark run: medians per configuration and row, and the
+speed of each configuration relative to ext4 (1.00 = as fast as ext4,
+0.95 = 5% slower). Prints the table, writes it into the marked section of
+a markdown file, and draws a bar chart.
+
+    report.py RAW.jsonl DOC.md PLOT.png
+"""
+import json
+import os
+import statistics
+import sys
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def load(path):
+    data, units, rows, configs = {}, {}, [], []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            data.setdefault((r["config"], r["row"]), []).append(r["value"])
+            units[r["row"]] = r["unit"]
+            if r["row"] not in rows:
+                rows.append(r["row"])
+            if r["config"] not in configs:
+                configs.append(r["config"])
+    return data, units, rows, configs
+
+
+def speed(unit, value, ext4):
+    """Relative speed: time rows invert, rate rows divide."""
+    return ext4 / value if unit == "s" else value / ext4
+
+
+def table(data, units, rows, configs):
+    others = [c for c in configs if c != "ext4"]
+    head = ["row", "unit"] + [f"{c} (median)" for c in configs] + \
+        [f"{c} / ext4" for c in others]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    ratios = {}
+    for row in rows:
+        med = {c: statistics.median(data[(c, row)]) for c in configs}
+        cells = [row, units[row]]
+        cells += [f"{med[c]:.3f}" if units[row] == "s" else f"{med[c]:.0f}"
+                  for c in configs]
+        for c in others:
+            ratios[(c, row)] = speed(units[row], med[c], med["ext4"])
+            cells.append(f"{ratios[(c, row)]:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    n = len(next(iter(data.values())))
+    lines.append("")
+    lines.append(f"Medians of {n} runs per cell; ratios are speed relative "
+                 "to ext4 in the same boot (1.00 = as fast as ext4, higher "
+                 "is faster).")
+    return "\n".join(lines), ratios
+
+
+def plot(ratios, rows, configs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    others = [c for c in configs if c != "ext4"]
+    fig, ax = plt.subplots(figsize=(10, 5))
+    width = 0.8 / len(others)
+    for i, c in enumerate(others):
+        xs = [j + i * width for j in range(len(rows))]
+        ax.bar(xs, [ratios[(c, r)] for r in rows], width, label=c)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(0.95, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks([j + width * (len(others) - 1) / 2
+                   for j in range(len(rows))])
+    ax.set_xticklabels(rows, rotation=30, ha="right")
+    ax.set_ylabel("speed relative to ext4")
+    ax.set_title("presto and overlayfs over ext4 (same VM boot; 1.0 = ext4, "
+                 "dashed = 0.95)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main():
+    raw, doc, png = sys.argv[1:4]
+    data, units, rows, configs = load(raw)
+    text, ratios = table(data, units, rows, configs)
+    print(text)
+    section = f"{BEGIN}\n{text}\n\n![speed relative to ext4]" \
+              f"({os.path.basename(png)})\n{END}"
+    old = open(doc).read() if os.path.exists(doc) else \
+        "# Benchmarks\n\n" + BEGIN + "\n" + END + "\n"
+    if BEGIN in old and END in old:
+        new = old[:old.index(BEGIN)] + section + old[old.index(END) +
+                                                    len(END):]
+    else:
+        new = old.rstrip() + "\n\n" + section + "\n"
+    with open(doc, "w") as f:
+        f.write(new)
+    plot(ratios, rows, configs, png)
+
+
+main()
