@@ -46,9 +46,10 @@ build/%/presto.ko: $(PRESTO_SRC) tools/build-kernel tools/kconfig/debug.config |
 
 TESTLIB := tests/lib/tree.c tests/lib/tree.h
 
-tests/bin/posix: tests/posix/posix.c
+POSIX_SRC := $(wildcard tests/posix/*.c)
+tests/bin/posix: $(POSIX_SRC) tests/posix/posix.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< -lpthread
+	$(CC) $(CFLAGS) -o $@ $(POSIX_SRC) -lpthread
 
 tests/bin/fsdiff: tests/fsdiff/fsdiff.c $(TESTLIB)
 	@mkdir -p $(@D)

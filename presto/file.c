@@ -79,8 +79,11 @@ static int presto_open(struct inode *inode, struct file *file)
 	if (IS_ERR(lfile))
 		return PTR_ERR(lfile);
 	file->private_data = lfile;
-	/* The VFS's size checks (copy_file_range) use presto's copy. */
-	presto_copysize(inode);
+	/*
+	 * The VFS reads presto's copy of the attributes for this file from
+	 * here on (setuid exec, size checks in copy_file_range).
+	 */
+	presto_copyattr(inode);
 	return 0;
 }
 

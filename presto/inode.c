@@ -128,8 +128,11 @@ struct inode *presto_iget(struct super_block *sb, struct inode *lower)
 			     presto_inode_set, lower);
 	if (!inode)
 		return ERR_PTR(-ENOMEM);
-	if (!(inode->i_state & I_NEW))
+	if (!(inode->i_state & I_NEW)) {
+		/* The lower may have changed since presto last looked. */
+		presto_copyattr(inode);
 		return inode;
+	}
 
 	inode->i_ino = lower->i_ino;
 	inode->i_generation = lower->i_generation;

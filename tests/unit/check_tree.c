@@ -11,8 +11,9 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static char base[64];		/* /tmp/unit-tree-XXXXXX */
-static char dir_a[96], dir_b[96], dir_out[96];
+static char top[64];		/* /tmp/unit-tree-XXXXXX, for the run */
+static char base[96];		/* top/tN, for one test */
+static char dir_a[128], dir_b[128], dir_out[128];
 static struct tree_diff_list diffs;
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -88,14 +90,35 @@ static bool is_root(void)
 	return geteuid() == 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag,
-		  struct FTW *ftw)
+/* Remove name in parent and everything under it, at any depth. */
+static int rm_at(int parent, const char *name)
 {
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		return rmdir(path);
-	return unlink(path);
+	struct dirent *de;
+	int fd, ret = 0;
+	DIR *d;
+
+	if (!unlinkat(parent, name, 0) || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -1;
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -1;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (rm_at(dirfd(d), de->d_name))
+			ret = -1;
+	}
+	closedir(d);
+	if (unlinkat(parent, name, AT_REMOVEDIR))
+		ret = -1;
+	return ret;
 }
 
 /* Run the comparison into diffs; returns what tree_compare() returned. */
@@ -172,9 +195,13 @@ static void build_rich(const char *side)
 
 /* ---- fixture ------------------------------------------------------------------ */
 
+/*
+ * Each test runs in a child process in a directory of its own under top;
+ * main() removes top at the end, so a failed test leaves nothing behind.
+ */
 static void setup(void)
 {
-	snprintf(base, sizeof(base), "/tmp/unit-tree-XXXXXX");
+	snprintf(base, sizeof(base), "%s/tXXXXXX", top);
 	ck_assert_ptr_nonnull(mkdtemp(base));
 	snprintf(dir_a, sizeof(dir_a), "%s/a", base);
 	snprintf(dir_b, sizeof(dir_b), "%s/b", base);
@@ -188,7 +215,7 @@ static void setup(void)
 static void teardown(void)
 {
 	tree_diff_list_free(&diffs);
-	nftw(base, rm_one, 64, FTW_DEPTH | FTW_PHYS);
+	rm_at(AT_FDCWD, base);
 }
 
 /* ---- tests --------------------------------------------------------------------- */
@@ -222,9 +249,15 @@ START_TEST(test_extra_name)
 {
 	build_rich("a");
 	build_rich("b");
+	put(P("b/d1/d2/new"), "x");
+	expect_one(TREE_DIFF_ONLY_B, "d1/d2/new", NULL, "-", "file");
+	/* A new directory also adds a link to its parent. */
 	mkdir_ok(P("b/d1/newdir"));
 	put(P("b/d1/newdir/inside"), "x");	/* not reported on its own */
-	expect_one(TREE_DIFF_ONLY_B, "d1/newdir", NULL, "-", "dir");
+	ck_assert_int_eq(compare(NULL), 3);
+	expect(0, TREE_DIFF_NLINK, "d1", NULL, "3", "4");
+	expect(1, TREE_DIFF_ONLY_B, "d1/d2/new", NULL, "-", "file");
+	expect(2, TREE_DIFF_ONLY_B, "d1/newdir", NULL, "-", "dir");
 }
 END_TEST
 
@@ -299,8 +332,9 @@ START_TEST(test_content_last_byte)
 	write_file(P("a/f"), buf, LEN);
 	buf[LEN - 1] ^= 0x01;
 	write_file(P("b/f"), buf, LEN);
-	expect_one(TREE_DIFF_CONTENT, "f", NULL, "offset 199999 byte 0x32",
-		   "offset 199999 byte 0x33");
+	/* 199999 % 251 == 203 */
+	expect_one(TREE_DIFF_CONTENT, "f", NULL, "offset 199999 byte 0xcb",
+		   "offset 199999 byte 0xca");
 	free(buf);
 }
 END_TEST
@@ -514,14 +548,14 @@ START_TEST(test_ignore_root_names)
 	mkdir_ok(P("b/sub"));
 	ck_assert_int_eq(compare(&o), 0);
 	/* Not ignored below the root. */
-	mkdir_ok(P("a/sub/.presto"));
+	put(P("a/sub/.presto"), "");
 	ck_assert_int_eq(compare(&o), 1);
-	expect(0, TREE_DIFF_ONLY_A, "sub/.presto", NULL, "dir", "-");
+	expect(0, TREE_DIFF_ONLY_A, "sub/.presto", NULL, "file", "-");
 	/* Nor at all without the option. */
 	ck_assert_int_eq(compare(NULL), 3);
 	expect(0, TREE_DIFF_ONLY_A, ".presto", NULL, "dir", "-");
 	expect(1, TREE_DIFF_ONLY_B, "lost+found", NULL, "-", "dir");
-	expect(2, TREE_DIFF_ONLY_A, "sub/.presto", NULL, "dir", "-");
+	expect(2, TREE_DIFF_ONLY_A, "sub/.presto", NULL, "file", "-");
 }
 END_TEST
 
@@ -763,11 +797,19 @@ static Suite *tree_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(tree_suite());
+	SRunner *sr;
 	int failed;
 
+	snprintf(top, sizeof(top), "/tmp/unit-tree-XXXXXX");
+	if (!mkdtemp(top)) {
+		perror("unit-tree: mkdtemp");
+		return EXIT_FAILURE;
+	}
+	sr = srunner_create(tree_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	if (rm_at(AT_FDCWD, top))
+		perror("unit-tree: removing the test directory");
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1,0 +1,232 @@
+/*
+ * Cases that hold only on presto: what presto keeps for itself, what it
+ * refuses, and that changes made directly in the lower directory (as lento
+ * will make them) are seen through the mount at once.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <dirent.h>
+#include <unistd.h>
+#include <linux/fs.h>
+#include "posix.h"
+
+#define PRESTO_MAGIC 0x70726573
+
+static void statfs_is_presto(void)
+{
+	struct statfs a, b;
+
+	CHECK_OK(statfs(".", &a));
+	CHECK_OK(statfs(env.lower, &b));
+	CHECK_EQ(a.f_type, PRESTO_MAGIC);
+	CHECK_EQ(a.f_bsize, b.f_bsize);
+	CHECK_EQ(a.f_blocks, b.f_blocks);
+	CHECK_EQ(a.f_files, b.f_files);
+	CHECK_EQ(a.f_namelen, b.f_namelen);
+}
+
+static void same_inodes_as_lower(void)
+{
+	const char *names[] = { "f", "d", "d/g", "s" };
+	char lp[4096];
+	struct stat a, b;
+
+	write_file("f", "x", 1, 0644);
+	CHECK_OK(mkdir("d", 0755));
+	write_file("d/g", "y", 1, 0644);
+	CHECK_OK(symlink("f", "s"));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		path_in(lp, sizeof(lp), env.lower, names[i]);
+		CHECK_OK(lstat(names[i], &a));
+		CHECK_OK(lstat(lp, &b));
+		CHECK_EQ(a.st_ino, b.st_ino);
+		CHECK(a.st_dev != b.st_dev);
+		CHECK_EQ(a.st_mode, b.st_mode);
+		CHECK_EQ(a.st_size, b.st_size);
+		CHECK_EQ(a.st_nlink, b.st_nlink);
+		CHECK_EQ(a.st_mtim.tv_sec, b.st_mtim.tv_sec);
+		CHECK_EQ(a.st_mtim.tv_nsec, b.st_mtim.tv_nsec);
+	}
+}
+
+static bool root_lists(const char *name)
+{
+	DIR *d = opendir(env.root);
+	struct dirent *de;
+	bool found = false;
+
+	CHECK(d != NULL);
+	while ((de = readdir(d)))
+		if (!strcmp(de->d_name, name))
+			found = true;
+	closedir(d);
+	return found;
+}
+
+static void reserved_name_hidden(void)
+{
+	char p[4096], q[4096], lp[4096];
+	struct stat st;
+
+	/* The runner made LOWER/.presto before mounting. */
+	path_in(lp, sizeof(lp), env.lower_root, ".presto");
+	CHECK_OK(stat(lp, &st));
+	path_in(p, sizeof(p), env.root, ".presto");
+	CHECK(!root_lists(".presto"));
+	CHECK_ERR(stat(p, &st), ENOENT);
+	CHECK_ERR(open(p, O_RDONLY), ENOENT);
+	CHECK_ERR(mkdir(p, 0755), EPERM);
+	CHECK_ERR(open(p, O_CREAT | O_WRONLY, 0644), EPERM);
+	CHECK_ERR(symlink("x", p), EPERM);
+	CHECK_ERR(mknod(p, S_IFIFO | 0644, 0), EPERM);
+	CHECK_ERR(rmdir(p), ENOENT);
+	CHECK_ERR(unlink(p), ENOENT);
+	write_file("f", "x", 1, 0644);
+	CHECK_ERR(rename("f", p), EPERM);
+	CHECK_ERR(link("f", p), EPERM);
+	CHECK_ERR(syscall(SYS_renameat2, AT_FDCWD, "f", AT_FDCWD, p,
+			  RENAME_EXCHANGE), ENOENT);
+	CHECK_OK(stat(lp, &st));	/* and the lower's is untouched */
+	CHECK(S_ISDIR(st.st_mode));
+
+	/* Below the root it is an ordinary name. */
+	CHECK_OK(mkdir(".presto", 0755));
+	path_in(q, sizeof(q), env.dir, ".presto/x");
+	write_file(q, "y", 1, 0644);
+	CHECK_OK(rename(".presto", ".presto2"));
+	CHECK_OK(rename(".presto2", ".presto"));
+}
+
+static void own_xattrs_hidden(void)
+{
+	char lp[4096], list[4096], val[16];
+	ssize_t n;
+	bool other = false;
+
+	write_file("f", "x", 1, 0644);
+	path_in(lp, sizeof(lp), env.lower, "f");
+	CHECK_OK(setxattr(lp, "trusted.presto.state", "abc", 3, 0));
+	CHECK_OK(setxattr(lp, "trusted.other", "def", 3, 0));
+	CHECK_ERR(getxattr("f", "trusted.presto.state", val, sizeof(val)),
+		  ENODATA);
+	CHECK_EQ(getxattr("f", "trusted.other", val, sizeof(val)), 3);
+	n = CHECK_OK(listxattr("f", list, sizeof(list)));
+	for (char *s = list; s < list + n; s += strlen(s) + 1) {
+		CHECK(strncmp(s, "trusted.presto.", 15) != 0);
+		if (!strcmp(s, "trusted.other"))
+			other = true;
+	}
+	CHECK(other);
+	CHECK_ERR(setxattr("f", "trusted.presto.state", "zz", 2, 0), EPERM);
+	CHECK_ERR(setxattr("f", "trusted.presto.new", "zz", 2, 0), EPERM);
+	CHECK_ERR(removexattr("f", "trusted.presto.state"), EPERM);
+	CHECK_EQ(getxattr(lp, "trusted.presto.state", val, sizeof(val)), 3);
+	CHECK(!memcmp(val, "abc", 3));
+}
+
+static void whiteout_refused(void)
+{
+	struct stat st;
+
+	write_file("f", "x", 1, 0644);
+	CHECK_ERR(syscall(SYS_renameat2, AT_FDCWD, "f", AT_FDCWD, "g",
+			  RENAME_WHITEOUT), EINVAL);
+	CHECK_OK(stat("f", &st));
+	CHECK_ERR(stat("g", &st), ENOENT);
+}
+
+static void lease_refused(void)
+{
+	int fd;
+
+	write_file("f", "x", 1, 0644);
+	fd = CHECK_OK(open("f", O_RDONLY));
+	CHECK_ERR(fcntl(fd, F_SETLEASE, F_RDLCK), EINVAL);
+	close(fd);
+}
+
+static void no_nfs_handles(void)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char buf[128];
+	} h = { .fh.handle_bytes = 128 };
+	int mnt;
+
+	write_file("f", "x", 1, 0644);
+	CHECK_ERR(name_to_handle_at(AT_FDCWD, "f", &h.fh, &mnt, 0),
+		  EOPNOTSUPP);
+}
+
+/* Changes made in the lower directory, as lento will make them. */
+static void lower_changes_seen(void)
+{
+	char lf[4096], lg[4096], lh[4096], ld[4096], buf[64];
+	struct stat st;
+	size_t n;
+
+	path_in(lf, sizeof(lf), env.lower, "f");
+	path_in(lg, sizeof(lg), env.lower, "g");
+	path_in(lh, sizeof(lh), env.lower, "h");
+	path_in(ld, sizeof(ld), env.lower, "d");
+
+	/* A name looked up (negatively) through the mount, then created. */
+	CHECK_ERR(stat("f", &st), ENOENT);
+	write_file(lf, "one", 3, 0644);
+	CHECK_OK(stat("f", &st));
+	CHECK_EQ(st.st_size, 3);
+	n = read_file("f", buf, sizeof(buf));
+	CHECK(n == 3 && !memcmp(buf, "one", 3));
+
+	/* New content, new mode. */
+	write_file(lf, "second", 6, 0644);
+	CHECK_OK(chmod(lf, 0600));
+	CHECK_OK(stat("f", &st));
+	CHECK_EQ(st.st_size, 6);
+	CHECK_EQ(st.st_mode & 07777, 0600);
+
+	/* Renamed in the lower: the old name goes, the new one appears. */
+	CHECK_OK(rename(lf, lg));
+	CHECK_ERR(stat("f", &st), ENOENT);
+	n = read_file("g", buf, sizeof(buf));
+	CHECK(n == 6 && !memcmp(buf, "second", 6));
+
+	/* Replaced by a new file under the same name (lento's fetch). */
+	write_file(lh, "third", 5, 0644);
+	CHECK_OK(rename(lh, lg));
+	n = read_file("g", buf, sizeof(buf));
+	CHECK(n == 5 && !memcmp(buf, "third", 5));
+
+	/* Removed in the lower. */
+	CHECK_OK(unlink(lg));
+	CHECK_ERR(stat("g", &st), ENOENT);
+	CHECK_ERR(open("g", O_RDONLY), ENOENT);
+
+	/* A directory made and filled in the lower. */
+	CHECK_ERR(stat("d", &st), ENOENT);
+	CHECK_OK(mkdir(ld, 0755));
+	path_in(lf, sizeof(lf), ld, "x");
+	write_file(lf, "x", 1, 0644);
+	CHECK_OK(stat("d/x", &st));
+
+	/* And the mount can change what it now sees. */
+	CHECK_OK(unlink("d/x"));
+	CHECK_OK(rmdir("d"));
+	CHECK_ERR(stat(ld, &st), ENOENT);
+}
+
+const struct posix_case presto_cases[] = {
+	{ "presto-statfs", statfs_is_presto, CASE_PRESTO_ONLY },
+	{ "presto-same-inodes-as-lower", same_inodes_as_lower, CASE_PRESTO_ONLY },
+	{ "presto-reserved-name", reserved_name_hidden, CASE_PRESTO_ONLY },
+	{ "presto-own-xattrs-hidden", own_xattrs_hidden, CASE_PRESTO_ONLY },
+	{ "presto-whiteout-refused", whiteout_refused, CASE_PRESTO_ONLY },
+	{ "presto-lease-refused", lease_refused, CASE_PRESTO_ONLY },
+	{ "presto-no-nfs-handles", no_nfs_handles, CASE_PRESTO_ONLY },
+	{ "presto-lower-changes-seen", lower_changes_seen, CASE_PRESTO_ONLY },
+	{ NULL, NULL, 0 }
+};
