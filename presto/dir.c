@@ -204,14 +204,18 @@ static int presto_remove(struct inode *dir, struct dentry *dentry,
 		goto out;
 	ldir = d_inode(lower->d_parent);
 	/*
-	 * presto's reference keeps the lower dentry alive; the lower
-	 * d_delete() then unhashes it rather than making it negative, and
-	 * d_revalidate() sends the next lookup of this name to the lower.
+	 * A dentry nobody else holds is turned negative in place by the
+	 * lower d_delete(); but this presto dentry may stay positive (an
+	 * open file's) and must keep a positive lower dentry: hold a second
+	 * reference so that the lower dentry is unhashed instead. The next
+	 * lookup of the name finds it unhashed and asks the lower afresh.
 	 */
+	dget(lower);
 	if (op == PRESTO_OP_RMDIR)
 		err = vfs_rmdir(userns, ldir, lower);
 	else
 		err = vfs_unlink(userns, ldir, lower, NULL);
+	dput(lower);
 	presto_copyattr(dir);
 	presto_copyattr(d_inode(dentry));
 	presto_unlock_lower(dentry);

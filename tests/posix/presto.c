@@ -219,7 +219,43 @@ static void lower_changes_seen(void)
 	CHECK_ERR(stat(ld, &st), ENOENT);
 }
 
+/*
+ * Found by fsdiff: an open file whose name is unlinked, while another
+ * name of the same inode holds the shared lower file, must still fstat as
+ * itself, also once the name is reused for a directory.
+ */
+static void fstat_after_unlink_of_linked_name(void)
+{
+	struct stat st;
+	int a, b;
+
+	write_file("a", "data", 4, 0644);
+	CHECK_OK(link("a", "b"));
+	a = CHECK_OK(open("a", O_RDONLY));
+	b = CHECK_OK(open("b", O_RDONLY));
+	CHECK_OK(unlink("b"));
+	CHECK_OK(fstat(b, &st));
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ(st.st_nlink, 1);
+	CHECK_OK(mkdir("b", 0700));
+	CHECK_OK(fstat(b, &st));
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ(st.st_size, 4);
+	CHECK_OK(unlink("a"));
+	CHECK_OK(fstat(a, &st));
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ(st.st_nlink, 0);
+	CHECK_OK(fstat(b, &st));
+	CHECK_EQ(st.st_nlink, 0);
+	CHECK_OK(stat("b", &st));
+	CHECK(S_ISDIR(st.st_mode));
+	close(a);
+	close(b);
+}
+
 const struct posix_case presto_cases[] = {
+	{ "regress-fstat-after-unlink-of-linked-name",
+	  fstat_after_unlink_of_linked_name, 0 },
 	{ "presto-statfs", statfs_is_presto, CASE_PRESTO_ONLY },
 	{ "presto-same-inodes-as-lower", same_inodes_as_lower, CASE_PRESTO_ONLY },
 	{ "presto-reserved-name", reserved_name_hidden, CASE_PRESTO_ONLY },
