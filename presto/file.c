@@ -15,7 +15,7 @@
 #include <linux/uio.h>
 #include <linux/fadvise.h>
 #include <linux/splice.h>
-#include <linux/fs_stack.h>
+#include <linux/fsnotify.h>
 #include "presto.h"
 
 /* Flags of a caller's kiocb that mean the same to the lower file. */
@@ -79,6 +79,8 @@ static int presto_open(struct inode *inode, struct file *file)
 	if (IS_ERR(lfile))
 		return PTR_ERR(lfile);
 	file->private_data = lfile;
+	/* RWF_NOWAIT is for files whose I/O path can honour it: ext4's. */
+	file->f_mode |= lfile->f_mode & FMODE_NOWAIT;
 	/*
 	 * The VFS reads presto's copy of the attributes for this file from
 	 * here on (setuid exec, size checks in copy_file_range).
@@ -92,6 +94,46 @@ static int presto_release(struct inode *inode, struct file *file)
 	if (!presto_file_is_shared(file))
 		fput(presto_lower_file(file));
 	return 0;
+}
+
+void presto_set_noatime(struct file *lower, bool noatime)
+{
+	spin_lock(&lower->f_lock);
+	lower->f_flags = (lower->f_flags & ~O_NOATIME) |
+			 (noatime ? O_NOATIME : 0);
+	spin_unlock(&lower->f_lock);
+}
+
+/*
+ * fcntl(F_SETFL, O_NOATIME) changes presto's file only; the access time is
+ * updated (or not) by the lower read path from the lower file's flags. A
+ * private lower file follows presto's flag; a reader that wants O_NOATIME
+ * leaves the shared lower file for a private one.
+ */
+static struct file *presto_noatime_file(struct file *file)
+{
+	struct file *lower = presto_lower_file(file);
+	bool noatime = file->f_flags & O_NOATIME;
+	struct file *lfile, *old;
+	struct path path;
+
+	if (likely(noatime == !!(lower->f_flags & O_NOATIME)))
+		return lower;
+	if (!presto_file_is_shared(file)) {
+		presto_set_noatime(lower, noatime);
+		return lower;
+	}
+	presto_lower_path(file->f_path.dentry, &path);
+	lfile = presto_open_lower(&path, file->f_flags, file->f_cred);
+	if (IS_ERR(lfile))
+		return lfile;
+	old = cmpxchg(&file->private_data, lower, lfile);
+	if (old != lower) {
+		/* Another reader of this file switched it first. */
+		fput(lfile);
+		return old;
+	}
+	return lfile;
 }
 
 static void presto_lower_kiocb(struct kiocb *lower, struct kiocb *iocb)
@@ -108,9 +150,12 @@ static void presto_lower_kiocb(struct kiocb *lower, struct kiocb *iocb)
  */
 static ssize_t presto_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
+	struct file *lfile = presto_noatime_file(iocb->ki_filp);
 	struct kiocb lower;
 	ssize_t ret;
 
+	if (IS_ERR(lfile))
+		return PTR_ERR(lfile);
 	presto_lower_kiocb(&lower, iocb);
 	ret = call_read_iter(lower.ki_filp, &lower, iter);
 	iocb->ki_pos = lower.ki_pos;
@@ -148,13 +193,18 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 	ret = iter_file_splice_write(pipe, lower, ppos, len, flags);
 	file_end_write(lower);
 	presto_copysize(file_inode(out));
+	/* The lower file raises no events: watchers watch presto's. */
+	if (ret > 0)
+		fsnotify_modify(out);
 	return ret;
 }
 
 static int presto_mmap(struct file *file, struct vm_area_struct *vma)
 {
-	struct file *lower = presto_lower_file(file);
+	struct file *lower = presto_noatime_file(file);
 
+	if (IS_ERR(lower))
+		return PTR_ERR(lower);
 	if (!lower->f_op->mmap)
 		return -ENODEV;
 	if (WARN_ON(file != vma->vm_file))

@@ -87,7 +87,8 @@ static inline void presto_lower_path(const struct dentry *dentry,
 /* The lower file behind a presto file. */
 static inline struct file *presto_lower_file(const struct file *file)
 {
-	return file->private_data;
+	/* A regular file may switch lower files once (presto_noatime_file). */
+	return READ_ONCE(file->private_data);
 }
 
 /* super.c */
@@ -133,6 +134,7 @@ extern const struct file_operations presto_file_fops;
 extern const struct address_space_operations presto_aops;
 struct file *presto_open_lower(const struct path *lower, int flags,
 			       const struct cred *cred);
+void presto_set_noatime(struct file *lower, bool noatime);
 
 /* xattr.c */
 extern const struct xattr_handler *presto_xattr_handlers[];
