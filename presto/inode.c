@@ -137,16 +137,19 @@ struct inode *presto_iget(struct super_block *sb, struct inode *lower)
 	inode->i_ino = lower->i_ino;
 	inode->i_generation = lower->i_generation;
 	/*
-	 * Times are the lower inode's business: presto never updates its
-	 * own copy, the lower file system does when presto passes the
-	 * operation down.
+	 * Times are the lower inode's. Regular files and directories do
+	 * their I/O through a lower file, which updates the lower's times;
+	 * symlinks (followed) and special files (fifo and device I/O runs on
+	 * presto's inode) have the VFS update presto's, and
+	 * presto_update_time() passes that down.
 	 */
-	inode->i_flags |= S_NOATIME | S_NOCMTIME;
-	inode->i_mapping->a_ops = &presto_aops;
+	if (S_ISREG(lower->i_mode) || S_ISDIR(lower->i_mode))
+		inode->i_flags |= S_NOATIME | S_NOCMTIME;
 	switch (lower->i_mode & S_IFMT) {
 	case S_IFREG:
 		inode->i_op = &presto_file_iops;
 		inode->i_fop = &presto_file_fops;
+		inode->i_mapping->a_ops = &presto_aops;
 		break;
 	case S_IFDIR:
 		inode->i_op = &presto_dir_iops;
@@ -268,6 +271,29 @@ static const char *presto_get_link(struct dentry *dentry, struct inode *inode,
 	return vfs_get_link(presto_lower_dentry(dentry), done);
 }
 
+/*
+ * The VFS decided, by presto's mount options, that times of a symlink or
+ * special file are due: update the lower inode's, as the VFS would. Like
+ * touch_atime(), give up rather than wait on a frozen or read-only lower.
+ */
+static int presto_update_time(struct inode *inode, struct timespec64 *time,
+			      int flags)
+{
+	struct inode *lower = presto_lower_inode(inode);
+	int err;
+
+	if (__mnt_is_readonly(presto_lower_mnt(inode->i_sb)) ||
+	    !sb_start_write_trylock(lower->i_sb))
+		return 0;
+	if (lower->i_op->update_time)
+		err = lower->i_op->update_time(lower, time, flags);
+	else
+		err = generic_update_time(lower, time, flags);
+	sb_end_write(lower->i_sb);
+	presto_copyattr(inode);
+	return err;
+}
+
 const struct inode_operations presto_file_iops = {
 	.permission	= presto_permission,
 	.getattr	= presto_getattr,
@@ -280,6 +306,7 @@ const struct inode_operations presto_file_iops = {
 
 const struct inode_operations presto_symlink_iops = {
 	.get_link	= presto_get_link,
+	.update_time	= presto_update_time,
 	.getattr	= presto_getattr,
 	.setattr	= presto_setattr,
 	.listxattr	= presto_listxattr,
@@ -287,6 +314,7 @@ const struct inode_operations presto_symlink_iops = {
 
 const struct inode_operations presto_special_iops = {
 	.permission	= presto_permission,
+	.update_time	= presto_update_time,
 	.getattr	= presto_getattr,
 	.setattr	= presto_setattr,
 	.listxattr	= presto_listxattr,

@@ -11,6 +11,7 @@
 #include <sys/xattr.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <sys/sysmacros.h>
 #include <linux/fs.h>
 #include "posix.h"
 
@@ -253,7 +254,56 @@ static void fstat_after_unlink_of_linked_name(void)
 	close(b);
 }
 
+/* Found by fsdiff: O_DIRECT is for regular files only. */
+static void direct_on_special_files(void)
+{
+	CHECK_OK(mknod("fifo", S_IFIFO | 0644, 0));
+	CHECK_OK(mknod("null", S_IFCHR | 0666, makedev(1, 3)));
+	CHECK_ERR(open("fifo", O_RDWR | O_DIRECT), EINVAL);
+	CHECK_ERR(open("null", O_RDWR | O_DIRECT), EINVAL);
+	CHECK_ERR(open("fifo", O_RDWR | O_CREAT | O_DIRECT, 0644), EINVAL);
+}
+
+static void set_old_times(const char *path)
+{
+	struct timespec ts[2] = { { 1000, 0 }, { 1000, 0 } };
+
+	CHECK_OK(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW));
+}
+
+/*
+ * Found by fsdiff: following a symlink and fifo I/O update the times of
+ * the symlink's and the fifo's own inodes (relatime).
+ */
+static void symlink_and_fifo_times(void)
+{
+	struct stat st;
+	char c = 'x';
+	int fd;
+
+	write_file("f", "x", 1, 0644);
+	CHECK_OK(symlink("f", "s"));
+	set_old_times("s");
+	CHECK_OK(stat("s", &st));
+	CHECK_OK(lstat("s", &st));
+	CHECK(st.st_atime > 1000);
+	CHECK_EQ(st.st_mtime, 1000);
+
+	CHECK_OK(mknod("fifo", S_IFIFO | 0644, 0));
+	set_old_times("fifo");
+	fd = CHECK_OK(open("fifo", O_RDWR | O_NONBLOCK));
+	CHECK_EQ(write(fd, &c, 1), 1);
+	CHECK_OK(fstat(fd, &st));
+	CHECK(st.st_mtime > 1000);
+	CHECK_EQ(read(fd, &c, 1), 1);
+	CHECK_OK(fstat(fd, &st));
+	CHECK(st.st_atime > 1000);
+	close(fd);
+}
+
 const struct posix_case presto_cases[] = {
+	{ "regress-direct-on-special-files", direct_on_special_files, 0 },
+	{ "regress-symlink-and-fifo-times", symlink_and_fifo_times, 0 },
 	{ "regress-fstat-after-unlink-of-linked-name",
 	  fstat_after_unlink_of_linked_name, 0 },
 	{ "presto-statfs", statfs_is_presto, CASE_PRESTO_ONLY },
