@@ -11,9 +11,10 @@
  * The lower dentry for @dentry, checked under the lower parent's lock
  * (which the caller holds) to still stand where presto believes: same
  * parent, hashed, and naming the same lower inode or still negative.
- * A negative presto dentry whose lower went stale is looked up afresh; a
- * positive one that no longer matches is -ESTALE, which makes the VFS
- * retry with LOOKUP_REVAL, and d_revalidate then brings presto up to date.
+ * A negative presto dentry whose lower went stale (or was let go) is looked
+ * up afresh; a positive one that no longer matches is -ESTALE, which makes
+ * the VFS retry with LOOKUP_REVAL, and d_revalidate then brings presto up
+ * to date.
  * The dentry returned is borrowed from @dentry's d_fsdata.
  */
 static struct dentry *presto_lower_locked(struct dentry *dentry)
@@ -22,7 +23,7 @@ static struct dentry *presto_lower_locked(struct dentry *dentry)
 	struct dentry *lower = presto_lower_dentry(dentry);
 	struct inode *inode = d_inode(dentry);
 
-	if (lower->d_parent == lparent && !d_unhashed(lower) &&
+	if (lower && lower->d_parent == lparent && !d_unhashed(lower) &&
 	    (inode ? d_inode(lower) == presto_lower_inode(inode) :
 		     d_is_negative(lower)))
 		return lower;
@@ -207,8 +208,8 @@ static int presto_remove(struct inode *dir, struct dentry *dentry,
 	 * A dentry nobody else holds is turned negative in place by the
 	 * lower d_delete(); but this presto dentry may stay positive (an
 	 * open file's) and must keep a positive lower dentry: hold a second
-	 * reference so that the lower dentry is unhashed instead. The next
-	 * lookup of the name finds it unhashed and asks the lower afresh.
+	 * reference so that the lower dentry is unhashed instead.
+	 * presto_d_iput() lets it go once the presto dentry turns negative.
 	 */
 	dget(lower);
 	if (op == PRESTO_OP_RMDIR)

@@ -96,9 +96,15 @@ static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
 	rcu_read_lock();
 	lower = presto_lower_dentry(dentry);
 	if (!lower) {
-		/* The reserved name: negative for good. */
+		/*
+		 * Negative with no lower dentry: the reserved name, negative
+		 * for good, or a name removed through presto, which the
+		 * lower is asked about again.
+		 */
+		valid = presto_is_reserved(d_inode_rcu(READ_ONCE(dentry->d_parent)),
+					   &dentry->d_name);
 		rcu_read_unlock();
-		return 1;
+		return valid;
 	}
 	inode = d_inode_rcu(dentry);
 	valid = presto_lower_matches(dentry, lower) &&
@@ -108,6 +114,21 @@ static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
 	return valid;
 }
 
+/*
+ * The presto dentry turns negative (its name was removed through presto)
+ * or dies. Its lower dentry may hold the lower inode of a removed name,
+ * which ext4 frees only with the last reference: let it go now, so that a
+ * cached negative dentry does not keep a removed file's space.
+ */
+static void presto_d_iput(struct dentry *dentry, struct inode *inode)
+{
+	struct dentry *lower = presto_lower_dentry(dentry);
+
+	WRITE_ONCE(dentry->d_fsdata, NULL);
+	dput(lower);
+	iput(inode);
+}
+
 static void presto_d_release(struct dentry *dentry)
 {
 	dput(dentry->d_fsdata);
@@ -115,5 +136,6 @@ static void presto_d_release(struct dentry *dentry)
 
 const struct dentry_operations presto_dentry_ops = {
 	.d_revalidate	= presto_d_revalidate,
+	.d_iput		= presto_d_iput,
 	.d_release	= presto_d_release,
 };

@@ -61,7 +61,10 @@ static inline struct inode *presto_lower_inode(const struct inode *inode)
 	return PRESTO_I(inode)->lower;
 }
 
-/* The lower dentry of a presto dentry (NULL only for the reserved name). */
+/*
+ * The lower dentry of a presto dentry. NULL only for negative ones: the
+ * reserved name, and names removed through presto (presto_d_iput()).
+ */
 static inline struct dentry *presto_lower_dentry(const struct dentry *dentry)
 {
 	return READ_ONCE(dentry->d_fsdata);
