@@ -1,9 +1,11 @@
 """The benchmark, inside the test VM on Debian's kernel (bench/run boots it).
 
 Runs the seed workloads on plain ext4, presto over ext4 and overlayfs
-side by side in one boot, RUNS times each, interleaved so that drift in
-the emulator hits every configuration alike, and writes one JSON object
-per measurement to OUT.
+side by side in one boot, all three mounted at once on one ext4 file
+system: each row is measured on every configuration in turn (in rotating
+order, after a sync), RUNS times, so that drift in the emulator and
+background work hit every configuration alike. Writes one JSON object per
+measurement to OUT.
 
     python3 bench/guest.py OUT [RUNS]
 """
@@ -42,7 +44,6 @@ class Config:
                     "overlayfs": "/mnt/o"}[name]
 
     def setup(self):
-        self.teardown()
         if self.name == "ext4":
             sh(f"mkdir -p {self.dir}")
         elif self.name == "presto":
@@ -54,9 +55,12 @@ class Config:
                f"workdir={EXT}/ow overlay /mnt/o")
 
     def teardown(self):
-        for m in ("/mnt/p", "/mnt/o"):
-            subprocess.run(["umount", m], stderr=subprocess.DEVNULL)
-        sh(f"rm -rf {EXT}/e {EXT}/pc {EXT}/ol {EXT}/ou {EXT}/ow")
+        if self.name == "presto":
+            sh("umount /mnt/p && rm -rf {EXT}/pc".format(EXT=EXT))
+        elif self.name == "overlayfs":
+            sh(f"umount /mnt/o && rm -rf {EXT}/ol {EXT}/ou {EXT}/ow")
+        else:
+            sh(f"rm -rf {EXT}/e")
 
 
 def micro(op, n, target):
@@ -70,28 +74,38 @@ def dd_rate(cmd):
     return 1024 / t  # MiB per second for 1 GiB
 
 
-def measure(cfg):
-    """Every row once on @cfg; yields (row, value, unit)."""
-    d = cfg.dir
-    yield "tar unpack", timed(f"tar -xf {TREE} -C {d} && sync"), "s"
-    drop_caches()
-    yield "ls -lR cold", timed(f"ls -lR {d}/tools"), "s"
-    yield "ls -lR warm", timed(f"ls -lR {d}/tools"), "s"
-    yield "read every file", timed(
-        f"find {d}/tools -type f -exec cat {{}} + "), "s"
-    sh(f"mkdir -p {d}/m && head -c 4096 /dev/urandom > {d}/m/f")
-    yield "create/close/unlink", micro("create", 1000, f"{d}/m"), "ops/s"
-    yield "mkdir/rmdir", micro("mkdir", 1000, f"{d}/m"), "ops/s"
-    yield "open/read/close", micro("openread", 10000, f"{d}/m/f"), "ops/s"
-    yield "stat", micro("stat", 10000, f"{d}/m/f"), "ops/s"
-    yield "rm -rf", timed(f"rm -rf {d}/tools && sync"), "s"
-    yield "write 1 GiB", dd_rate(
+def settled():
+    """Let writeback of the previous step finish before timing the next."""
+    sh("sync")
+    time.sleep(1)
+
+
+# Each row: (name, unit, prepare(dir) or None, measure(dir) -> value).
+# Rows run one after another; within a row every configuration is measured
+# in turn, so whatever the machine does in the background hits all alike.
+ROWS = [
+    ("tar unpack", "s", None,
+     lambda d: timed(f"tar -xf {TREE} -C {d} && sync")),
+    ("ls -lR cold", "s", lambda d: drop_caches(),
+     lambda d: timed(f"ls -lR {d}/tools")),
+    ("ls -lR warm", "s", lambda d: timed(f"ls -lR {d}/tools"),
+     lambda d: timed(f"ls -lR {d}/tools")),
+    ("read every file", "s", None,
+     lambda d: timed(f"find {d}/tools -type f -exec cat {{}} + ")),
+    ("create/close/unlink", "ops/s",
+     lambda d: sh(f"mkdir -p {d}/m && head -c 4096 /dev/urandom > {d}/m/f"),
+     lambda d: micro("create", 1000, f"{d}/m")),
+    ("mkdir/rmdir", "ops/s", None, lambda d: micro("mkdir", 1000, f"{d}/m")),
+    ("open/read/close", "ops/s", None,
+     lambda d: micro("openread", 10000, f"{d}/m/f")),
+    ("stat", "ops/s", None, lambda d: micro("stat", 10000, f"{d}/m/f")),
+    ("rm -rf", "s", None, lambda d: timed(f"rm -rf {d}/tools && sync")),
+    ("write 1 GiB", "MiB/s", None, lambda d: dd_rate(
         f"dd if=/dev/zero of={d}/big bs=1M count=1024 conv=fsync "
-        "status=none"), "MiB/s"
-    drop_caches()
-    yield "read 1 GiB", dd_rate(
-        f"dd if={d}/big of=/dev/null bs=1M status=none"), "MiB/s"
-    sh(f"rm -f {d}/big && rm -rf {d}/m && sync")
+        "status=none")),
+    ("read 1 GiB", "MiB/s", lambda d: drop_caches(), lambda d: dd_rate(
+        f"dd if={d}/big of=/dev/null bs=1M status=none")),
+]
 
 
 def main():
@@ -105,14 +119,22 @@ def main():
     configs = [Config(n) for n in ("ext4", "presto", "overlayfs")]
     with open(out, "w") as f:
         for run in range(runs):
-            # Rotate the order so no configuration always goes first.
-            for cfg in configs[run % 3:] + configs[:run % 3]:
+            for cfg in configs:
                 cfg.setup()
-                for row, value, unit in measure(cfg):
+            for i, (row, unit, prepare, measure) in enumerate(ROWS):
+                # Rotate the order so no configuration always goes first.
+                k = (run + i) % len(configs)
+                for cfg in configs[k:] + configs[:k]:
+                    if prepare:
+                        prepare(cfg.dir)
+                    settled()
+                    value = measure(cfg.dir)
                     rec = {"run": run, "config": cfg.name, "row": row,
                            "value": value, "unit": unit}
                     print(json.dumps(rec), flush=True)
                     f.write(json.dumps(rec) + "\n")
+            for cfg in configs:
+                sh(f"rm -rf {cfg.dir}/big {cfg.dir}/m")
                 cfg.teardown()
     sh("rmmod presto")
 
