@@ -983,20 +983,6 @@ static void pay_bytes(struct result *r, const void *p, size_t n)
 	(r)->err = (r)->ret < 0 ? errno : 0;			\
 } while (0)
 
-static const char *ftype(mode_t m)
-{
-	switch (m & S_IFMT) {
-	case S_IFREG: return "file";
-	case S_IFDIR: return "dir";
-	case S_IFLNK: return "symlink";
-	case S_IFIFO: return "fifo";
-	case S_IFCHR: return "chr";
-	case S_IFBLK: return "blk";
-	case S_IFSOCK: return "sock";
-	default: return "?";
-	}
-}
-
 /* The fields of a statx that must agree between A and B. */
 static void pay_statx(const struct proc *p, struct result *r,
 		      const struct statx *st)
@@ -1004,7 +990,7 @@ static void pay_statx(const struct proc *p, struct result *r,
 	mode_t m = st->stx_mode;
 
 	pay_text(r, "%s mode=%04o nlink=%u uid=%u gid=%u size=%llu",
-		 ftype(m), m & 07777, st->stx_nlink, st->stx_uid, st->stx_gid,
+		 tree_type_name(m), m & 07777, st->stx_nlink, st->stx_uid, st->stx_gid,
 		 (unsigned long long)st->stx_size);
 	if (!S_ISREG(m) || p->blocks)
 		pay_text(r, " blocks=%llu",

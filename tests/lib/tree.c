@@ -174,7 +174,7 @@ static void escape(const unsigned char *p, size_t n, size_t max, char *out,
 	out[o] = 0;
 }
 
-static const char *type_name(mode_t m)
+const char *tree_type_name(mode_t m)
 {
 	switch (m & S_IFMT) {
 	case S_IFREG: return "file";
@@ -922,8 +922,8 @@ static int compare_entry(struct walk *w, int da, int db, const char *name)
 	if (fstatat(db, name, &sb, AT_SYMLINK_NOFOLLOW))
 		return fail(w, 1, "fstatat", name, errno);
 	if ((sa.st_mode & S_IFMT) != (sb.st_mode & S_IFMT))
-		return report(w, TREE_DIFF_TYPE, NULL, type_name(sa.st_mode),
-			      type_name(sb.st_mode));
+		return report(w, TREE_DIFF_TYPE, NULL, tree_type_name(sa.st_mode),
+			      tree_type_name(sb.st_mode));
 
 	ret = compare_hardlinks(w, &sa, &sb);
 	if (!ret)
@@ -973,9 +973,9 @@ static int report_only(struct walk *w, int side, int dirfd, const char *name)
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
 		return fail(w, side, "fstatat", name, errno);
 	if (side == 0)
-		return report(w, TREE_DIFF_ONLY_A, NULL, type_name(st.st_mode),
+		return report(w, TREE_DIFF_ONLY_A, NULL, tree_type_name(st.st_mode),
 			      NULL);
-	return report(w, TREE_DIFF_ONLY_B, NULL, NULL, type_name(st.st_mode));
+	return report(w, TREE_DIFF_ONLY_B, NULL, NULL, tree_type_name(st.st_mode));
 }
 
 static int compare_dir(struct walk *w, int da, int db, bool root)

@@ -31,6 +31,10 @@
 #define TREE_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+/* "file", "dir", "symlink", "fifo", "chr", "blk", "sock" or "unknown". */
+const char *tree_type_name(mode_t mode);
 
 enum tree_diff_kind {
 	TREE_DIFF_ONLY_A,	/* the name exists in A only */
