@@ -20,11 +20,12 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
+TOOLS := tools/bin/kmlcat
 TEST_PROGS := tests/bin/posix tests/bin/fsdiff tests/bin/treecmp \
 	tests/bin/presto-errors bench/bin/microbench
 SETUP_STAMP := .venv/.setup-done
 
-all: presto/presto.ko $(TEST_PROGS)
+all: presto/presto.ko $(TOOLS) $(TEST_PROGS)
 
 setup $(SETUP_STAMP): tools/setup
 	tools/setup
@@ -45,6 +46,23 @@ build/%/presto.ko: $(PRESTO_SRC) tools/build-kernel tools/kconfig/debug.config |
 	$(MAKE) -C $$tree M=$(TOP)/build/$* modules
 
 TESTLIB := tests/lib/tree.c tests/lib/tree.h
+
+# The one KML decoder, shared by kmlcat, lento and the tests.
+KMLLIB := protocol/kml.c protocol/kml.h protocol/presto_kml.h
+
+tools/bin/kmlcat: tools/kmlcat/kmlcat.c $(KMLLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iprotocol -o $@ $< protocol/kml.c
+
+# Fuzz targets (libFuzzer, clang), run for a bounded time by make check.
+FUZZFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+FUZZERS := build/fuzz/kml
+
+build/fuzz/kml: protocol/fuzz/kml_fuzz.c $(KMLLIB)
+	@mkdir -p $(@D)
+	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
+		-Iprotocol -o $@ $< protocol/kml.c
 
 POSIX_SRC := $(wildcard tests/posix/*.c)
 tests/bin/posix: $(POSIX_SRC) tests/posix/posix.h
@@ -68,13 +86,19 @@ tests/bin/unit-tree: tests/unit/check_tree.c $(TESTLIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Itests/lib -o $@ tests/unit/check_tree.c \
 		tests/lib/tree.c $$(pkg-config --cflags --libs check)
 
+tests/bin/unit-kml: tests/unit/check_kml.c $(KMLLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -o $@ tests/unit/check_kml.c \
+		protocol/kml.c $$(pkg-config --cflags --libs check)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
 
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
-check: all build/debug/presto.ko tests/bin/unit-tree | $(SETUP_STAMP)
+check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
+		$(FUZZERS) | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)
@@ -91,6 +115,6 @@ checkpatch: | $(SETUP_STAMP)
 
 clean:
 	$(MAKE) -C presto clean
-	rm -rf build tests/bin bench/bin
+	rm -rf build tests/bin bench/bin tools/bin
 
 .PHONY: all check check-memory bench demo checkpatch clean

@@ -99,6 +99,8 @@ ROWS = [
     ("open/read/close", "ops/s", None,
      lambda d: micro("openread", 10000, f"{d}/m/f")),
     ("stat", "ops/s", None, lambda d: micro("stat", 10000, f"{d}/m/f")),
+    ("append 4 KiB + fsync", "ops/s", None,
+     lambda d: micro("fsync", 300, f"{d}/m/fsync")),
     ("rm -rf", "s", None, lambda d: timed(f"rm -rf {d}/tools && sync")),
     ("write 1 GiB", "MiB/s", None, lambda d: dd_rate(
         f"dd if=/dev/zero of={d}/big bs=1M count=1024 conv=fsync "

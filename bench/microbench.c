@@ -5,6 +5,7 @@
  *   microbench mkdir N DIR       N x (mkdir, rmdir)
  *   microbench openread N FILE   N x (open, read 4 KiB, close)
  *   microbench stat N FILE       N x stat
+ *   microbench fsync N FILE      N x (append 4 KiB, fsync) to a new FILE
  *
  * Prints "OPS SECONDS": the operations per second and the elapsed time.
  */
@@ -46,11 +47,32 @@ int main(int argc, char **argv)
 	long n, i;
 
 	if (argc != 4 || (n = atol(argv[2])) <= 0) {
-		fprintf(stderr, "usage: microbench create|mkdir|openread|stat N PATH\n");
+		fprintf(stderr, "usage: microbench create|mkdir|openread|stat|fsync N PATH\n");
 		return 2;
 	}
 	op = argv[1];
 	target = argv[3];
+	if (!strcmp(op, "fsync")) {
+		int fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_APPEND,
+			      0644);
+
+		if (fd < 0)
+			return fail("open", target);
+		memset(buf, 'x', sizeof(buf));
+		t0 = now();
+		for (i = 0; i < n; i++) {
+			if (write(fd, buf, sizeof(buf)) != sizeof(buf))
+				return fail("write", target);
+			if (fsync(fd))
+				return fail("fsync", target);
+		}
+		t = now() - t0;
+		close(fd);
+		if (unlink(target))
+			return fail("unlink", target);
+		printf("%.0f %.6f\n", n / t, t);
+		return 0;
+	}
 	t0 = now();
 	for (i = 0; i < n; i++) {
 		if (!strcmp(op, "create")) {

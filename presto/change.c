@@ -1,25 +1,348 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The one place every namespace and metadata change goes through.
+ * The one place every change goes through, and what it logs.
  *
- * Each modifying inode operation brackets its lower operation with
- * presto_change_begin() and presto_change_end(). Today that takes write
- * access to the lower mount for the duration (so a read-only or frozen
- * lower refuses or waits cleanly); the kernel modification log hooks in
- * here, so that no change can reach the lower tree without passing the
- * journal.
+ * Each modifying operation brackets its lower operation with
+ * presto_change_begin() and presto_change_end(). begin reserves the
+ * operation's KML record before anything is done, so that a change the log
+ * has no room for is refused (ENOSPC) rather than done unlogged, and takes
+ * write access to the lower mount (a read-only or frozen lower refuses or
+ * waits cleanly). On success the operation calls presto_change_log() while
+ * it still holds the locks that order it against other changes to the same
+ * objects, so the log's order is the order the changes took effect in.
+ * A struct presto_change starts zeroed.
+ *
+ * File data is logged differently: a write only counts (data_gen), and the
+ * STORE record that says "this file's content changed" is written when a
+ * file that wrote is closed or fsynced, or a shared writable mapping goes
+ * away. Its room is reserved by the open file before the first write.
+ *
+ * Changes to an object with no name left (an unlinked open file, an
+ * O_TMPFILE) are not logged: the object is gone from the tree. An
+ * O_TMPFILE linked in is logged as a CREATE and a STORE.
  */
+#include <linux/cred.h>
+#include <linux/slab.h>
+#include <linux/xattr.h>
 #include "presto.h"
 
-int presto_change_begin(struct presto_change *chg, enum presto_op op,
-			struct super_block *sb)
+/* What a STORE carries; a write may have dropped set-id bits: the mode. */
+#define PRESTO_KML_A_STORE	(PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME | \
+				 PRESTO_KML_A_CTIME | PRESTO_KML_A_MODE)
+
+static void presto_kml_set_fh(struct presto_kml_fh *fh, struct inode *lower)
 {
-	chg->op = op;
-	chg->sb = sb;
-	return mnt_want_write(presto_lower_mnt(sb));
+	if (!lower)
+		return;
+	fh->ino = cpu_to_le64(lower->i_ino);
+	fh->gen = cpu_to_le32(lower->i_generation);
 }
 
-void presto_change_end(struct presto_change *chg, int err)
+static void presto_kml_set_attr(struct presto_kml_attr *a, u32 valid,
+				struct inode *lower)
 {
+	a->valid = cpu_to_le32(valid);
+	a->mode = cpu_to_le32(lower->i_mode);
+	a->uid = cpu_to_le32(from_kuid(&init_user_ns, lower->i_uid));
+	a->gid = cpu_to_le32(from_kgid(&init_user_ns, lower->i_gid));
+	a->size = cpu_to_le64(i_size_read(lower));
+	a->atime_ns = cpu_to_le64(timespec64_to_ns(&lower->i_atime));
+	a->mtime_ns = cpu_to_le64(timespec64_to_ns(&lower->i_mtime));
+	a->ctime_ns = cpu_to_le64(timespec64_to_ns(&lower->i_ctime));
+	a->rdev = cpu_to_le32(new_encode_dev(lower->i_rdev));
+	a->nlink = cpu_to_le32(lower->i_nlink);
+}
+
+static void presto_kml_set_names(struct presto_kml_entry *e,
+				 const struct qstr *name,
+				 const struct qstr *name2,
+				 const void *data, size_t data_len)
+{
+	char *p = (char *)(&e->rec + 1);
+
+	if (name) {
+		memcpy(p, name->name, name->len);
+		p += name->len;
+	}
+	if (name2) {
+		memcpy(p, name2->name, name2->len);
+		p += name2->len;
+	}
+	if (data_len)
+		memcpy(p, data, data_len);
+}
+
+/* Let go of whatever @chg still holds: the records of a failed change. */
+void presto_change_free(struct presto_change *chg)
+{
+	unsigned int i;
+
+	presto_kml_free(chg->sb, chg->rec);
+	chg->rec = NULL;
+	presto_kml_free(chg->sb, chg->store);
+	chg->store = NULL;
+	for (i = 0; i < chg->nxattrs; i++)
+		presto_kml_free(chg->sb, chg->xattrs[i]);
+	kfree(chg->xattrs);
+	chg->xattrs = NULL;
+	chg->nxattrs = 0;
+}
+
+int presto_change_begin(struct presto_change *chg, struct super_block *sb,
+			enum presto_kml_op op, const struct qstr *name,
+			const struct qstr *name2, const void *data,
+			size_t data_len)
+{
+	struct presto_kml_entry *e = NULL;
+	int err;
+
+	chg->sb = sb;
+	if (op) {
+		e = presto_kml_alloc(sb, op, name ? name->len : 0,
+				     name2 ? name2->len : 0, data_len, false);
+		err = PTR_ERR(e);
+		if (IS_ERR(e))
+			goto fail;
+		presto_kml_set_names(e, name, name2, data, data_len);
+	}
+	err = mnt_want_write(presto_lower_mnt(sb));
+	if (err) {
+		presto_kml_free(sb, e);
+		goto fail;
+	}
+	chg->rec = e;
+	return 0;
+fail:
+	presto_change_free(chg);
+	return err;
+}
+
+/* Log a SETXATTR for xattr @name of @lower, as it is now, in @chg. */
+static int presto_change_add_xattr(struct presto_change *chg,
+				   struct super_block *sb,
+				   struct dentry *lower, const char *name,
+				   void *buf)
+{
+	struct qstr qname = QSTR_INIT(name, strlen(name));
+	struct presto_kml_entry *e;
+	ssize_t len;
+
+	len = vfs_getxattr(&init_user_ns, lower, name, buf, XATTR_SIZE_MAX);
+	if (len == -ENODATA)	/* gone since it was listed */
+		return 0;
+	if (len < 0)
+		return len;
+	if (qname.len > PRESTO_KML_NAME_MAX)
+		return -ERANGE;
+	e = presto_kml_alloc(sb, PRESTO_KML_SETXATTR, qname.len, 0, len,
+			     false);
+	if (IS_ERR(e))
+		return PTR_ERR(e);
+	presto_kml_set_names(e, &qname, NULL, buf, len);
+	chg->xattrs[chg->nxattrs++] = e;
+	return 0;
+}
+
+/*
+ * An O_TMPFILE being linked in is new to the tree: besides its CREATE it
+ * owes a SETXATTR for each xattr it has (set through its file, or ACLs it
+ * inherited) and the STORE of its content. Reserved on a zeroed @chg
+ * before presto_change_begin(), as reserving may wait for the journal
+ * thread, which must not happen with the lower's write access held; the
+ * VFS holds the inode's lock, so its xattrs stay as listed.
+ */
+int presto_change_tmpfile(struct presto_change *chg, struct super_block *sb,
+			  struct dentry *lower)
+{
+	const struct cred *old;
+	char *names = NULL, *p;
+	void *buf = NULL;
+	ssize_t len;
+	int n = 0, err;
+
+	chg->store = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
+	if (IS_ERR(chg->store)) {
+		err = PTR_ERR(chg->store);
+		chg->store = NULL;
+		return err;
+	}
+	/* Every xattr, trusted.* too: with presto's own credentials. */
+	old = override_creds(presto_sb(sb)->creds);
+	len = vfs_listxattr(lower, NULL, 0);
+	err = len;
+	if (len <= 0)
+		goto out;
+	err = -ENOMEM;
+	names = kvmalloc(len, GFP_KERNEL);
+	buf = kvmalloc(XATTR_SIZE_MAX, GFP_KERNEL);
+	if (!names || !buf)
+		goto out;
+	len = vfs_listxattr(lower, names, len);
+	err = len;
+	if (len < 0)
+		goto out;
+	for (p = names; p < names + len; p += strlen(p) + 1)
+		n++;
+	err = -ENOMEM;
+	chg->xattrs = kcalloc(n, sizeof(*chg->xattrs), GFP_KERNEL);
+	if (!chg->xattrs)
+		goto out;
+	err = 0;
+	for (p = names; p < names + len && !err; p += strlen(p) + 1)
+		if (strncmp(p, PRESTO_XATTR_PREFIX,
+			    strlen(PRESTO_XATTR_PREFIX)))
+			err = presto_change_add_xattr(chg, sb, lower, p, buf);
+out:
+	revert_creds(old);
+	kvfree(names);
+	kvfree(buf);
+	return err < 0 ? err : 0;
+}
+
+static bool presto_kml_about_object(enum presto_kml_op op)
+{
+	return op == PRESTO_KML_SETATTR || op == PRESTO_KML_SETXATTR ||
+	       op == PRESTO_KML_REMOVEXATTR || op == PRESTO_KML_STORE;
+}
+
+/*
+ * Commit @e about the lower inodes given; it is the log's then. Returns its
+ * sequence number, or 0 if it was not logged.
+ */
+static u64 presto_kml_log(struct super_block *sb, struct presto_kml_entry *e,
+			  unsigned int flags, u32 valid, struct inode *dir,
+			  struct inode *obj, struct inode *newdir,
+			  struct inode *target)
+{
+	struct presto_kml_rec *r = &e->rec;
+	enum presto_kml_op op = le16_to_cpu(r->op);
+
+	if (presto_kml_about_object(op) && !obj->i_nlink) {
+		presto_kml_free(sb, e);
+		return 0;
+	}
+	r->flags = cpu_to_le16(flags);
+	r->uid = cpu_to_le32(from_kuid(&init_user_ns, current_fsuid()));
+	r->gid = cpu_to_le32(from_kgid(&init_user_ns, current_fsgid()));
+	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_DIR], dir);
+	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_OBJ], obj);
+	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_NEWDIR], newdir);
+	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_TARGET], target);
+	if (obj)
+		presto_kml_set_attr(&r->attr, valid, obj);
+	return presto_kml_commit(sb, e);
+}
+
+/*
+ * Log a successful change, given the lower inodes it concerns: @dir the
+ * parent (old parent of a rename), @obj the object, @newdir and @target
+ * for a rename. @valid says which of @obj's attributes the record
+ * carries. The caller stamps the presto inodes with the sequence number
+ * returned (presto_stamp()), for fsync.
+ */
+u64 presto_change_log(struct presto_change *chg, unsigned int flags,
+		      u32 valid, struct inode *dir, struct inode *obj,
+		      struct inode *newdir, struct inode *target)
+{
+	unsigned int i;
+	u64 seq = 0;
+
+	if (chg->rec)
+		seq = presto_kml_log(chg->sb, chg->rec, flags, valid, dir, obj,
+				     newdir, target);
+	chg->rec = NULL;
+	for (i = 0; i < chg->nxattrs; i++)
+		seq = presto_kml_log(chg->sb, chg->xattrs[i], 0,
+				     PRESTO_KML_A_MODE | PRESTO_KML_A_CTIME,
+				     NULL, obj, NULL, NULL) ?: seq;
+	chg->nxattrs = 0;
+	if (chg->store)
+		seq = presto_kml_log(chg->sb, chg->store, 0,
+				     PRESTO_KML_A_STORE, NULL, obj, NULL,
+				     NULL) ?: seq;
+	chg->store = NULL;
+	return seq;
+}
+
+void presto_change_end(struct presto_change *chg)
+{
+	/* A change that failed logs nothing. */
+	presto_change_free(chg);
 	mnt_drop_write(presto_lower_mnt(chg->sb));
+}
+
+/*
+ * Before a write through @file: room for the STORE it will owe, or the
+ * write is refused before it is done. Notes the mode, which a write may
+ * change (set-id bits) even when it fails.
+ */
+int presto_store_begin(struct file *file, umode_t *mode)
+{
+	struct presto_file *pf = file->private_data;
+	struct super_block *sb = file_inode(file)->i_sb;
+	struct presto_kml_entry *e;
+
+	*mode = presto_lower_inode(file_inode(file))->i_mode;
+	if (likely(READ_ONCE(pf->store)))
+		return 0;
+	e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
+	if (IS_ERR(e))
+		return PTR_ERR(e);
+	if (cmpxchg(&pf->store, NULL, e))
+		presto_kml_free(sb, e);
+	return 0;
+}
+
+/* After a write through @file: did it change the file? */
+void presto_store_end(struct file *file, umode_t mode, bool wrote)
+{
+	struct inode *inode = file_inode(file);
+
+	if (wrote || presto_lower_inode(inode)->i_mode != mode)
+		atomic64_inc(&PRESTO_I(inode)->data_gen);
+}
+
+/*
+ * Log the STORE @file owes, if the content changed since the last STORE.
+ * Unless @closing, reserve again for the writes still to come; if that
+ * fails the next write is refused.
+ */
+int presto_store(struct file *file, bool closing)
+{
+	/* A read-only file (fsync) has no room of its own reserved. */
+	struct presto_file *pf = file->f_mode & FMODE_WRITE ?
+				 file->private_data : NULL;
+	struct inode *inode = file_inode(file);
+	struct presto_inode *pi = PRESTO_I(inode);
+	struct presto_kml_entry *e = NULL;
+	u64 gen = atomic64_read(&pi->data_gen);
+	umode_t mode;
+
+	if (gen == READ_ONCE(pi->stored_gen)) {
+		if (closing && pf)
+			presto_kml_free(inode->i_sb, xchg(&pf->store, NULL));
+		return 0;
+	}
+	if (pf)
+		e = xchg(&pf->store, NULL);
+	/* Owed for a change already made: past the log's limit if need be. */
+	if (!e)
+		e = presto_kml_alloc(inode->i_sb, PRESTO_KML_STORE, 0, 0, 0,
+				     true);
+	if (IS_ERR(e))		/* the log is broken */
+		return PTR_ERR(e);
+	WRITE_ONCE(pi->stored_gen, gen);
+	presto_stamp(inode, presto_kml_log(inode->i_sb, e, 0,
+					   PRESTO_KML_A_STORE, NULL,
+					   pi->lower, NULL, NULL));
+	if (closing || !pf)
+		return 0;
+	return presto_store_begin(file, &mode);
+}
+
+/* fsync: wait until the log holds every record about @inode. */
+int presto_fsync_wait(struct inode *inode)
+{
+	return presto_journal_wait(inode->i_sb,
+				   READ_ONCE(PRESTO_I(inode)->last_seq));
 }

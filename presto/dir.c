@@ -5,6 +5,7 @@
  * presto_change_begin() and presto_change_end().
  */
 #include <linux/namei.h>
+#include <linux/slab.h>
 #include "presto.h"
 
 /*
@@ -82,18 +83,21 @@ struct presto_create_args {
 };
 
 static int presto_create_object(struct inode *dir, struct dentry *dentry,
-				enum presto_op op,
+				enum presto_kml_op op,
 				const struct presto_create_args *args)
 {
 	struct user_namespace *userns = presto_lower_userns(dir->i_sb);
-	struct presto_change chg;
+	struct presto_change chg = {};
 	struct dentry *lower;
 	struct inode *ldir;
+	u64 seq;
 	int err;
 
 	if (presto_is_reserved(dir, &dentry->d_name))
 		return -EPERM;
-	err = presto_change_begin(&chg, op, dir->i_sb);
+	err = presto_change_begin(&chg, dir->i_sb, op, &dentry->d_name, NULL,
+				  args->link,
+				  args->link ? strlen(args->link) : 0);
 	if (err)
 		return err;
 	lower = presto_lock_lower(dentry);
@@ -102,28 +106,35 @@ static int presto_create_object(struct inode *dir, struct dentry *dentry,
 		goto out;
 	ldir = d_inode(lower->d_parent);
 	switch (op) {
-	case PRESTO_OP_CREATE:
+	case PRESTO_KML_CREATE:
 		err = vfs_create(userns, ldir, lower, args->mode, args->excl);
 		break;
-	case PRESTO_OP_MKDIR:
+	case PRESTO_KML_MKDIR:
 		err = vfs_mkdir(userns, ldir, lower, args->mode);
 		break;
-	case PRESTO_OP_MKNOD:
+	case PRESTO_KML_MKNOD:
 		err = vfs_mknod(userns, ldir, lower, args->mode, args->rdev);
 		break;
-	case PRESTO_OP_SYMLINK:
+	case PRESTO_KML_SYMLINK:
 		err = vfs_symlink(userns, ldir, lower, args->link);
 		break;
 	default:
 		err = -EINVAL;
 		break;
 	}
-	if (!err)
+	if (!err) {
+		/* Logged even if presto's inode cannot be had below. */
+		seq = presto_change_log(&chg, 0, PRESTO_KML_A_ALL, ldir,
+					d_inode(lower), NULL, NULL);
+		presto_stamp(dir, seq);
 		err = presto_instantiate(dentry, lower);
+		if (!err)
+			presto_stamp(d_inode(dentry), seq);
+	}
 	presto_copyattr(dir);
 	presto_unlock_lower(dentry);
 out:
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 
@@ -132,7 +143,7 @@ static int presto_create(struct user_namespace *userns, struct inode *dir,
 {
 	struct presto_create_args args = { .mode = mode, .excl = excl };
 
-	return presto_create_object(dir, dentry, PRESTO_OP_CREATE, &args);
+	return presto_create_object(dir, dentry, PRESTO_KML_CREATE, &args);
 }
 
 static int presto_mkdir(struct user_namespace *userns, struct inode *dir,
@@ -140,7 +151,7 @@ static int presto_mkdir(struct user_namespace *userns, struct inode *dir,
 {
 	struct presto_create_args args = { .mode = mode };
 
-	return presto_create_object(dir, dentry, PRESTO_OP_MKDIR, &args);
+	return presto_create_object(dir, dentry, PRESTO_KML_MKDIR, &args);
 }
 
 static int presto_mknod(struct user_namespace *userns, struct inode *dir,
@@ -148,7 +159,7 @@ static int presto_mknod(struct user_namespace *userns, struct inode *dir,
 {
 	struct presto_create_args args = { .mode = mode, .rdev = rdev };
 
-	return presto_create_object(dir, dentry, PRESTO_OP_MKNOD, &args);
+	return presto_create_object(dir, dentry, PRESTO_KML_MKNOD, &args);
 }
 
 static int presto_symlink(struct user_namespace *userns, struct inode *dir,
@@ -156,47 +167,78 @@ static int presto_symlink(struct user_namespace *userns, struct inode *dir,
 {
 	struct presto_create_args args = { .mode = S_IFLNK, .link = link };
 
-	return presto_create_object(dir, dentry, PRESTO_OP_SYMLINK, &args);
+	return presto_create_object(dir, dentry, PRESTO_KML_SYMLINK, &args);
 }
 
 static int presto_link(struct dentry *old, struct inode *dir,
 		       struct dentry *new)
 {
-	struct presto_change chg;
+	struct inode *inode = d_inode(old);
+	struct inode *lobj = presto_lower_inode(inode);
+	/* An O_TMPFILE linked in is new to the tree. */
+	bool tmpfile = !lobj->i_nlink;
+	struct presto_change chg = {};
 	struct dentry *lower;
+	struct inode *ldir;
+	u64 seq;
 	int err;
 
 	if (presto_is_reserved(dir, &new->d_name))
 		return -EPERM;
-	err = presto_change_begin(&chg, PRESTO_OP_LINK, dir->i_sb);
+	if (tmpfile) {
+		chg.sb = dir->i_sb;
+		err = presto_change_tmpfile(&chg, dir->i_sb,
+					    presto_lower_dentry(old));
+		if (err) {
+			presto_change_free(&chg);
+			return err;
+		}
+	}
+	err = presto_change_begin(&chg, dir->i_sb, tmpfile ? PRESTO_KML_CREATE :
+				  PRESTO_KML_LINK, &new->d_name, NULL, NULL,
+				  0);
 	if (err)
 		return err;
 	lower = presto_lock_lower(new);
 	err = PTR_ERR(lower);
 	if (IS_ERR(lower))
 		goto out;
+	ldir = d_inode(lower->d_parent);
 	err = vfs_link(presto_lower_dentry(old), presto_lower_userns(dir->i_sb),
-		       d_inode(lower->d_parent), lower, NULL);
-	if (!err)
+		       ldir, lower, NULL);
+	if (!err) {
+		seq = presto_change_log(&chg, tmpfile ? PRESTO_KML_F_TMPFILE : 0,
+					tmpfile ? PRESTO_KML_A_ALL :
+					PRESTO_KML_A_NLINK | PRESTO_KML_A_CTIME,
+					ldir, lobj, NULL, NULL);
+		if (tmpfile)
+			WRITE_ONCE(PRESTO_I(inode)->stored_gen,
+				   atomic64_read(&PRESTO_I(inode)->data_gen));
+		presto_stamp(dir, seq);
+		presto_stamp(inode, seq);
 		err = presto_instantiate(new, lower);
+	}
 	presto_copyattr(dir);
-	presto_copyattr(d_inode(old));
+	presto_copyattr(inode);
 	presto_unlock_lower(new);
 out:
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 
 static int presto_remove(struct inode *dir, struct dentry *dentry,
-			 enum presto_op op)
+			 enum presto_kml_op op)
 {
 	struct user_namespace *userns = presto_lower_userns(dir->i_sb);
-	struct presto_change chg;
+	struct inode *inode = d_inode(dentry);
+	struct presto_change chg = {};
 	struct dentry *lower;
 	struct inode *ldir;
+	u64 seq;
 	int err;
 
-	err = presto_change_begin(&chg, op, dir->i_sb);
+	err = presto_change_begin(&chg, dir->i_sb, op, &dentry->d_name, NULL,
+				  NULL, 0);
 	if (err)
 		return err;
 	lower = presto_lock_lower(dentry);
@@ -212,27 +254,34 @@ static int presto_remove(struct inode *dir, struct dentry *dentry,
 	 * presto_d_iput() lets it go once the presto dentry turns negative.
 	 */
 	dget(lower);
-	if (op == PRESTO_OP_RMDIR)
+	if (op == PRESTO_KML_RMDIR)
 		err = vfs_rmdir(userns, ldir, lower);
 	else
 		err = vfs_unlink(userns, ldir, lower, NULL);
+	if (!err) {
+		seq = presto_change_log(&chg, 0, PRESTO_KML_A_NLINK |
+					PRESTO_KML_A_CTIME, ldir,
+					presto_lower_inode(inode), NULL, NULL);
+		presto_stamp(dir, seq);
+		presto_stamp(inode, seq);
+	}
 	dput(lower);
 	presto_copyattr(dir);
-	presto_copyattr(d_inode(dentry));
+	presto_copyattr(inode);
 	presto_unlock_lower(dentry);
 out:
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 
 static int presto_unlink(struct inode *dir, struct dentry *dentry)
 {
-	return presto_remove(dir, dentry, PRESTO_OP_UNLINK);
+	return presto_remove(dir, dentry, PRESTO_KML_UNLINK);
 }
 
 static int presto_rmdir(struct inode *dir, struct dentry *dentry)
 {
-	return presto_remove(dir, dentry, PRESTO_OP_RMDIR);
+	return presto_remove(dir, dentry, PRESTO_KML_RMDIR);
 }
 
 static int presto_rename(struct user_namespace *userns, struct inode *olddir,
@@ -241,9 +290,11 @@ static int presto_rename(struct user_namespace *userns, struct inode *olddir,
 {
 	struct dentry *lold_parent = presto_lower_dentry(old->d_parent);
 	struct dentry *lnew_parent = presto_lower_dentry(new->d_parent);
+	struct inode *inode = d_inode(old), *target = d_inode(new);
 	struct dentry *lold, *lnew, *trap;
-	struct presto_change chg;
+	struct presto_change chg = {};
 	struct renamedata rd;
+	u64 seq;
 	int err;
 
 	/* A whiteout is overlayfs's business; presto has no layers. */
@@ -251,7 +302,8 @@ static int presto_rename(struct user_namespace *userns, struct inode *olddir,
 		return -EINVAL;
 	if (presto_is_reserved(newdir, &new->d_name))
 		return -EPERM;
-	err = presto_change_begin(&chg, PRESTO_OP_RENAME, olddir->i_sb);
+	err = presto_change_begin(&chg, olddir->i_sb, PRESTO_KML_RENAME,
+				  &old->d_name, &new->d_name, NULL, 0);
 	if (err)
 		return err;
 
@@ -282,15 +334,32 @@ static int presto_rename(struct user_namespace *userns, struct inode *olddir,
 		.flags		= flags,
 	};
 	err = vfs_rename(&rd);
+	if (!err) {
+		seq = presto_change_log(&chg,
+					(flags & RENAME_NOREPLACE ?
+					 PRESTO_KML_F_NOREPLACE : 0) |
+					(flags & RENAME_EXCHANGE ?
+					 PRESTO_KML_F_EXCHANGE : 0),
+					PRESTO_KML_A_CTIME,
+					d_inode(lold_parent),
+					presto_lower_inode(inode),
+					d_inode(lnew_parent),
+					target ? presto_lower_inode(target) :
+						 NULL);
+		presto_stamp(olddir, seq);
+		presto_stamp(newdir, seq);
+		presto_stamp(inode, seq);
+		presto_stamp(target, seq);
+	}
 	presto_copyattr(olddir);
 	if (newdir != olddir)
 		presto_copyattr(newdir);
-	presto_copyattr(d_inode(old));
-	if (d_really_is_positive(new))
-		presto_copyattr(d_inode(new));
+	presto_copyattr(inode);
+	if (target)
+		presto_copyattr(target);
 unlock:
 	unlock_rename(lnew_parent, lold_parent);
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 
@@ -304,15 +373,22 @@ static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
 			  struct file *file, umode_t mode)
 {
 	struct dentry *dentry = file->f_path.dentry;
-	struct presto_change chg;
+	struct presto_change chg = {};
+	struct presto_file *pf;
 	struct path lparent;
 	struct file *lfile;
 	struct inode *inode;
 	int err;
 
-	err = presto_change_begin(&chg, PRESTO_OP_TMPFILE, dir->i_sb);
-	if (err)
+	pf = kzalloc(sizeof(*pf), GFP_KERNEL);
+	if (!pf)
+		return -ENOMEM;
+	/* Not logged: it has no name yet (see presto_link()). */
+	err = presto_change_begin(&chg, dir->i_sb, 0, NULL, NULL, NULL, 0);
+	if (err) {
+		kfree(pf);
 		return err;
+	}
 	presto_lower_path(dentry->d_parent, &lparent);
 	/* Linkability is decided by presto's own inode (O_EXCL). */
 	lfile = vfs_tmpfile_open(presto_lower_userns(dir->i_sb), &lparent,
@@ -320,27 +396,32 @@ static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
 				 FMODE_NONOTIFY, current_cred());
 	err = PTR_ERR(lfile);
 	if (IS_ERR(lfile))
-		goto out;
+		goto out_free;
 	inode = presto_iget(dir->i_sb, file_inode(lfile));
 	err = PTR_ERR(inode);
 	if (IS_ERR(inode)) {
 		fput(lfile);
-		goto out;
+		goto out_free;
 	}
 	dentry->d_fsdata = dget(lfile->f_path.dentry);
-	file->private_data = lfile;
+	pf->lower = lfile;
+	file->private_data = pf;
 	/* d_tmpfile() takes the new inode's one link away. */
 	set_nlink(inode, 1);
 	d_tmpfile(file, inode);
 	err = finish_open(file, dentry, presto_open_tmpfile);
+	presto_copyattr(dir);
 	if (err) {
 		/* ->release() is not called for a file that failed to open. */
 		file->private_data = NULL;
 		fput(lfile);
+		goto out_free;
 	}
-	presto_copyattr(dir);
-out:
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
+	return 0;
+out_free:
+	kfree(pf);
+	presto_change_end(&chg);
 	return err;
 }
 

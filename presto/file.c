@@ -16,6 +16,9 @@
 #include <linux/fadvise.h>
 #include <linux/splice.h>
 #include <linux/fsnotify.h>
+#include <linux/mm.h>
+#include <linux/pagemap.h>
+#include <linux/slab.h>
 #include "presto.h"
 
 /* Flags of a caller's kiocb that mean the same to the lower file. */
@@ -66,9 +69,15 @@ static bool presto_file_is_shared(struct file *file)
 
 static int presto_open(struct inode *inode, struct file *file)
 {
+	struct presto_file *pf = NULL;
 	struct file *lfile;
 	struct path lower;
 
+	if (file->f_mode & FMODE_WRITE) {
+		pf = kzalloc(sizeof(*pf), GFP_KERNEL);
+		if (!pf)
+			return -ENOMEM;
+	}
 	if (!(file->f_flags & PRESTO_PRIVATE_FLAGS)) {
 		lfile = presto_get_shared_ro(file);
 	} else {
@@ -76,9 +85,16 @@ static int presto_open(struct inode *inode, struct file *file)
 		lfile = presto_open_lower(&lower, file->f_flags,
 					  current_cred());
 	}
-	if (IS_ERR(lfile))
+	if (IS_ERR(lfile)) {
+		kfree(pf);
 		return PTR_ERR(lfile);
-	file->private_data = lfile;
+	}
+	if (pf) {
+		pf->lower = lfile;
+		file->private_data = pf;
+	} else {
+		file->private_data = lfile;
+	}
 	/* RWF_NOWAIT is for files whose I/O path can honour it: ext4's. */
 	file->f_mode |= lfile->f_mode & FMODE_NOWAIT;
 	/*
@@ -91,8 +107,14 @@ static int presto_open(struct inode *inode, struct file *file)
 
 static int presto_release(struct inode *inode, struct file *file)
 {
-	if (!presto_file_is_shared(file))
+	if (file->f_mode & FMODE_WRITE) {
+		/* The STORE of what this file wrote, if nobody logged it. */
+		presto_store(file, true);
 		fput(presto_lower_file(file));
+		kfree(file->private_data);
+	} else if (!presto_file_is_shared(file)) {
+		fput(presto_lower_file(file));
+	}
 	return 0;
 }
 
@@ -164,15 +186,21 @@ static ssize_t presto_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 
 static ssize_t presto_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
+	struct file *file = iocb->ki_filp;
 	struct kiocb lower;
+	umode_t mode;
 	ssize_t ret;
 
+	ret = presto_store_begin(file, &mode);
+	if (ret)
+		return ret;
 	presto_lower_kiocb(&lower, iocb);
 	file_start_write(lower.ki_filp);
 	ret = call_write_iter(lower.ki_filp, &lower, iter);
 	file_end_write(lower.ki_filp);
 	iocb->ki_pos = lower.ki_pos;
-	presto_copysize(file_inode(iocb->ki_filp));
+	presto_store_end(file, mode, ret > 0);
+	presto_copysize(file_inode(file));
 	return ret;
 }
 
@@ -187,11 +215,16 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 				   unsigned int flags)
 {
 	struct file *lower = presto_lower_file(out);
+	umode_t mode;
 	ssize_t ret;
 
+	ret = presto_store_begin(out, &mode);
+	if (ret)
+		return ret;
 	file_start_write(lower);
 	ret = iter_file_splice_write(pipe, lower, ppos, len, flags);
 	file_end_write(lower);
+	presto_store_end(out, mode, ret > 0);
 	presto_copysize(file_inode(out));
 	/* The lower file raises no events: watchers watch presto's. */
 	if (ret > 0)
@@ -199,9 +232,109 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 	return ret;
 }
 
+/*
+ * A shared writable mapping changes the file behind presto's back: its
+ * vmas get operations that wrap the lower's (as fs/coda does) so that a
+ * page made writable counts as a write, and the last unmap logs the STORE.
+ * The mapping holds a reference to presto's file, whose STORE room it
+ * uses. The state lives in vm_private_data, which ext4 leaves alone.
+ */
+struct presto_vm {
+	const struct vm_operations_struct *lower_ops;
+	struct file *file;
+	atomic_t vmas;
+};
+
+static void presto_vm_open(struct vm_area_struct *vma)
+{
+	struct presto_vm *pvm = vma->vm_private_data;
+
+	atomic_inc(&pvm->vmas);
+	if (pvm->lower_ops->open)
+		pvm->lower_ops->open(vma);
+}
+
+static void presto_vm_close(struct vm_area_struct *vma)
+{
+	struct presto_vm *pvm = vma->vm_private_data;
+
+	if (pvm->lower_ops->close)
+		pvm->lower_ops->close(vma);
+	if (!atomic_dec_and_test(&pvm->vmas))
+		return;
+	presto_store(pvm->file, true);
+	fput(pvm->file);
+	kfree(pvm);
+}
+
+static vm_fault_t presto_vm_fault(struct vm_fault *vmf)
+{
+	struct presto_vm *pvm = vmf->vma->vm_private_data;
+
+	return pvm->lower_ops->fault(vmf);
+}
+
+static vm_fault_t presto_vm_map_pages(struct vm_fault *vmf, pgoff_t start,
+				      pgoff_t end)
+{
+	struct presto_vm *pvm = vmf->vma->vm_private_data;
+
+	if (!pvm->lower_ops->map_pages)
+		return 0;
+	return pvm->lower_ops->map_pages(vmf, start, end);
+}
+
+static vm_fault_t presto_vm_page_mkwrite(struct vm_fault *vmf)
+{
+	struct presto_vm *pvm = vmf->vma->vm_private_data;
+	vm_fault_t ret;
+	umode_t mode;
+
+	/* As ext4 answers ENOSPC in page_mkwrite. */
+	if (presto_store_begin(pvm->file, &mode))
+		return VM_FAULT_SIGBUS;
+	ret = pvm->lower_ops->page_mkwrite(vmf);
+	presto_store_end(pvm->file, mode, !(ret & VM_FAULT_ERROR));
+	return ret;
+}
+
+static const struct vm_operations_struct presto_vm_ops = {
+	.open		= presto_vm_open,
+	.close		= presto_vm_close,
+	.fault		= presto_vm_fault,
+	.map_pages	= presto_vm_map_pages,
+	.page_mkwrite	= presto_vm_page_mkwrite,
+};
+
+static int presto_vm_wrap(struct file *file, struct vm_area_struct *vma)
+{
+	const struct vm_operations_struct *ops = vma->vm_ops;
+	struct presto_vm *pvm;
+
+	/*
+	 * What presto can wrap: ext4's page cache mappings. A DAX one has
+	 * huge_fault and pfn_mkwrite, which would bypass the accounting.
+	 */
+	if (!ops || !ops->fault || !ops->page_mkwrite || ops->huge_fault ||
+	    ops->pfn_mkwrite || vma->vm_private_data)
+		return -ENODEV;
+	pvm = kzalloc(sizeof(*pvm), GFP_KERNEL);
+	if (!pvm)
+		return -ENOMEM;
+	pvm->lower_ops = ops;
+	pvm->file = get_file(file);
+	atomic_set(&pvm->vmas, 1);
+	vma->vm_private_data = pvm;
+	vma->vm_ops = &presto_vm_ops;
+	return 0;
+}
+
 static int presto_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct file *lower = presto_noatime_file(file);
+	bool shared_write = (vma->vm_flags & (VM_SHARED | VM_MAYWRITE)) ==
+			    (VM_SHARED | VM_MAYWRITE);
+	int err;
 
 	if (IS_ERR(lower))
 		return PTR_ERR(lower);
@@ -210,7 +343,11 @@ static int presto_mmap(struct file *file, struct vm_area_struct *vma)
 	if (WARN_ON(file != vma->vm_file))
 		return -EIO;
 	vma_set_file(vma, lower);
-	return call_mmap(lower, vma);
+	err = call_mmap(lower, vma);
+	if (err || !shared_write)
+		return err;
+	/* On failure the caller unmaps with the lower's own operations. */
+	return presto_vm_wrap(file, vma);
 }
 
 static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
@@ -232,18 +369,42 @@ static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
 	return vfs_setpos(file, ret, lower_inode->i_sb->s_maxbytes);
 }
 
+/*
+ * fsync: the data in the cache, and its STORE and every record before.
+ * The data is written out first and the log synced next: syncing the log
+ * commits the ext4 transaction that holds the data's allocation too, so
+ * that the lower fsync after it mostly finds its work done, and an fsync
+ * costs one journal commit, as on ext4.
+ */
 static int presto_fsync(struct file *file, loff_t start, loff_t end,
 			int datasync)
 {
-	return vfs_fsync_range(presto_lower_file(file), start, end, datasync);
+	struct file *lower = presto_lower_file(file);
+	int err;
+
+	err = filemap_write_and_wait_range(lower->f_mapping, start, end);
+	if (err)
+		return err;
+	err = presto_store(file, false);
+	if (err)
+		return err;
+	err = presto_fsync_wait(file_inode(file));
+	if (err)
+		return err;
+	return vfs_fsync_range(lower, start, end, datasync);
 }
 
 static long presto_fallocate(struct file *file, int mode, loff_t offset,
 			     loff_t len)
 {
+	umode_t imode;
 	long ret;
 
+	ret = presto_store_begin(file, &imode);
+	if (ret)
+		return ret;
 	ret = vfs_fallocate(presto_lower_file(file), mode, offset, len);
+	presto_store_end(file, imode, !ret);
 	presto_copysize(file_inode(file));
 	return ret;
 }
@@ -270,10 +431,15 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 {
 	struct file *lin = in->f_op == &presto_file_fops ?
 			   presto_lower_file(in) : in;
+	umode_t mode;
 	ssize_t ret;
 
+	ret = presto_store_begin(out, &mode);
+	if (ret)
+		return ret;
 	ret = vfs_copy_file_range(lin, pos_in, presto_lower_file(out), pos_out,
 				  len, flags);
+	presto_store_end(out, mode, ret > 0);
 	presto_copysize(file_inode(out));
 	return ret;
 }

@@ -50,6 +50,9 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 		return NULL;
 	pi->lower = NULL;
 	pi->shared_ro = NULL;
+	pi->last_seq = 0;
+	atomic64_set(&pi->data_gen, 0);
+	pi->stored_gen = 0;
 	return &pi->vfs_inode;
 }
 
@@ -196,15 +199,37 @@ int presto_getattr(struct user_namespace *userns, const struct path *path,
 	return 0;
 }
 
+/* The attributes a SETATTR record carries for @ia_valid. */
+static u32 presto_setattr_valid(unsigned int ia_valid)
+{
+	u32 valid = PRESTO_KML_A_CTIME;
+
+	if (ia_valid & (ATTR_MODE | ATTR_KILL_SUID | ATTR_KILL_SGID))
+		valid |= PRESTO_KML_A_MODE;
+	if (ia_valid & ATTR_UID)
+		valid |= PRESTO_KML_A_UID | PRESTO_KML_A_MODE;
+	if (ia_valid & ATTR_GID)
+		valid |= PRESTO_KML_A_GID | PRESTO_KML_A_MODE;
+	if (ia_valid & ATTR_SIZE)
+		valid |= PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME;
+	if (ia_valid & ATTR_ATIME)
+		valid |= PRESTO_KML_A_ATIME;
+	if (ia_valid & ATTR_MTIME)
+		valid |= PRESTO_KML_A_MTIME;
+	return valid;
+}
+
 int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
 		   struct iattr *attr)
 {
 	struct inode *inode = d_inode(dentry);
 	struct inode *lower = presto_lower_inode(inode);
-	struct presto_change chg;
+	u32 valid = presto_setattr_valid(attr->ia_valid);
+	struct presto_change chg = {};
 	int err;
 
-	err = presto_change_begin(&chg, PRESTO_OP_SETATTR, dentry->d_sb);
+	err = presto_change_begin(&chg, dentry->d_sb, PRESTO_KML_SETATTR, NULL,
+				  NULL, NULL, 0);
 	if (err)
 		return err;
 	/*
@@ -219,9 +244,13 @@ int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
 	inode_lock(lower);
 	err = notify_change(presto_lower_userns(dentry->d_sb),
 			    presto_lower_dentry(dentry), attr, NULL);
+	/* Logged under the inode lock, which orders changes to it. */
+	if (!err)
+		presto_stamp(inode, presto_change_log(&chg, 0, valid, NULL, lower,
+						      NULL, NULL));
 	inode_unlock(lower);
 	presto_copyattr(inode);
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 
@@ -233,16 +262,17 @@ int presto_fileattr_get(struct dentry *dentry, struct fileattr *fa)
 int presto_fileattr_set(struct user_namespace *userns, struct dentry *dentry,
 			struct fileattr *fa)
 {
-	struct presto_change chg;
+	struct presto_change chg = {};
 	int err;
 
-	err = presto_change_begin(&chg, PRESTO_OP_FILEATTR, dentry->d_sb);
+	/* Inode flags belong to the cache and are not logged. */
+	err = presto_change_begin(&chg, dentry->d_sb, 0, NULL, NULL, NULL, 0);
 	if (err)
 		return err;
 	err = vfs_fileattr_set(presto_lower_userns(dentry->d_sb),
 			       presto_lower_dentry(dentry), fa);
 	presto_copyattr(d_inode(dentry));
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 

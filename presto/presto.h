@@ -17,6 +17,7 @@
 #include <linux/mount.h>
 #include <linux/path.h>
 #include <linux/fs_context.h>
+#include "presto_kml.h"
 
 #define PRESTO_SUPER_MAGIC	0x70726573	/* "pres" */
 
@@ -31,6 +32,8 @@ struct presto_sb_info {
 	char *lower_name;		/* lower= as given, for /proc/mounts */
 	const struct cred *creds;	/* the mounter's, for presto's own I/O */
 	struct list_head mounts;	/* on presto_mounts, for overlap checks */
+	struct presto_journal *journal;	/* the fileset's KML (journal.c) */
+	u64 kml_limit;			/* kml_limit=, bytes */
 };
 
 struct presto_inode {
@@ -43,7 +46,33 @@ struct presto_inode {
 	 * position lives in presto's file).
 	 */
 	struct file *shared_ro;
+	/* The last record about this inode, for fsync (change.c). */
+	u64 last_seq;
+	/*
+	 * Data changes (writes, mmap, fallocate) and the ones a STORE
+	 * record covers: a file owes a STORE while they differ.
+	 */
+	atomic64_t data_gen;
+	u64 stored_gen;
 	struct inode vfs_inode;
+};
+
+/*
+ * A regular file open for writing. A read-only file's ->private_data is
+ * its lower file itself, which saves an allocation on every open of the
+ * commonest kind.
+ */
+struct presto_file {
+	struct file *lower;
+	/* Room reserved for the STORE record this file may owe. */
+	struct presto_kml_entry *store;
+};
+
+/* A record on its way to the log: journal.c. */
+struct presto_kml_entry {
+	struct list_head list;
+	u32 size;			/* of rec, padded */
+	struct presto_kml_rec rec;	/* then names and data */
 };
 
 static inline struct presto_sb_info *presto_sb(const struct super_block *sb)
@@ -90,7 +119,9 @@ static inline void presto_lower_path(const struct dentry *dentry,
 /* The lower file behind a presto file. */
 static inline struct file *presto_lower_file(const struct file *file)
 {
-	/* A regular file may switch lower files once (presto_noatime_file). */
+	if (file->f_mode & FMODE_WRITE)
+		return ((struct presto_file *)file->private_data)->lower;
+	/* A read-only file may switch lower files once (presto_noatime_file). */
 	return READ_ONCE(file->private_data);
 }
 
@@ -143,30 +174,62 @@ void presto_set_noatime(struct file *lower, bool noatime);
 extern const struct xattr_handler *presto_xattr_handlers[];
 ssize_t presto_listxattr(struct dentry *dentry, char *list, size_t size);
 
-/* change.c: the one place every modification goes through. */
-enum presto_op {
-	PRESTO_OP_CREATE,
-	PRESTO_OP_MKDIR,
-	PRESTO_OP_MKNOD,
-	PRESTO_OP_SYMLINK,
-	PRESTO_OP_LINK,
-	PRESTO_OP_UNLINK,
-	PRESTO_OP_RMDIR,
-	PRESTO_OP_RENAME,
-	PRESTO_OP_SETATTR,
-	PRESTO_OP_SETXATTR,
-	PRESTO_OP_REMOVEXATTR,
-	PRESTO_OP_TMPFILE,
-	PRESTO_OP_FILEATTR,
-};
+/* journal.c */
+struct presto_journal;
+struct seq_file;
+int presto_journal_open(struct super_block *sb, u64 limit);
+void presto_journal_close(struct super_block *sb);
+struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
+					  enum presto_kml_op op,
+					  size_t name_len, size_t name2_len,
+					  size_t data_len, bool force);
+void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e);
+u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e);
+int presto_journal_wait(struct super_block *sb, u64 seq);
+int presto_journal_sync(struct super_block *sb);
+void presto_journal_state(struct super_block *sb, struct presto_kml_state *st);
+int presto_journal_ack(struct super_block *sb, u64 seq);
+void presto_journal_show(struct seq_file *m, struct super_block *sb);
+long presto_journal_ioctl(struct file *file, unsigned int cmd,
+			  unsigned long arg);
 
+/*
+ * change.c: the one place every modification goes through. A change is
+ * bracketed by presto_change_begin(), which reserves its record (or
+ * refuses the change) and takes write access to the lower, and
+ * presto_change_end(); on success, presto_change_log() commits the record
+ * under the locks that order the change.
+ */
 struct presto_change {
-	enum presto_op op;
 	struct super_block *sb;
+	struct presto_kml_entry *rec;	/* NULL: a change not logged */
+	/* An O_TMPFILE linked in: its xattrs and its STORE. */
+	struct presto_kml_entry **xattrs;
+	unsigned int nxattrs;
+	struct presto_kml_entry *store;
 };
 
-int presto_change_begin(struct presto_change *chg, enum presto_op op,
-			struct super_block *sb);
-void presto_change_end(struct presto_change *chg, int err);
+int presto_change_begin(struct presto_change *chg, struct super_block *sb,
+			enum presto_kml_op op, const struct qstr *name,
+			const struct qstr *name2, const void *data,
+			size_t data_len);
+u64 presto_change_log(struct presto_change *chg, unsigned int flags,
+		      u32 valid, struct inode *dir, struct inode *obj,
+		      struct inode *newdir, struct inode *target);
+void presto_change_end(struct presto_change *chg);
+int presto_change_tmpfile(struct presto_change *chg, struct super_block *sb,
+			  struct dentry *lower);
+void presto_change_free(struct presto_change *chg);
+int presto_store_begin(struct file *file, umode_t *mode);
+void presto_store_end(struct file *file, umode_t mode, bool wrote);
+int presto_store(struct file *file, bool closing);
+int presto_fsync_wait(struct inode *inode);
+
+/* @inode's last record is @seq (0: none was logged). */
+static inline void presto_stamp(struct inode *inode, u64 seq)
+{
+	if (inode && seq)
+		WRITE_ONCE(PRESTO_I(inode)->last_seq, seq);
+}
 
 #endif /* _PRESTO_H */

@@ -83,7 +83,10 @@ static int presto_dir_release(struct inode *inode, struct file *file)
 static int presto_dir_fsync(struct file *file, loff_t start, loff_t end,
 			    int datasync)
 {
-	return vfs_fsync_range(presto_lower_file(file), start, end, datasync);
+	int err;
+
+	err = vfs_fsync_range(presto_lower_file(file), start, end, datasync);
+	return err ?: presto_fsync_wait(file_inode(file));
 }
 
 const struct file_operations presto_dir_fops = {
@@ -93,4 +96,6 @@ const struct file_operations presto_dir_fops = {
 	.llseek		= presto_dir_llseek,
 	.read		= generic_read_dir,
 	.fsync		= presto_dir_fsync,
+	.unlocked_ioctl	= presto_journal_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
 };

@@ -13,6 +13,9 @@
  *   lower is not on ext4           EINVAL
  *   lower overlaps another presto mount's lower   EBUSY
  *   an unknown option              EINVAL
+ *   kml_limit out of range         EINVAL
+ *   the log cannot be opened       its error (EROFS for a read-only
+ *                                  lower, EUCLEAN for a damaged segment)
  */
 #include <linux/module.h>
 #include <linux/fs_parser.h>
@@ -27,14 +30,19 @@
 static LIST_HEAD(presto_mounts);
 static DEFINE_MUTEX(presto_mounts_lock);
 
+/* The log's default limit while nothing consumes it (kml_limit=, MiB). */
+#define PRESTO_KML_LIMIT_MB	256
+
 struct presto_fs_context {
 	char *lower;
+	u64 kml_limit_mb;	/* 0: not given */
 };
 
-enum { Opt_lower };
+enum { Opt_lower, Opt_kml_limit };
 
 static const struct fs_parameter_spec presto_fs_parameters[] = {
 	fsparam_string("lower", Opt_lower),
+	fsparam_u64("kml_limit", Opt_kml_limit),
 	{}
 };
 
@@ -53,6 +61,13 @@ static int presto_parse_param(struct fs_context *fc,
 		kfree(ctx->lower);
 		ctx->lower = param->string;
 		param->string = NULL;
+		break;
+	case Opt_kml_limit:
+		/* At least a few segments; at most what a u64 of bytes holds. */
+		if (result.uint_64 < 16 || result.uint_64 > (1ULL << 40))
+			return invalfc(fc, "kml_limit=%llu: give 16 to %llu MiB",
+				       result.uint_64, 1ULL << 40);
+		ctx->kml_limit_mb = result.uint_64;
 		break;
 	}
 	return 0;
@@ -104,7 +119,10 @@ static int presto_statfs(struct dentry *dentry, struct kstatfs *buf)
 	return err;
 }
 
-/* syncfs() on presto syncs the lower file system, which holds the data. */
+/*
+ * syncfs() on presto syncs the lower file system, which holds the data,
+ * and the log.
+ */
 static int presto_sync_fs(struct super_block *sb, int wait)
 {
 	struct super_block *lower_sb = presto_lower_mnt(sb)->mnt_sb;
@@ -116,12 +134,37 @@ static int presto_sync_fs(struct super_block *sb, int wait)
 	down_read(&lower_sb->s_umount);
 	err = sync_filesystem(lower_sb);
 	up_read(&lower_sb->s_umount);
-	return err;
+	return err ?: presto_journal_sync(sb);
+}
+
+/*
+ * fsfreeze on presto: the VFS has stopped changes through the mount and
+ * synced it (presto_sync_fs(), the log included). The lower stays as it
+ * is: freeze the cache's file system to stop it too.
+ */
+static int presto_freeze_fs(struct super_block *sb)
+{
+	return 0;
+}
+
+static int presto_unfreeze_fs(struct super_block *sb)
+{
+	return 0;
 }
 
 static int presto_show_options(struct seq_file *m, struct dentry *root)
 {
-	seq_show_option(m, "lower", presto_sb(root->d_sb)->lower_name);
+	struct presto_sb_info *sbi = presto_sb(root->d_sb);
+
+	seq_show_option(m, "lower", sbi->lower_name);
+	seq_printf(m, ",kml_limit=%llu", sbi->kml_limit >> 20);
+	return 0;
+}
+
+/* /proc/self/mountstats: the log's state. */
+static int presto_show_stats(struct seq_file *m, struct dentry *root)
+{
+	presto_journal_show(m, root->d_sb);
 	return 0;
 }
 
@@ -132,7 +175,10 @@ static const struct super_operations presto_sops = {
 	.drop_inode	= generic_delete_inode,
 	.statfs		= presto_statfs,
 	.sync_fs	= presto_sync_fs,
+	.freeze_fs	= presto_freeze_fs,
+	.unfreeze_fs	= presto_unfreeze_fs,
 	.show_options	= presto_show_options,
+	.show_stats	= presto_show_stats,
 };
 
 /* Resolve and check lower=; on success @path holds a reference. */
@@ -242,7 +288,12 @@ static int presto_fill_super(struct super_block *sb, struct fs_context *fc)
 	if (!sb->s_root)
 		goto out_path;
 	sb->s_root->d_fsdata = dget(sbi->lower.dentry);
-	err = 0;
+
+	sbi->kml_limit = (ctx->kml_limit_mb ?: PRESTO_KML_LIMIT_MB) << 20;
+	err = presto_journal_open(sb, sbi->kml_limit);
+	if (err)
+		errorfc(fc, "lower %s: cannot open the log in %s (error %d)",
+			ctx->lower, PRESTO_RESERVED_NAME, err);
 out_path:
 	path_put(&path);
 	return err;
@@ -261,6 +312,8 @@ static int presto_reconfigure(struct fs_context *fc)
 	/* mount(8) passes the current options back on remount. */
 	if (ctx->lower && strcmp(ctx->lower, sbi->lower_name))
 		return invalfc(fc, "lower cannot be changed by remount");
+	if (ctx->kml_limit_mb && ctx->kml_limit_mb << 20 != sbi->kml_limit)
+		return invalfc(fc, "kml_limit cannot be changed by remount");
 	return 0;
 }
 
@@ -300,6 +353,8 @@ static void presto_kill_sb(struct super_block *sb)
 	kill_anon_super(sb);
 	if (!sbi)
 		return;
+	/* After the last change: generic_shutdown_super() synced the log. */
+	presto_journal_close(sb);
 	presto_release_lower(sbi);
 	if (sbi->lower.mnt)
 		kern_unmount(sbi->lower.mnt);

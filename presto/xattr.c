@@ -25,6 +25,15 @@ static int presto_xattr_get(const struct xattr_handler *handler,
 			    presto_lower_dentry(dentry), name, buffer, size);
 }
 
+/* A removal comes with XATTR_REPLACE; only a set's flags are logged. */
+static unsigned int presto_xattr_flags(const void *value, int flags)
+{
+	if (!value)
+		return 0;
+	return (flags & XATTR_CREATE ? PRESTO_KML_F_XCREATE : 0) |
+	       (flags & XATTR_REPLACE ? PRESTO_KML_F_XREPLACE : 0);
+}
+
 static int presto_xattr_set(const struct xattr_handler *handler,
 			    struct user_namespace *userns,
 			    struct dentry *dentry, struct inode *inode,
@@ -33,14 +42,19 @@ static int presto_xattr_set(const struct xattr_handler *handler,
 {
 	struct user_namespace *lower_userns = presto_lower_userns(inode->i_sb);
 	struct dentry *lower = presto_lower_dentry(dentry);
-	struct presto_change chg;
+	struct qstr qname = QSTR_INIT(name, strlen(name));
+	struct presto_change chg = {};
 	int err;
 
 	if (presto_is_private_xattr(name))
 		return -EPERM;
-	err = presto_change_begin(&chg, value ? PRESTO_OP_SETXATTR :
-					      PRESTO_OP_REMOVEXATTR,
-				  inode->i_sb);
+	if (qname.len > PRESTO_KML_NAME_MAX)
+		return -ERANGE;
+	if (size > PRESTO_KML_DATA_MAX)
+		return -E2BIG;
+	err = presto_change_begin(&chg, inode->i_sb, value ?
+				  PRESTO_KML_SETXATTR : PRESTO_KML_REMOVEXATTR,
+				  &qname, NULL, value, value ? size : 0);
 	if (err)
 		return err;
 	if (value)
@@ -48,9 +62,17 @@ static int presto_xattr_set(const struct xattr_handler *handler,
 				   flags);
 	else
 		err = vfs_removexattr(lower_userns, lower, name);
-	/* An ACL can change the mode; a security xattr the ctime. */
+	/*
+	 * Logged under presto's inode lock, which the VFS holds and which
+	 * orders changes to the inode. An ACL can change the mode.
+	 */
+	if (!err)
+		presto_stamp(inode, presto_change_log(&chg,
+			presto_xattr_flags(value, flags),
+			PRESTO_KML_A_MODE | PRESTO_KML_A_CTIME, NULL,
+			presto_lower_inode(inode), NULL, NULL));
 	presto_copyattr(inode);
-	presto_change_end(&chg, err);
+	presto_change_end(&chg);
 	return err;
 }
 

@@ -11,6 +11,30 @@ FAILED=0
 LOGDIR=${LOGDIR:-/tmp/presto-logs}
 mkdir -p "$LOGDIR"
 
+# A test still running after WATCHDOG seconds gets the kernel's view of
+# every task (blocked ones and every CPU's backtrace) in the console log,
+# once, so that a hang or a livelock can be diagnosed after the VM's own
+# timeout kills it.
+WATCHDOG=${WATCHDOG:-900}
+_watch_file=$LOGDIR/.running
+_watchdog() {
+	local name start dumped=
+	while sleep 30; do
+		[ -f "$_watch_file" ] || continue
+		read -r name start <"$_watch_file" || continue
+		if [ $(($(date +%s) - start)) -ge "$WATCHDOG" ] &&
+			[ "$dumped" != "$name" ]; then
+			dumped=$name
+			echo "watchdog: $name still running after $WATCHDOG s; task dump follows" >/dev/console
+			echo w >/proc/sysrq-trigger
+			echo l >/proc/sysrq-trigger
+			grep -A4 'fstype presto' /proc/self/mountstats >/dev/console
+		fi
+	done
+}
+_watchdog &
+_running() { echo "$1 $(date +%s)" >"$_watch_file"; }
+
 _show_failure() {
 	echo "---- $1 (last lines of $LOGDIR/$1.log)"
 	tail -n 30 "$LOGDIR/$1.log" | sed 's/^/  | /'
@@ -19,6 +43,7 @@ _show_failure() {
 t() {
 	local name=$1
 	shift
+	_running "$name"
 	if "$@" >"$LOGDIR/$name.log" 2>&1; then
 		PASSED=$((PASSED + 1))
 		echo "ok - $name"
@@ -32,6 +57,7 @@ t() {
 suite() {
 	local name=$1 line p f rc
 	shift
+	_running "$name"
 	"$@" >"$LOGDIR/$name.log" 2>&1
 	rc=$?
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGDIR/$name.log" | tail -n1)

@@ -1,0 +1,1141 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The kernel modification log (KML) of a fileset, as protocol/KML.md
+ * specifies it: segment files CACHE/.presto/kml.NNNNNNNN of records with
+ * a sequence number and a CRC each.
+ *
+ * A change never does file I/O under the VFS locks (a write there would
+ * take the lower's freeze protection inside presto's locks, apply the
+ * caller's RLIMIT_FSIZE and nest inode locks of one class). Instead:
+ *
+ *  - before the change, presto_kml_alloc() reserves room for its record:
+ *    in memory (the entry itself) and on disk (bytes of preallocated
+ *    segment space, and bytes under the log's limit). A change whose
+ *    record has no room is refused before it is done;
+ *  - under the locks that order the change, presto_kml_commit() gives the
+ *    record its sequence number and queues it: only a spinlock;
+ *  - the journal thread writes queued records to the current segment with
+ *    its own credentials and limits, freeze protection outermost, keeps a
+ *    spare segment preallocated, syncs when someone waits (fsync, syncfs)
+ *    or every few seconds, and retires segments the consumer has
+ *    acknowledged.
+ *
+ * Every segment but the current one is complete and synced, so the log is
+ * durable up to durable_seq once the current segment is synced.
+ */
+#include <linux/crc32.h>
+#include <linux/falloc.h>
+#include <linux/freezer.h>
+#include <linux/kthread.h>
+#include <linux/namei.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+#include "presto.h"
+
+#define PRESTO_KML_SEG_SIZE	(4ULL << 20)
+#define PRESTO_KML_REC_MAX	ALIGN(sizeof(struct presto_kml_rec) +	\
+				      2 * PRESTO_KML_NAME_MAX +		\
+				      PRESTO_KML_DATA_MAX, PRESTO_KML_ALIGN)
+#define PRESTO_KML_BUF_SIZE	(256U << 10)
+/* Queued bytes that wake the thread before its next round. */
+#define PRESTO_KML_WAKE_BYTES	(128U << 10)
+/*
+ * Room only records owed for changes already made (STOREs at close) may
+ * use, so that they never find the log full.
+ */
+#define PRESTO_KML_FORCE_ROOM	(256U << 10)
+/* Records reach the segment file within a second, the disk within five. */
+#define PRESTO_KML_FLUSH	HZ
+#define PRESTO_KML_SYNC		(5 * HZ)
+
+struct presto_kml_seg {
+	struct list_head list;
+	u64 segno;
+	u64 first_seq;		/* of its first record */
+	u64 size;		/* bytes preallocated, header included */
+	u64 used;		/* bytes written, header included */
+	struct file *file;	/* open while current or spare */
+};
+
+struct presto_journal {
+	struct super_block *sb;
+	struct path dir;		/* CACHE/.presto on the private mount */
+	struct task_struct *thread;
+	wait_queue_head_t wait;		/* the thread waits for work here */
+	wait_queue_head_t done;		/* callers wait for the thread here */
+
+	spinlock_t lock;		/* everything below */
+	struct list_head queue;		/* committed records, in seq order */
+	u64 queued_bytes;
+	u64 next_seq;
+	u64 written_seq;		/* handed to the current segment */
+	u64 durable_seq;		/* synced */
+	u64 acked_seq;			/* consumed; may be retired */
+	u64 sync_want;			/* someone waits for this to be durable */
+	u64 reserved;			/* bytes of records not yet written */
+	u64 avail;			/* bytes that may be reserved */
+	u64 disk_bytes;			/* bytes in segments not retired */
+	u64 limit;
+	bool want_spare;
+	unsigned int room_gen;		/* bumped whenever room may appear */
+	unsigned int spare_gen;		/* bumped when a spare is made or not */
+	int spare_err;			/* the last attempt's error, or 0 */
+	int error;			/* the log is broken: refuse changes */
+	u64 nsegs;
+	u64 first_segno;
+	u64 oldest_seq_time[2];		/* seq, time: oldest pending, or 0 */
+
+	/* The thread's own. */
+	struct list_head segs;		/* by segno; the last is current */
+	struct presto_kml_seg *cur;
+	struct presto_kml_seg *spare;
+	unsigned long last_sync;
+	void *buf;
+};
+
+/* CRC-32C from ~0, not inverted at the end (KML.md); lib/crc32.c's. */
+static u32 presto_kml_crc(const void *p, size_t len)
+{
+	return __crc32c_le(~0U, p, len);
+}
+
+static u64 presto_seg_room(const struct presto_kml_seg *s)
+{
+	u64 free = s->size - s->used;
+
+	return free > PRESTO_KML_REC_MAX ? free - PRESTO_KML_REC_MAX : 0;
+}
+
+/* Under j->lock: what may still be reserved. */
+static void presto_journal_update_avail(struct presto_journal *j)
+{
+	j->avail = (j->cur ? presto_seg_room(j->cur) : 0) +
+		   (j->spare ? presto_seg_room(j->spare) : 0);
+}
+
+static bool presto_journal_urgent(struct presto_journal *j)
+{
+	bool urgent;
+
+	spin_lock(&j->lock);
+	/* A broken log has nothing left to do but wait for the umount. */
+	urgent = !j->error &&
+		 (j->want_spare || j->queued_bytes >= PRESTO_KML_WAKE_BYTES ||
+		  (j->sync_want > j->durable_seq &&
+		   (j->written_seq > j->durable_seq || !list_empty(&j->queue))));
+	spin_unlock(&j->lock);
+	return urgent;
+}
+
+static void presto_seg_name(char *name, size_t size, u64 segno)
+{
+	snprintf(name, size, "kml.%08llu", segno);
+}
+
+/* Create and preallocate segment @segno; no header yet. */
+static struct presto_kml_seg *presto_seg_create(struct presto_journal *j,
+						u64 segno)
+{
+	struct presto_kml_seg *s;
+	char name[32];
+	int err;
+
+	s = kzalloc(sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return ERR_PTR(-ENOMEM);
+	presto_seg_name(name, sizeof(name), segno);
+	s->file = file_open_root(&j->dir, name, O_RDWR | O_CREAT | O_EXCL |
+				 O_NOATIME | O_LARGEFILE | FMODE_NONOTIFY,
+				 0600);
+	if (IS_ERR(s->file)) {
+		err = PTR_ERR(s->file);
+		kfree(s);
+		return ERR_PTR(err);
+	}
+	s->segno = segno;
+	s->used = PRESTO_KML_HDR_SIZE;
+	s->size = PRESTO_KML_HDR_SIZE;
+	/* KEEP_SIZE: the file's size says how much of it holds records. */
+	err = vfs_fallocate(s->file, FALLOC_FL_KEEP_SIZE, 0,
+			    PRESTO_KML_SEG_SIZE);
+	if (!err)
+		s->size = PRESTO_KML_SEG_SIZE;
+	else if (err != -ENOSPC && err != -EDQUOT)
+		pr_warn_ratelimited("presto: cannot preallocate %s (error %d)\n",
+				    name, err);
+	return s;
+}
+
+/*
+ * Give back a segment's preallocated room past its last record. ext4
+ * frees blocks past the end of the file on a truncate to the same size;
+ * to a smaller one, it cuts a torn tail.
+ */
+static int presto_seg_trim(const struct path *path, u64 used)
+{
+	int err = vfs_truncate(path, used);
+
+	if (err)
+		pr_warn("presto: cannot trim log segment %pd to %llu bytes (error %d)\n",
+			path->dentry, used, err);
+	return err;
+}
+
+static int presto_seg_unlink(struct presto_journal *j, u64 segno)
+{
+	struct inode *dir = d_inode(j->dir.dentry);
+	struct dentry *victim;
+	char name[32];
+	int err;
+
+	presto_seg_name(name, sizeof(name), segno);
+	err = mnt_want_write(j->dir.mnt);
+	if (err)
+		return err;
+	inode_lock_nested(dir, I_MUTEX_PARENT);
+	victim = lookup_one_len(name, j->dir.dentry, strlen(name));
+	err = PTR_ERR(victim);
+	if (!IS_ERR(victim)) {
+		err = d_is_positive(victim) ?
+		      vfs_unlink(&init_user_ns, dir, victim, NULL) : 0;
+		dput(victim);
+	}
+	inode_unlock(dir);
+	mnt_drop_write(j->dir.mnt);
+	return err;
+}
+
+static void presto_seg_drop(struct presto_journal *j, struct presto_kml_seg *s)
+{
+	int err;
+
+	if (s->file)
+		fput(s->file);
+	err = presto_seg_unlink(j, s->segno);
+	if (err)
+		pr_warn("presto: cannot remove log segment %llu (error %d)\n",
+			s->segno, err);
+	kfree(s);
+}
+
+/* Make a spare segment if there is none; answer whoever asked. */
+static void presto_journal_make_spare(struct presto_journal *j)
+{
+	struct presto_kml_seg *s = NULL;
+	int err = 0;
+
+	if (!j->spare) {
+		s = presto_seg_create(j, j->cur->segno + 1);
+		if (IS_ERR(s)) {
+			err = PTR_ERR(s);
+			s = NULL;
+		} else if (s->size == PRESTO_KML_HDR_SIZE) {
+			/* No room on disk: a spare without room is no spare. */
+			err = -ENOSPC;
+			presto_seg_drop(j, s);
+			s = NULL;
+		}
+	}
+	spin_lock(&j->lock);
+	if (s) {
+		j->spare = s;
+		j->nsegs++;
+	}
+	presto_journal_update_avail(j);
+	j->want_spare = false;
+	j->spare_err = err;
+	/* A spare already there is no news: room comes from writing. */
+	if (s || err) {
+		j->spare_gen++;
+		j->room_gen++;
+	}
+	spin_unlock(&j->lock);
+	wake_up_all(&j->done);
+}
+
+static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
+{
+	struct presto_kml_seg_hdr *h;
+	loff_t pos = 0;
+	ssize_t ret;
+
+	h = kzalloc(PRESTO_KML_HDR_SIZE, GFP_KERNEL);
+	if (!h)
+		return -ENOMEM;
+	memcpy(h->magic, PRESTO_KML_MAGIC, sizeof(h->magic));
+	h->version = cpu_to_le32(PRESTO_KML_VERSION);
+	h->hdr_size = cpu_to_le32(PRESTO_KML_HDR_SIZE);
+	h->segno = cpu_to_le64(s->segno);
+	h->first_seq = cpu_to_le64(first_seq);
+	h->seg_size = cpu_to_le64(s->size);
+	h->crc = cpu_to_le32(presto_kml_crc(h, offsetof(typeof(*h), crc)));
+	ret = kernel_write(s->file, h, PRESTO_KML_HDR_SIZE, &pos);
+	kfree(h);
+	if (ret < 0)
+		return ret;
+	if (ret != PRESTO_KML_HDR_SIZE)
+		return -EIO;
+	s->first_seq = first_seq;
+	return 0;
+}
+
+static int presto_journal_sync_cur(struct presto_journal *j)
+{
+	u64 seq;
+	int err;
+
+	spin_lock(&j->lock);
+	seq = j->written_seq;
+	spin_unlock(&j->lock);
+	err = vfs_fsync(j->cur->file, 1);
+	if (err)
+		return err;
+	j->last_sync = jiffies;
+	spin_lock(&j->lock);
+	j->durable_seq = max(j->durable_seq, seq);
+	spin_unlock(&j->lock);
+	wake_up_all(&j->done);
+	return 0;
+}
+
+/* Finish the current segment and start the spare with @first_seq. */
+static int presto_journal_roll(struct presto_journal *j, u64 first_seq)
+{
+	struct presto_kml_seg *old = j->cur;
+	int err;
+
+	err = presto_journal_sync_cur(j);
+	if (err)
+		return err;
+	if (!j->spare) {
+		presto_journal_make_spare(j);
+		if (!j->spare)
+			return j->spare_err ? j->spare_err : -ENOSPC;
+	}
+	err = presto_seg_write_header(j->spare, first_seq);
+	if (err)
+		return err;
+	presto_seg_trim(&old->file->f_path, old->used);
+	fput(old->file);
+	old->file = NULL;
+	list_add_tail(&j->spare->list, &j->segs);
+	spin_lock(&j->lock);
+	j->cur = j->spare;
+	j->spare = NULL;
+	j->disk_bytes += j->cur->used;
+	presto_journal_update_avail(j);
+	j->room_gen++;
+	spin_unlock(&j->lock);
+	return 0;
+}
+
+static int presto_journal_flush_buf(struct presto_journal *j, size_t len,
+				    u64 last_seq)
+{
+	loff_t pos = j->cur->used;
+	ssize_t ret;
+
+	if (!len)
+		return 0;
+	ret = kernel_write(j->cur->file, j->buf, len, &pos);
+	if (ret >= 0 && ret != len)
+		ret = -EIO;
+	if (ret < 0)
+		return ret;
+	j->cur->used += len;
+	spin_lock(&j->lock);
+	j->written_seq = last_seq;
+	j->reserved -= len;
+	j->queued_bytes -= len;
+	j->disk_bytes += len;
+	presto_journal_update_avail(j);
+	j->room_gen++;
+	spin_unlock(&j->lock);
+	wake_up_all(&j->done);
+	return 0;
+}
+
+/* Write every queued record to the log. */
+static int presto_journal_write(struct presto_journal *j)
+{
+	struct presto_kml_entry *e, *next;
+	LIST_HEAD(batch);
+	size_t len = 0;
+	u64 last = 0;
+	int err = 0;
+
+	spin_lock(&j->lock);
+	list_splice_init(&j->queue, &batch);
+	spin_unlock(&j->lock);
+
+	list_for_each_entry_safe(e, next, &batch, list) {
+		u64 seq = le64_to_cpu(e->rec.seq);
+
+		if (!err && (len + e->size > PRESTO_KML_BUF_SIZE ||
+			     j->cur->used + len + e->size > j->cur->size)) {
+			err = presto_journal_flush_buf(j, len, last);
+			len = 0;
+			if (!err && j->cur->used + e->size > j->cur->size)
+				err = presto_journal_roll(j, seq);
+		}
+		if (!err) {
+			e->rec.crc = cpu_to_le32(presto_kml_crc(&e->rec,
+								e->size));
+			memcpy(j->buf + len, &e->rec, e->size);
+			len += e->size;
+			last = seq;
+		}
+		list_del(&e->list);
+		kvfree(e);
+	}
+	if (!err)
+		err = presto_journal_flush_buf(j, len, last);
+	return err;
+}
+
+/* Remove the segments whose records are all acknowledged. */
+static void presto_journal_retire(struct presto_journal *j)
+{
+	struct presto_kml_seg *s, *next;
+	u64 acked;
+
+	spin_lock(&j->lock);
+	acked = j->acked_seq;
+	spin_unlock(&j->lock);
+	list_for_each_entry_safe(s, next, &j->segs, list) {
+		/* The current segment stays: it carries the numbering on. */
+		if (s == j->cur || next->first_seq - 1 > acked)
+			break;
+		list_del(&s->list);
+		spin_lock(&j->lock);
+		j->disk_bytes -= s->used;
+		j->nsegs--;
+		j->first_segno = next->segno;
+		j->room_gen++;
+		spin_unlock(&j->lock);
+		wake_up_all(&j->done);
+		presto_seg_drop(j, s);
+	}
+}
+
+static void presto_journal_fail(struct presto_journal *j, int err)
+{
+	struct presto_kml_entry *e, *next;
+	LIST_HEAD(lost);
+
+	pr_err("presto: %s: the log cannot be written (error %d); changes are refused until it is remounted\n",
+	       presto_sb(j->sb)->lower_name, err);
+	spin_lock(&j->lock);
+	j->error = err;
+	list_splice_init(&j->queue, &lost);
+	spin_unlock(&j->lock);
+	list_for_each_entry_safe(e, next, &lost, list)
+		kvfree(e);
+	wake_up_all(&j->done);
+}
+
+static void presto_journal_work(struct presto_journal *j, bool stop)
+{
+	bool spare, write, sync;
+	int err = 0;
+
+	spin_lock(&j->lock);
+	if (j->error) {
+		spin_unlock(&j->lock);
+		return;
+	}
+	/* Keep a spare ready once the current segment is half full. */
+	spare = j->want_spare ||
+		(!j->spare && j->cur->used > j->cur->size / 2);
+	write = !list_empty(&j->queue);
+	spin_unlock(&j->lock);
+
+	if (spare)
+		presto_journal_make_spare(j);
+	if (write)
+		err = presto_journal_write(j);
+	spin_lock(&j->lock);
+	sync = j->written_seq > j->durable_seq &&
+	       (j->sync_want > j->durable_seq || stop ||
+		time_after(jiffies, j->last_sync + PRESTO_KML_SYNC));
+	spin_unlock(&j->lock);
+	if (!err && sync)
+		err = presto_journal_sync_cur(j);
+	if (err) {
+		presto_journal_fail(j, err);
+		return;
+	}
+	presto_journal_retire(j);
+}
+
+static int presto_journal_thread(void *data)
+{
+	struct presto_journal *j = data;
+	bool stop;
+
+	set_freezable();
+	do {
+		wait_event_freezable_timeout(j->wait, presto_journal_urgent(j) ||
+					     kthread_should_stop(),
+					     PRESTO_KML_FLUSH);
+		stop = kthread_should_stop();
+		presto_journal_work(j, stop);
+	} while (!stop);
+	return 0;
+}
+
+/*
+ * Reserve room for a record of @size bytes, waiting for room if need be:
+ * for the thread to write what is queued or to preallocate a spare.
+ * @force is for a record owed for a change already made: it neither waits
+ * nor minds the log's limit.
+ */
+static int presto_journal_reserve(struct presto_journal *j, u32 size,
+				  bool force)
+{
+	unsigned int room_gen, spare_gen = 0;
+	bool asked = false;
+	int err;
+
+	if (force) {
+		/* Never waits: the thread makes room when it writes. */
+		spin_lock(&j->lock);
+		err = j->error;
+		if (!err)
+			j->reserved += size;
+		spin_unlock(&j->lock);
+		return err;
+	}
+	for (;;) {
+		spin_lock(&j->lock);
+		err = j->error;
+		if (err)
+			break;
+		if (j->disk_bytes + j->reserved + size > j->limit) {
+			spin_unlock(&j->lock);
+			pr_warn_ratelimited("presto: %s: the log is at its limit of %llu MiB; nothing consumes it\n",
+					    presto_sb(j->sb)->lower_name,
+					    j->limit >> 20);
+			return -ENOSPC;
+		}
+		if (j->reserved + size + PRESTO_KML_FORCE_ROOM <= j->avail) {
+			j->reserved += size;
+			break;
+		}
+		/* The thread tried to make a spare since we asked, and could not. */
+		err = j->spare_err;
+		if (asked && j->spare_gen != spare_gen && err)
+			break;
+		room_gen = j->room_gen;
+		spare_gen = j->spare_gen;
+		asked = true;
+		j->want_spare = true;
+		spin_unlock(&j->lock);
+		wake_up(&j->wait);
+		err = wait_event_killable(j->done,
+					  READ_ONCE(j->room_gen) != room_gen);
+		if (err)
+			return err;
+	}
+	spin_unlock(&j->lock);
+	return err;
+}
+
+static void presto_journal_unreserve(struct presto_journal *j, u32 size)
+{
+	spin_lock(&j->lock);
+	j->reserved -= size;
+	j->room_gen++;
+	spin_unlock(&j->lock);
+	wake_up_all(&j->done);
+}
+
+struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
+					  enum presto_kml_op op,
+					  size_t name_len, size_t name2_len,
+					  size_t data_len, bool force)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	struct presto_kml_entry *e;
+	size_t size;
+	int err;
+
+	if (WARN_ON_ONCE(name_len > PRESTO_KML_NAME_MAX ||
+			 name2_len > PRESTO_KML_NAME_MAX ||
+			 data_len > PRESTO_KML_DATA_MAX))
+		return ERR_PTR(-EINVAL);
+	size = ALIGN(sizeof(e->rec) + name_len + name2_len + data_len,
+		     PRESTO_KML_ALIGN);
+	if (force)	/* a STORE: small */
+		e = kzalloc(offsetof(struct presto_kml_entry, rec) + size,
+			    GFP_KERNEL | __GFP_NOFAIL);
+	else
+		e = kvzalloc(offsetof(struct presto_kml_entry, rec) + size,
+			     GFP_KERNEL);
+	if (!e)
+		return ERR_PTR(-ENOMEM);
+	err = presto_journal_reserve(j, size, force);
+	if (err) {
+		kvfree(e);
+		return ERR_PTR(err);
+	}
+	e->size = size;
+	e->rec.len = cpu_to_le32(size);
+	e->rec.op = cpu_to_le16(op);
+	e->rec.name_len = cpu_to_le16(name_len);
+	e->rec.name2_len = cpu_to_le16(name2_len);
+	e->rec.data_len = cpu_to_le32(data_len);
+	return e;
+}
+
+void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e)
+{
+	if (!e)
+		return;
+	presto_journal_unreserve(presto_sb(sb)->journal, e->size);
+	kvfree(e);
+}
+
+u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	bool wake;
+	u64 seq;
+
+	e->rec.time_ns = cpu_to_le64(ktime_get_real_ns());
+	spin_lock(&j->lock);
+	seq = j->next_seq++;
+	e->rec.seq = cpu_to_le64(seq);
+	list_add_tail(&e->list, &j->queue);
+	j->queued_bytes += e->size;
+	if (!j->oldest_seq_time[0]) {
+		j->oldest_seq_time[0] = seq;
+		j->oldest_seq_time[1] = le64_to_cpu(e->rec.time_ns);
+	}
+	wake = j->queued_bytes >= PRESTO_KML_WAKE_BYTES;
+	spin_unlock(&j->lock);
+	if (wake)
+		wake_up(&j->wait);
+	return seq;
+}
+
+/* Wait until every record up to @seq is on disk. */
+int presto_journal_wait(struct super_block *sb, u64 seq)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	int err;
+
+	spin_lock(&j->lock);
+	/* No record past the last one committed can be waited for. */
+	if (WARN_ON_ONCE(seq >= j->next_seq))
+		seq = j->next_seq - 1;
+	if (j->durable_seq >= seq || j->error) {
+		err = j->error;
+		spin_unlock(&j->lock);
+		return err;
+	}
+	j->sync_want = max(j->sync_want, seq);
+	spin_unlock(&j->lock);
+	wake_up(&j->wait);
+	err = wait_event_killable(j->done, READ_ONCE(j->durable_seq) >= seq ||
+				  READ_ONCE(j->error));
+	return err ?: READ_ONCE(j->error);
+}
+
+/* Wait until every record committed so far is on disk. */
+int presto_journal_sync(struct super_block *sb)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	u64 seq;
+
+	if (!j)		/* a mount that failed */
+		return 0;
+	spin_lock(&j->lock);
+	seq = j->next_seq - 1;
+	spin_unlock(&j->lock);
+	return presto_journal_wait(sb, seq);
+}
+
+void presto_journal_state(struct super_block *sb, struct presto_kml_state *st)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+
+	memset(st, 0, sizeof(*st));
+	spin_lock(&j->lock);
+	st->next_seq = j->next_seq;
+	st->durable_seq = j->durable_seq;
+	st->acked_seq = j->acked_seq;
+	st->pending_records = j->next_seq - 1 - j->acked_seq;
+	st->pending_bytes = j->disk_bytes + j->reserved;
+	st->limit_bytes = j->limit;
+	if (st->pending_records && j->oldest_seq_time[0])
+		st->oldest_ns = j->oldest_seq_time[1];
+	st->first_segno = j->first_segno;
+	st->cur_segno = j->cur->segno;
+	st->segments = j->nsegs;
+	st->error = j->error;
+	spin_unlock(&j->lock);
+}
+
+int presto_journal_ack(struct super_block *sb, u64 seq)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	int err = 0;
+
+	spin_lock(&j->lock);
+	if (seq > j->durable_seq) {
+		err = -EINVAL;
+	} else if (seq > j->acked_seq) {
+		j->acked_seq = seq;
+		/*
+		 * The oldest pending record is now seq + 1, committed no
+		 * earlier than the one tracked so far: keep that time, an
+		 * upper bound of the age.
+		 */
+		if (seq >= j->next_seq - 1)
+			j->oldest_seq_time[0] = 0;
+		else if (j->oldest_seq_time[0] <= seq)
+			j->oldest_seq_time[0] = seq + 1;
+	}
+	spin_unlock(&j->lock);
+	if (!err)
+		wake_up(&j->wait);
+	return err;
+}
+
+void presto_journal_show(struct seq_file *m, struct super_block *sb)
+{
+	struct presto_kml_state st;
+
+	presto_journal_state(sb, &st);
+	seq_printf(m, "\n\tkml: next_seq %llu durable_seq %llu acked_seq %llu",
+		   st.next_seq, st.durable_seq, st.acked_seq);
+	seq_printf(m, "\n\tkml: pending_records %llu pending_bytes %llu limit_bytes %llu oldest_ns %lld",
+		   st.pending_records, st.pending_bytes, st.limit_bytes,
+		   st.oldest_ns);
+	seq_printf(m, "\n\tkml: segments %llu first_segno %llu cur_segno %llu error %d\n",
+		   st.segments, st.first_segno, st.cur_segno, st.error);
+}
+
+/* --- opening the log at mount --- */
+
+struct presto_seg_list {
+	struct dir_context ctx;
+	u64 *segnos;
+	unsigned int count, size;
+	int err;
+};
+
+static bool presto_seg_filldir(struct dir_context *ctx, const char *name,
+			       int len, loff_t pos, u64 ino, unsigned int type)
+{
+	struct presto_seg_list *l = container_of(ctx, struct presto_seg_list,
+						 ctx);
+	char buf[16];
+	u64 segno;
+	u64 *more;
+
+	if (len != 12 || memcmp(name, "kml.", 4))
+		return true;
+	memcpy(buf, name + 4, 8);
+	buf[8] = '\0';
+	if (kstrtou64(buf, 10, &segno))
+		return true;
+	if (l->count == l->size) {
+		l->size = l->size ? 2 * l->size : 16;
+		more = krealloc_array(l->segnos, l->size, sizeof(u64),
+				      GFP_KERNEL);
+		if (!more) {
+			l->err = -ENOMEM;
+			return false;
+		}
+		l->segnos = more;
+	}
+	l->segnos[l->count++] = segno;
+	return true;
+}
+
+static int presto_u64_cmp(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int presto_seg_list(struct presto_journal *j, struct presto_seg_list *l)
+{
+	struct file *dir;
+	int err;
+
+	dir = dentry_open(&j->dir, O_RDONLY | O_DIRECTORY, current_cred());
+	if (IS_ERR(dir))
+		return PTR_ERR(dir);
+	l->ctx.actor = presto_seg_filldir;
+	err = iterate_dir(dir, &l->ctx);
+	fput(dir);
+	if (!err)
+		err = l->err;
+	if (!err)
+		sort(l->segnos, l->count, sizeof(u64), presto_u64_cmp, NULL);
+	return err;
+}
+
+/* What the scan of one existing segment found. */
+struct presto_seg_scan {
+	u64 first_seq;
+	u64 next_seq;		/* after its last good record */
+	u64 used;		/* bytes up to there */
+	bool torn;		/* something after the last good record */
+	bool empty;		/* no header: a spare never used */
+};
+
+static int presto_seg_scan_records(struct file *f, struct presto_seg_scan *sc,
+				   void *buf)
+{
+	loff_t size = i_size_read(file_inode(f));
+	loff_t pos = PRESTO_KML_HDR_SIZE;
+
+	while (pos + sizeof(struct presto_kml_rec) <= size) {
+		struct presto_kml_rec *r = buf;
+		u32 len, crc;
+		ssize_t n;
+
+		loff_t p = pos;
+
+		n = kernel_read(f, buf, sizeof(*r), &p);
+		if (n < 0)
+			return n;
+		if (n != sizeof(*r))
+			break;
+		len = le32_to_cpu(r->len);
+		if (!len)
+			return 0;
+		if (len < sizeof(*r) || len > PRESTO_KML_REC_MAX ||
+		    len % PRESTO_KML_ALIGN || pos + len > size ||
+		    le64_to_cpu(r->seq) != sc->next_seq)
+			break;
+		p = pos;
+		n = kernel_read(f, buf, len, &p);
+		if (n < 0)
+			return n;
+		if (n != len)
+			break;
+		crc = le32_to_cpu(r->crc);
+		r->crc = 0;
+		if (presto_kml_crc(r, len) != crc)
+			break;
+		pos += len;
+		sc->next_seq++;
+		sc->used = pos;
+	}
+	sc->torn = pos < size;
+	return 0;
+}
+
+/*
+ * Read segment @segno's header; with @records, also find its last good
+ * record. Without, the segment is taken as complete up to its size.
+ */
+static int presto_seg_scan(struct presto_journal *j, u64 segno,
+			   struct presto_seg_scan *sc, void *buf, bool records)
+{
+	struct presto_kml_seg_hdr *h = buf;
+	char name[32];
+	struct file *f;
+	loff_t pos = 0;
+	ssize_t n;
+	int err = 0;
+
+	memset(sc, 0, sizeof(*sc));
+	presto_seg_name(name, sizeof(name), segno);
+	f = file_open_root(&j->dir, name, O_RDONLY | O_NOATIME | O_LARGEFILE,
+			   0);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+	n = kernel_read(f, h, sizeof(*h), &pos);
+	if (n < 0) {
+		err = n;
+	} else if (n == 0) {
+		sc->empty = true;
+	} else if (n != sizeof(*h) ||
+		   memcmp(h->magic, PRESTO_KML_MAGIC, sizeof(h->magic)) ||
+		   le32_to_cpu(h->crc) !=
+		   presto_kml_crc(h, offsetof(typeof(*h), crc)) ||
+		   le64_to_cpu(h->segno) != segno) {
+		pr_err("presto: %s: log segment %s has no valid header\n",
+		       presto_sb(j->sb)->lower_name, name);
+		err = -EUCLEAN;
+	} else if (le32_to_cpu(h->version) != PRESTO_KML_VERSION ||
+		   le32_to_cpu(h->hdr_size) != PRESTO_KML_HDR_SIZE) {
+		pr_err("presto: %s: log segment %s has format version %u; this presto writes %u\n",
+		       presto_sb(j->sb)->lower_name, name,
+		       le32_to_cpu(h->version), PRESTO_KML_VERSION);
+		err = -EPROTO;
+	} else {
+		sc->first_seq = le64_to_cpu(h->first_seq);
+		sc->next_seq = sc->first_seq;
+		sc->used = PRESTO_KML_HDR_SIZE;
+		if (records)
+			err = presto_seg_scan_records(f, sc, buf);
+		else
+			sc->used = max_t(u64, sc->used,
+					 i_size_read(file_inode(f)));
+	}
+	fput(f);
+	return err;
+}
+
+static struct presto_kml_seg *presto_seg_old(u64 segno, u64 first_seq,
+					     u64 used)
+{
+	struct presto_kml_seg *s = kzalloc(sizeof(*s), GFP_KERNEL);
+
+	if (s) {
+		s->segno = segno;
+		s->first_seq = first_seq;
+		s->used = used;
+		s->size = used;
+	}
+	return s;
+}
+
+/*
+ * Find what the log holds: every segment but the newest was complete when
+ * the next began, so only the newest is read record by record; its tail
+ * after the last good CRC is cut (the next mount writes a new segment,
+ * never after a cut). Spares never used are removed.
+ */
+static int presto_journal_scan(struct presto_journal *j)
+{
+	struct presto_seg_list l = {};
+	struct presto_seg_scan sc = {};
+	struct presto_kml_seg *s;
+	u64 next_seq = 1, segno = 0, torn_at = 0;
+	void *buf;
+	int i, err;
+
+	buf = kvmalloc(PRESTO_KML_REC_MAX, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	err = presto_seg_list(j, &l);
+	if (err)
+		goto out;
+	/* Unused spares at the end. */
+	for (i = l.count - 1; i >= 0; i--) {
+		err = presto_seg_scan(j, l.segnos[i], &sc, buf, true);
+		if (err)
+			goto out;
+		if (!sc.empty)
+			break;
+		err = presto_seg_unlink(j, l.segnos[i]);
+		if (err)
+			goto out;
+	}
+	l.count = i + 1;
+	if (l.count) {
+		next_seq = sc.next_seq;
+		segno = l.segnos[l.count - 1];
+		if (sc.torn)
+			torn_at = sc.used;
+	}
+	for (i = 0; i < l.count; i++) {
+		u64 used = sc.used;
+
+		if (i < l.count - 1) {
+			struct presto_seg_scan older;
+
+			err = presto_seg_scan(j, l.segnos[i], &older, buf,
+					      false);
+			if (err)
+				goto out;
+			used = older.used;
+			s = presto_seg_old(l.segnos[i], older.first_seq, used);
+		} else {
+			s = presto_seg_old(l.segnos[i], sc.first_seq, used);
+		}
+		err = -ENOMEM;
+		if (!s)
+			goto out;
+		list_add_tail(&s->list, &j->segs);
+		j->disk_bytes += used;
+		j->nsegs++;
+	}
+	j->first_segno = l.count ? l.segnos[0] : segno + 1;
+	j->next_seq = next_seq;
+	j->written_seq = next_seq - 1;
+	j->durable_seq = next_seq - 1;
+	j->acked_seq = l.count ? list_first_entry(&j->segs,
+						  struct presto_kml_seg,
+						  list)->first_seq - 1 : 0;
+	if (l.count) {
+		struct file *f;
+		char name[32];
+
+		presto_seg_name(name, sizeof(name), segno);
+		f = file_open_root(&j->dir, name, O_WRONLY | O_LARGEFILE |
+				   O_NOATIME, 0);
+		err = PTR_ERR(f);
+		if (IS_ERR(f))
+			goto out;
+		err = presto_seg_trim(&f->f_path, sc.used);
+		fput(f);
+		if (err)
+			goto out;
+	}
+	if (torn_at)
+		pr_notice("presto: %s: log segment %llu cut after its last good record at offset %llu\n",
+			  presto_sb(j->sb)->lower_name, segno, torn_at);
+	pr_info("presto: %s: log has %u segments, records up to %llu\n",
+		presto_sb(j->sb)->lower_name, l.count, next_seq - 1);
+	/* This mount writes a new segment. */
+	s = presto_seg_create(j, segno + 1);
+	err = PTR_ERR(s);
+	if (IS_ERR(s))
+		goto out;
+	err = presto_seg_write_header(s, next_seq);
+	list_add_tail(&s->list, &j->segs);
+	j->cur = s;
+	j->nsegs++;
+	j->disk_bytes += s->used;
+	presto_journal_update_avail(j);
+out:
+	kfree(l.segnos);
+	kvfree(buf);
+	return err;
+}
+
+/* CACHE/.presto, made (0700, the mounter's) if it is not there. */
+static int presto_journal_dir(struct presto_journal *j)
+{
+	struct presto_sb_info *sbi = presto_sb(j->sb);
+	struct dentry *root = sbi->lower.dentry, *d;
+	struct inode *dir = d_inode(root);
+	int err;
+
+	err = mnt_want_write(sbi->lower.mnt);
+	if (err)
+		return err;
+	inode_lock_nested(dir, I_MUTEX_PARENT);
+	d = lookup_one_len(PRESTO_RESERVED_NAME, root,
+			   strlen(PRESTO_RESERVED_NAME));
+	if (!IS_ERR(d) && d_is_negative(d)) {
+		err = vfs_mkdir(&init_user_ns, dir, d, 0700);
+		if (err) {
+			dput(d);
+			d = ERR_PTR(err);
+		}
+	}
+	inode_unlock(dir);
+	mnt_drop_write(sbi->lower.mnt);
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+	if (!d_is_dir(d)) {
+		dput(d);
+		return -ENOTDIR;
+	}
+	j->dir.mnt = mntget(sbi->lower.mnt);
+	j->dir.dentry = d;
+	return 0;
+}
+
+static void presto_journal_free(struct presto_journal *j)
+{
+	struct presto_kml_seg *s, *next;
+
+	if (j->spare)
+		presto_seg_drop(j, j->spare);
+	list_for_each_entry_safe(s, next, &j->segs, list) {
+		if (s->file)
+			fput(s->file);
+		kfree(s);
+	}
+	path_put(&j->dir);
+	kvfree(j->buf);
+	kfree(j);
+}
+
+int presto_journal_open(struct super_block *sb, u64 limit)
+{
+	struct presto_journal *j;
+	struct task_struct *t;
+	int err;
+
+	j = kzalloc(sizeof(*j), GFP_KERNEL);
+	if (!j)
+		return -ENOMEM;
+	j->sb = sb;
+	init_waitqueue_head(&j->wait);
+	init_waitqueue_head(&j->done);
+	spin_lock_init(&j->lock);
+	INIT_LIST_HEAD(&j->queue);
+	INIT_LIST_HEAD(&j->segs);
+	j->limit = limit;
+	j->last_sync = jiffies;
+
+	err = -ENOMEM;
+	j->buf = kvmalloc(PRESTO_KML_BUF_SIZE, GFP_KERNEL);
+	if (!j->buf)
+		goto fail;
+	err = presto_journal_dir(j);
+	if (err)
+		goto fail;
+	err = presto_journal_scan(j);
+	if (err)
+		goto fail;
+	t = kthread_run(presto_journal_thread, j, "presto_kml");
+	err = PTR_ERR(t);
+	if (IS_ERR(t))
+		goto fail;
+	j->thread = t;
+	presto_sb(sb)->journal = j;
+	return 0;
+fail:
+	presto_journal_free(j);
+	return err;
+}
+
+/* After the last change: write and sync what is queued, let go of all. */
+void presto_journal_close(struct super_block *sb)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+
+	if (!j)
+		return;
+	kthread_stop(j->thread);
+	/* Every file is closed: nothing may be queued or reserved. */
+	WARN_ON_ONCE(!list_empty(&j->queue) || (!j->error && j->reserved));
+	if (!j->error)
+		presto_seg_trim(&j->cur->file->f_path, j->cur->used);
+	presto_journal_free(j);
+	presto_sb(sb)->journal = NULL;
+}
+
+/* The consumer's interface, on any directory of the mount (KML.md). */
+long presto_journal_ioctl(struct file *file, unsigned int cmd,
+			  unsigned long arg)
+{
+	struct super_block *sb = file_inode(file)->i_sb;
+	struct presto_kml_state st;
+	u64 seq;
+
+	switch (cmd) {
+	case PRESTO_IOC_KML_STATE:
+		if (!capable(CAP_SYS_ADMIN))
+			return -EPERM;
+		presto_journal_state(sb, &st);
+		if (copy_to_user((void __user *)arg, &st, sizeof(st)))
+			return -EFAULT;
+		return 0;
+	case PRESTO_IOC_KML_ACK:
+		if (!capable(CAP_SYS_ADMIN))
+			return -EPERM;
+		if (copy_from_user(&seq, (void __user *)arg, sizeof(seq)))
+			return -EFAULT;
+		return presto_journal_ack(sb, seq);
+	default:
+		return -ENOTTY;
+	}
+}

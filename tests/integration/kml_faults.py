@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""The log under faults: each gives the documented error and loses nothing.
+
+    kml_faults.py EXT SMALLDEV
+
+EXT is a mounted ext4 file system to make caches in; SMALLDEV a small
+scratch block device this test may mkfs. Runs as root in the test VM; ends
+with "N passed, N failed".
+
+- the log at its limit (kml_limit=): changes are refused with ENOSPC and
+  not done; once the consumer acknowledges, changes go on;
+- the cache's file system full: ENOSPC, nothing done unlogged;
+- a user under RLIMIT_FSIZE: the user's writes stop at the limit, the log
+  (written by presto's thread) does not;
+- a frozen lower file system, and a frozen presto: changes wait for the
+  thaw and are logged.
+"""
+import errno
+import fcntl
+import json
+import os
+import resource
+import signal
+import struct
+import subprocess
+import sys
+import time
+import traceback
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+KMLCAT = os.path.join(TOP, "tools", "bin", "kmlcat")
+EXT, SMALLDEV = sys.argv[1], sys.argv[2]
+MNT = "/mnt/kf"
+
+STATE_FMT = "<QQQQQQqQQQiI"
+PRESTO_IOC_KML_STATE = (2 << 30) | (struct.calcsize(STATE_FMT) << 16) | \
+    (0xb5 << 8) | 1
+PRESTO_IOC_KML_ACK = (1 << 30) | (8 << 16) | (0xb5 << 8) | 2
+
+passed = failed = 0
+
+
+def sh(cmd):
+    subprocess.run(cmd, shell=True, check=True)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def mount(cache, opts=""):
+    os.makedirs(cache, exist_ok=True)
+    os.makedirs(MNT, exist_ok=True)
+    sh(f"mount -t presto -o lower={cache}{opts} presto {MNT}")
+
+
+def umount():
+    sh(f"umount {MNT}")
+
+
+def state():
+    fd = os.open(MNT, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        buf = fcntl.ioctl(fd, PRESTO_IOC_KML_STATE,
+                          bytes(struct.calcsize(STATE_FMT)))
+    finally:
+        os.close(fd)
+    keys = ("next_seq durable_seq acked_seq pending_records pending_bytes "
+            "limit_bytes oldest_ns first_segno cur_segno segments error "
+            "reserved").split()
+    return dict(zip(keys, struct.unpack(STATE_FMT, buf)))
+
+
+def ack(seq):
+    fd = os.open(MNT, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, PRESTO_IOC_KML_ACK, struct.pack("<Q", seq))
+    finally:
+        os.close(fd)
+
+
+def records(cache):
+    out = subprocess.run([KMLCAT, "--json", "--strict", cache], check=True,
+                         capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def names_logged(recs, op):
+    return {r["name"] for r in recs if r["op"] == op}
+
+
+def case(fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print(f"ok - {fn.__name__}")
+    except Exception:
+        failed += 1
+        print(f"not ok - {fn.__name__}")
+        for line in traceback.format_exc().splitlines():
+            print("  | " + line)
+    finally:
+        subprocess.run(f"fsfreeze -u {EXT}; fsfreeze -u {MNT}; umount {MNT}",
+                       shell=True, stderr=subprocess.DEVNULL)
+    sys.stdout.flush()
+    return fn
+
+
+def dmesg_has(text):
+    out = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    return text in out
+
+
+@case
+def log_at_its_limit_refuses_changes_and_loses_nothing():
+    cache = f"{EXT}/kf-limit"
+    sh(f"rm -rf {cache}")
+    mount(cache, ",kml_limit=16")
+    check(state()["limit_bytes"] == 16 << 20, state())
+    target = "t" * 4000            # ~4 KiB records: the limit in ~4000
+    made, err = [], None
+    for i in range(20000):
+        try:
+            os.symlink(target, f"{MNT}/s{i}")
+            made.append(f"s{i}")
+        except OSError as e:
+            err = e
+            break
+    check(err is not None and err.errno == errno.ENOSPC, f"refused: {err}")
+    check(not os.path.lexists(f"{MNT}/s{len(made)}"), "refused and not done")
+    check(3000 < len(made) < 4100, len(made))
+    check(dmesg_has("at its limit of 16 MiB"), "the kernel log says why")
+    # Smaller changes fit in what is left, then they are refused too.
+    small = 0
+    for i in range(100):
+        try:
+            os.mkdir(f"{MNT}/m{i}")
+            small += 1
+        except OSError as e:
+            check(e.errno == errno.ENOSPC, e)
+            break
+    check(small < 30 and not os.path.exists(f"{MNT}/m{small}"), small)
+    # Reading still works.
+    check(os.readlink(f"{MNT}/s0") == target, "reads work at the limit")
+    # The consumer catches up: segments are retired, changes go on.
+    os.sync()
+    st = state()
+    segments = st["segments"]
+    ack(st["durable_seq"])
+    deadline = time.time() + 20
+    while state()["segments"] >= segments and time.time() < deadline:
+        time.sleep(0.2)
+    check(state()["segments"] < segments, (segments, state()))
+    os.mkdir(f"{MNT}/d")
+    umount()
+    # Every symlink made is in the log (in retired segments for the
+    # oldest: count what is left plus what was acknowledged).
+    recs = records(cache)
+    left = names_logged(recs, "SYMLINK")
+    check(left <= set(made), "no record of a refused change")
+    check(names_logged(recs, "MKDIR") >= {"d"}, "mkdir after the ack")
+    check(names_logged(recs, "MKDIR") <= {"d"} | {f"m{i}" for i in
+                                                   range(small)}, "mkdirs")
+    sh(f"rm -rf {cache}")
+
+
+@case
+def full_file_system_refuses_changes_and_loses_nothing():
+    small = "/mnt/kf-small"
+    sh(f"mkfs.ext4 -q -F {SMALLDEV} && mkdir -p {small} && "
+       f"mount {SMALLDEV} {small}")
+    try:
+        cache = f"{small}/cache"
+        mount(cache)
+        # Fill the disk with data, then create files until refused.
+        with open(f"{MNT}/fill", "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * (1 << 20))
+            except OSError as e:
+                check(e.errno == errno.ENOSPC, e)
+        made, err = [], None
+        for i in range(200000):
+            try:
+                os.mkdir(f"{MNT}/d{i}")
+                made.append(f"d{i}")
+            except OSError as e:
+                err = e
+                break
+        check(err is not None and err.errno == errno.ENOSPC, err)
+        check(not os.path.exists(f"{MNT}/d{len(made)}"), "refused, not done")
+        # Space comes back: changes go on.
+        os.unlink(f"{MNT}/fill")
+        os.sync()
+        os.mkdir(f"{MNT}/after")
+        umount()
+        recs = records(cache)
+        check(names_logged(recs, "MKDIR") == set(made) | {"after"},
+              "every directory made is logged, and only those")
+        check(names_logged(recs, "UNLINK") == {"fill"}, "unlink logged")
+    finally:
+        subprocess.run(f"umount {MNT}; umount {small}", shell=True,
+                       stderr=subprocess.DEVNULL)
+
+
+@case
+def user_file_size_limit_binds_the_user_not_the_log():
+    cache = f"{EXT}/kf-fsize"
+    sh(f"rm -rf {cache}")
+    mount(cache)
+    os.chmod(MNT, 0o777)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+            os.setresuid(1000, 1000, 1000)
+            fd = os.open(f"{MNT}/f", os.O_CREAT | os.O_WRONLY, 0o644)
+            check(os.write(fd, b"x" * 4096) == 1024, "short write")
+            try:
+                os.write(fd, b"x")
+                os._exit(3)
+            except OSError as e:
+                if e.errno != errno.EFBIG:
+                    os._exit(4)
+            os.fsync(fd)
+            os.close(fd)
+            # Many small changes: the log grows far past 1 KiB.
+            for i in range(50):
+                os.mkdir(f"{MNT}/d{i}")
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(2)
+    check(os.waitpid(pid, 0)[1] == 0, "the user's side")
+    umount()
+    recs = records(cache)[1:]      # after the chmod
+    ops = [r["op"] for r in recs]
+    check(ops[:2] == ["CREATE", "STORE"] and ops.count("MKDIR") == 50, ops)
+    check(recs[1]["attr"]["size"] == 1024, recs[1])
+    sh(f"rm -rf {cache}")
+
+
+def wait_blocked(proc, seconds=3):
+    """True if @proc is still running after @seconds (blocked)."""
+    try:
+        proc.wait(seconds)
+        return False
+    except subprocess.TimeoutExpired:
+        return True
+
+
+@case
+def frozen_lower_makes_changes_wait_for_the_thaw():
+    cache = f"{EXT}/kf-freeze"
+    sh(f"rm -rf {cache}")
+    mount(cache)
+    with open(f"{MNT}/f", "w") as f:
+        f.write("before")
+    os.sync()
+    sh(f"fsfreeze -f {EXT}")
+    mk = subprocess.Popen(["mkdir", f"{MNT}/during"])
+    wr = subprocess.Popen(["python3", "-c", f"""
+import os
+fd = os.open("{MNT}/f", os.O_WRONLY | os.O_APPEND)
+os.write(fd, b" during")
+os.fsync(fd)
+os.close(fd)
+"""])
+    check(wait_blocked(mk) and wait_blocked(wr, 1), "changes wait")
+    check(open(f"{MNT}/f").read() == "before", "reads go on while frozen")
+    sh(f"fsfreeze -u {EXT}")
+    check(mk.wait(60) == 0 and wr.wait(60) == 0, "changes done after thaw")
+    umount()
+    recs = records(cache)
+    check(names_logged(recs, "MKDIR") == {"during"}, "mkdir logged")
+    check([r["op"] for r in recs].count("STORE") == 2, "both stores logged")
+    sh(f"rm -rf {cache}")
+
+
+@case
+def frozen_presto_makes_changes_wait_for_the_thaw():
+    cache = f"{EXT}/kf-pfreeze"
+    sh(f"rm -rf {cache}")
+    mount(cache)
+    os.mkdir(f"{MNT}/a")
+    sh(f"fsfreeze -f {MNT}")
+    # Freezing synced the log.
+    st = state()
+    check(st["durable_seq"] == st["next_seq"] - 1, st)
+    mk = subprocess.Popen(["mkdir", f"{MNT}/b"])
+    check(wait_blocked(mk), "mkdir waits")
+    sh(f"fsfreeze -u {MNT}")
+    check(mk.wait(60) == 0, "mkdir done after thaw")
+    umount()
+    check(names_logged(records(cache), "MKDIR") == {"a", "b"}, "logged")
+    sh(f"rm -rf {cache}")
+
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
