@@ -20,7 +20,7 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
-TOOLS := tools/bin/kmlcat
+TOOLS := tools/bin/kmlcat tools/bin/replay-log
 TEST_PROGS := tests/bin/posix tests/bin/fsdiff tests/bin/treecmp \
 	tests/bin/presto-errors bench/bin/microbench
 SETUP_STAMP := .venv/.setup-done
@@ -54,15 +54,27 @@ tools/bin/kmlcat: tools/kmlcat/kmlcat.c $(KMLLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iprotocol -o $@ $< protocol/kml.c
 
+# The dm-log-writes decoder, for the crash tests' replay-log.
+LWLIB := tools/crash/logwrites.c tools/crash/logwrites.h
+
+tools/bin/replay-log: tools/crash/replay-log.c $(LWLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itools/crash -o $@ $< tools/crash/logwrites.c
+
 # Fuzz targets (libFuzzer, clang), run for a bounded time by make check.
 FUZZFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
-FUZZERS := build/fuzz/kml
+FUZZERS := build/fuzz/kml build/fuzz/logwrites
 
 build/fuzz/kml: protocol/fuzz/kml_fuzz.c $(KMLLIB)
 	@mkdir -p $(@D)
 	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
 		-Iprotocol -o $@ $< protocol/kml.c
+
+build/fuzz/logwrites: tools/crash/fuzz_logwrites.c $(LWLIB)
+	@mkdir -p $(@D)
+	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
+		-Itools/crash -o $@ $< tools/crash/logwrites.c
 
 POSIX_SRC := $(wildcard tests/posix/*.c)
 tests/bin/posix: $(POSIX_SRC) tests/posix/posix.h
@@ -91,6 +103,14 @@ tests/bin/unit-kml: tests/unit/check_kml.c $(KMLLIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -o $@ tests/unit/check_kml.c \
 		protocol/kml.c $$(pkg-config --cflags --libs check)
 
+# Its tests also run tools/bin/replay-log.
+tests/bin/unit-logwrites: tests/unit/check_logwrites.c $(LWLIB) \
+		tools/bin/replay-log
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Itools/crash -o $@ \
+		tests/unit/check_logwrites.c tools/crash/logwrites.c \
+		$$(pkg-config --cflags --libs check)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -98,7 +118,7 @@ bench/bin/microbench: bench/microbench.c
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
-		$(FUZZERS) | $(SETUP_STAMP)
+		tests/bin/unit-logwrites $(FUZZERS) | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)

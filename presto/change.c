@@ -304,8 +304,7 @@ void presto_store_end(struct file *file, umode_t mode, bool wrote)
 
 /*
  * Log the STORE @file owes, if the content changed since the last STORE.
- * Unless @closing, reserve again for the writes still to come; if that
- * fails the next write is refused.
+ * Unless @closing, reserve again for the writes still to come.
  */
 int presto_store(struct file *file, bool closing)
 {
@@ -335,9 +334,13 @@ int presto_store(struct file *file, bool closing)
 	presto_stamp(inode, presto_kml_log(inode->i_sb, e, 0,
 					   PRESTO_KML_A_STORE, NULL,
 					   pi->lower, NULL, NULL));
-	if (closing || !pf)
-		return 0;
-	return presto_store_begin(file, &mode);
+	/*
+	 * Room for the next STORE: if there is none, the next write is
+	 * refused; this fsync has done its work either way.
+	 */
+	if (!closing && pf)
+		presto_store_begin(file, &mode);
+	return 0;
 }
 
 /* fsync: wait until the log holds every record about @inode. */

@@ -16,27 +16,18 @@ with "N passed, N failed".
   thaw and are logged.
 """
 import errno
-import fcntl
-import json
 import os
 import resource
 import signal
-import struct
 import subprocess
 import sys
 import time
 import traceback
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-KMLCAT = os.path.join(TOP, "tools", "bin", "kmlcat")
+import kmltest
+
 EXT, SMALLDEV = sys.argv[1], sys.argv[2]
 MNT = "/mnt/kf"
-
-STATE_FMT = "<QQQQQQqQQQiI"
-PRESTO_IOC_KML_STATE = (2 << 30) | (struct.calcsize(STATE_FMT) << 16) | \
-    (0xb5 << 8) | 1
-PRESTO_IOC_KML_ACK = (1 << 30) | (8 << 16) | (0xb5 << 8) | 2
 
 passed = failed = 0
 
@@ -61,30 +52,15 @@ def umount():
 
 
 def state():
-    fd = os.open(MNT, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        buf = fcntl.ioctl(fd, PRESTO_IOC_KML_STATE,
-                          bytes(struct.calcsize(STATE_FMT)))
-    finally:
-        os.close(fd)
-    keys = ("next_seq durable_seq acked_seq pending_records pending_bytes "
-            "limit_bytes oldest_ns first_segno cur_segno segments error "
-            "reserved").split()
-    return dict(zip(keys, struct.unpack(STATE_FMT, buf)))
+    return kmltest.state(MNT)
 
 
 def ack(seq):
-    fd = os.open(MNT, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.ioctl(fd, PRESTO_IOC_KML_ACK, struct.pack("<Q", seq))
-    finally:
-        os.close(fd)
+    kmltest.ack(MNT, seq)
 
 
 def records(cache):
-    out = subprocess.run([KMLCAT, "--json", "--strict", cache], check=True,
-                         capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    return kmltest.records(cache)
 
 
 def names_logged(recs, op):

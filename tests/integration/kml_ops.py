@@ -11,7 +11,6 @@ test VM; ends with "N passed, N failed".
 """
 import ctypes
 import fcntl
-import json
 import mmap
 import os
 import struct
@@ -20,19 +19,13 @@ import sys
 import threading
 import traceback
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-KMLCAT = os.path.join(TOP, "tools", "bin", "kmlcat")
+import kmltest
+
 MNT, CACHE = sys.argv[1], sys.argv[2]
 W = os.path.join(MNT, "kml-ops")      # the cases' working directory
 LW = os.path.join(CACHE, "kml-ops")   # the same, seen in the cache
 
 FS_IOC_GETVERSION = 0x80087601
-# struct presto_kml_state: 10 u64/s64, one s32, one u32.
-STATE_FMT = "<QQQQQQqQQQiI"
-PRESTO_IOC_KML_STATE = (2 << 30) | (struct.calcsize(STATE_FMT) << 16) | \
-    (0xb5 << 8) | 1
-PRESTO_IOC_KML_ACK = (1 << 30) | (8 << 16) | (0xb5 << 8) | 2
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -45,25 +38,13 @@ def check(cond, what):
 
 
 def state():
-    fd = os.open(MNT, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        buf = fcntl.ioctl(fd, PRESTO_IOC_KML_STATE,
-                          bytes(struct.calcsize(STATE_FMT)))
-    finally:
-        os.close(fd)
-    keys = ("next_seq durable_seq acked_seq pending_records pending_bytes "
-            "limit_bytes oldest_ns first_segno cur_segno segments error "
-            "reserved").split()
-    return dict(zip(keys, struct.unpack(STATE_FMT, buf)))
+    return kmltest.state(MNT)
 
 
 def records_after(seq):
     """The records after @seq, once the log holds everything so far."""
     os.sync()
-    out = subprocess.run([KMLCAT, "--json", "--strict", "--after", str(seq),
-                          CACHE], check=True, capture_output=True,
-                         text=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    return kmltest.records(CACHE, seq)
 
 
 def last_seq():
@@ -480,17 +461,12 @@ def state_and_acknowledgement(s0):
     check(st["error"] == 0 and st["limit_bytes"] > 0, st)
     check(st["durable_seq"] == st["next_seq"] - 1, st)
     check(st["pending_records"] == st["next_seq"] - 1 - st["acked_seq"], st)
-    fd = os.open(MNT, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        try:   # beyond what is durable: refused
-            fcntl.ioctl(fd, PRESTO_IOC_KML_ACK,
-                        struct.pack("<Q", st["durable_seq"] + 10))
-            raise AssertionError("ack past durable_seq accepted")
-        except OSError as e:
-            check(e.errno == 22, e)
-        fcntl.ioctl(fd, PRESTO_IOC_KML_ACK, struct.pack("<Q", st["durable_seq"]))
-    finally:
-        os.close(fd)
+    try:   # beyond what is durable: refused
+        kmltest.ack(MNT, st["durable_seq"] + 10)
+        raise AssertionError("ack past durable_seq accepted")
+    except OSError as e:
+        check(e.errno == 22, e)
+    kmltest.ack(MNT, st["durable_seq"])
     st2 = state()
     check(st2["acked_seq"] == st["durable_seq"] and
           st2["pending_records"] == 0 and st2["oldest_ns"] == 0, st2)

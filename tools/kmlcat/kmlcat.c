@@ -38,8 +38,12 @@ static const char *const fh_names[PRESTO_KML_NFH] = {
 	"dir", "obj", "newdir", "target"
 };
 
-/* Bytes as a JSON string, one code point per byte (U+0000 to U+00FF). */
-static void json_bytes(const void *buf, size_t len)
+/*
+ * Bytes as a quoted string: printable ASCII as it is, '"' and '\\'
+ * escaped, every other byte as \\uNNNN for JSON (one code point per byte,
+ * U+0000 to U+00FF) or \\xNN for a person.
+ */
+static void print_bytes(const void *buf, size_t len, int json)
 {
 	const unsigned char *p = buf;
 
@@ -48,28 +52,21 @@ static void json_bytes(const void *buf, size_t len)
 		if (p[i] == '"' || p[i] == '\\')
 			printf("\\%c", p[i]);
 		else if (p[i] < 0x20 || p[i] >= 0x7f)
-			printf("\\u%04x", p[i]);
+			printf(json ? "\\u%04x" : "\\x%02x", p[i]);
 		else
 			putchar(p[i]);
 	}
 	putchar('"');
 }
 
-/* Bytes for a person: printable ASCII, the rest as \xNN. */
+static void json_bytes(const void *buf, size_t len)
+{
+	print_bytes(buf, len, 1);
+}
+
 static void text_bytes(const void *buf, size_t len)
 {
-	const unsigned char *p = buf;
-
-	putchar('"');
-	for (size_t i = 0; i < len; i++) {
-		if (p[i] == '"' || p[i] == '\\')
-			printf("\\%c", p[i]);
-		else if (p[i] < 0x20 || p[i] >= 0x7f)
-			printf("\\x%02x", p[i]);
-		else
-			putchar(p[i]);
-	}
-	putchar('"');
+	print_bytes(buf, len, 0);
 }
 
 static void print_time(int64_t ns)
