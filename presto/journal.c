@@ -605,7 +605,8 @@ u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e)
 	bool wake;
 	u64 seq;
 
-	e->rec.time_ns = cpu_to_le64(ktime_get_real_ns());
+	/* Coarse: a clock read per record is costly where the clock is slow. */
+	e->rec.time_ns = cpu_to_le64(ktime_get_coarse_real_ns());
 	spin_lock(&j->lock);
 	seq = j->next_seq++;
 	e->rec.seq = cpu_to_le64(seq);
