@@ -77,7 +77,11 @@ enum presto_kml_op {
 	PRESTO_KML_SETXATTR	= 10,
 	PRESTO_KML_REMOVEXATTR	= 11,
 	PRESTO_KML_STORE	= 12,
-	PRESTO_KML_OP_MAX	= 12,
+	/* Written by recovery at mount, always with PRESTO_KML_F_RECOVERED. */
+	PRESTO_KML_RESYNC	= 13,
+	PRESTO_KML_RESYNC_DIR	= 14,
+	PRESTO_KML_DIRENT	= 15,
+	PRESTO_KML_OP_MAX	= 15,
 };
 
 /* Record flags. */
@@ -116,7 +120,12 @@ struct presto_kml_rec {
 	__le64	time_ns;	/* wall clock when the change took effect */
 	struct presto_kml_fh fh[PRESTO_KML_NFH];
 	struct presto_kml_attr attr;
-	/* name, name2, data (no NULs), then zeros up to len */
+	/* name, name2, data (no NUL terminators), then zeros up to len */
+};
+
+/* RESYNC_DIR's data: how many DIRENT records follow it. */
+struct presto_kml_resync_dir {
+	__le64	entries;
 };
 
 /*
