@@ -3,7 +3,9 @@
  * so the decoder neither assumes the host's byte order nor the buffer's
  * alignment.
  */
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "kml.h"
 
 static uint32_t crc_table[256];
@@ -132,6 +134,127 @@ static enum kml_result bad(const char **why, const char *reason)
 	return KML_BAD;
 }
 
+/* A file type Linux has and permission bits, nothing more. */
+static int valid_mode(uint32_t mode)
+{
+	if (mode & ~(uint32_t)(S_IFMT | 07777))
+		return 0;
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFCHR:
+	case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		return 1;
+	}
+	return 0;
+}
+
+#define SLOT(s) (1U << PRESTO_KML_FH_##s)
+
+/* Exactly the handle slots in @used (SLOT bits) name an object. */
+static int slots_are(const struct kml_record *r, unsigned int used)
+{
+	for (int i = 0; i < PRESTO_KML_NFH; i++)
+		if (!r->fh[i].ino != !(used & 1U << i))
+			return 0;
+	return 1;
+}
+
+/* Names each followed by a NUL, none empty or past NAME_MAX; or none. */
+static int valid_name_list(const uint8_t *p, size_t len)
+{
+	size_t start = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (p[i])
+			continue;
+		if (i == start || i - start > PRESTO_KML_NAME_MAX)
+			return 0;
+		start = i + 1;
+	}
+	return start == len;
+}
+
+/* A directory entry's name: what a file name can be. */
+static int valid_entry_name(const char *name, size_t len)
+{
+	if (!len || memchr(name, '/', len) || memchr(name, '\0', len))
+		return 0;
+	return !(len == 1 && name[0] == '.') &&
+	       !(len == 2 && name[0] == '.' && name[1] == '.');
+}
+
+/*
+ * The recovery records (KML.md, "Recovery records") are state a consumer
+ * applies whole, so their shapes are checked here, and the RECOVERED flag
+ * that marks a block of them. Returns why @r is not well formed, or NULL.
+ */
+static const char *check_recovery(struct kml_record *r)
+{
+	int recovered = r->flags & PRESTO_KML_F_RECOVERED;
+
+	switch (r->op) {
+	case PRESTO_KML_RESYNC:
+	case PRESTO_KML_RESYNC_DIR:
+	case PRESTO_KML_DIRENT:
+		break;
+	case PRESTO_KML_SETXATTR:
+	case PRESTO_KML_STORE:
+		return NULL;
+	default:
+		if (recovered)
+			return "RECOVERED flag on an op recovery does not write";
+		return NULL;
+	}
+	if (!recovered)
+		return "recovery record without the RECOVERED flag";
+	if (r->flags != PRESTO_KML_F_RECOVERED)
+		return "recovery record with flags other than RECOVERED";
+	if (r->name2_len)
+		return "recovery record with a second name";
+
+	switch (r->op) {
+	case PRESTO_KML_RESYNC:
+		if (!slots_are(r, SLOT(OBJ)))
+			return "RESYNC: a handle other than obj alone";
+		if (r->name_len)
+			return "RESYNC with a name";
+		if (r->attr.valid != PRESTO_KML_A_ALL)
+			return "RESYNC without every attribute";
+		if (!valid_mode(r->attr.mode))
+			return "RESYNC: invalid mode";
+		if (!valid_name_list(r->data, r->data_len))
+			return "RESYNC: malformed list of xattr names";
+		return NULL;
+	case PRESTO_KML_RESYNC_DIR:
+		if (!slots_are(r, SLOT(OBJ)))
+			return "RESYNC_DIR: a handle other than obj alone";
+		if (r->name_len)
+			return "RESYNC_DIR with a name";
+		if (r->attr.valid)
+			return "RESYNC_DIR with attributes";
+		if (r->data_len != sizeof(struct presto_kml_resync_dir))
+			return "RESYNC_DIR: data is not an entry count";
+		r->entries = get64(r->data);
+		return NULL;
+	default:		/* DIRENT */
+		if (!slots_are(r, SLOT(DIR) | SLOT(OBJ)))
+			return "DIRENT: handles other than dir and obj";
+		if (!valid_entry_name(r->name, r->name_len))
+			return "DIRENT: not a valid entry name";
+		if (r->attr.valid != (PRESTO_KML_A_MODE | PRESTO_KML_A_RDEV))
+			return "DIRENT: attributes other than mode and rdev";
+		if (!valid_mode(r->attr.mode))
+			return "DIRENT: invalid mode";
+		if (!S_ISLNK(r->attr.mode))
+			return r->data_len ?
+			       "DIRENT: data for an entry not a symlink" : NULL;
+		/* What symlink(2) would take: no NUL, shorter than PATH_MAX. */
+		if (!r->data_len || r->data_len >= PATH_MAX ||
+		    memchr(r->data, '\0', r->data_len))
+			return "DIRENT: not a valid symlink target";
+		return NULL;
+	}
+}
+
 enum kml_result kml_decode_record(const void *buf, size_t len,
 				  uint64_t expect_seq, struct kml_record *r,
 				  const char **why)
@@ -139,6 +262,7 @@ enum kml_result kml_decode_record(const void *buf, size_t len,
 	typedef struct presto_kml_rec R;
 	const uint8_t *p = buf;
 	uint8_t hdr[sizeof(R)];
+	const char *reason;
 	uint32_t rlen, crc;
 	size_t body;
 
@@ -202,6 +326,10 @@ enum kml_result kml_decode_record(const void *buf, size_t len,
 	r->name = (const char *)p + sizeof(R);
 	r->name2 = r->name + r->name_len;
 	r->data = (const uint8_t *)r->name2 + r->name2_len;
+	r->entries = 0;
+	reason = check_recovery(r);
+	if (reason)
+		return bad(why, reason);
 	return KML_OK;
 }
 
@@ -220,9 +348,27 @@ const char *kml_op_name(unsigned int op)
 		[PRESTO_KML_SETXATTR] = "SETXATTR",
 		[PRESTO_KML_REMOVEXATTR] = "REMOVEXATTR",
 		[PRESTO_KML_STORE] = "STORE",
+		[PRESTO_KML_RESYNC] = "RESYNC",
+		[PRESTO_KML_RESYNC_DIR] = "RESYNC_DIR",
+		[PRESTO_KML_DIRENT] = "DIRENT",
 	};
+
+	_Static_assert(sizeof(names) / sizeof(*names) == PRESTO_KML_OP_MAX + 1,
+		       "every operation has a name");
 
 	if (op < 1 || op > PRESTO_KML_OP_MAX)
 		return "?";
 	return names[op];
+}
+
+const char *kml_resync_xattr(const struct kml_record *r, size_t *pos,
+			     size_t *len)
+{
+	const char *name = (const char *)r->data + *pos;
+
+	if (r->op != PRESTO_KML_RESYNC || *pos >= r->data_len)
+		return NULL;
+	*len = strlen(name);	/* the decoder saw its NUL */
+	*pos += *len + 1;
+	return name;
 }

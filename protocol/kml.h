@@ -33,6 +33,7 @@ struct kml_record {
 	const char *name, *name2;
 	const uint8_t *data;
 	size_t name_len, name2_len, data_len;
+	uint64_t entries;	/* RESYNC_DIR: the DIRENTs that follow it */
 	uint32_t len;		/* bytes the record took */
 };
 
@@ -65,12 +66,22 @@ int kml_decode_header(const void *buf, size_t len, struct kml_seg_header *h,
 
 /*
  * Decode the record at the start of @len bytes. @expect_seq, unless 0, is
- * the sequence number it must carry. KML_BAD sets @why.
+ * the sequence number it must carry. Besides the framing, the recovery
+ * records (RESYNC, RESYNC_DIR, DIRENT) and the RECOVERED flag are checked
+ * against what KML.md says of them. KML_BAD sets @why.
  */
 enum kml_result kml_decode_record(const void *buf, size_t len,
 				  uint64_t expect_seq, struct kml_record *r,
 				  const char **why);
 
 const char *kml_op_name(unsigned int op);
+
+/*
+ * The xattr names a decoded RESYNC lists, one by one: start with *@pos 0;
+ * each call returns the next name and its length in @len, or NULL after
+ * the last. The decoder checked the list, so no name is empty or long.
+ */
+const char *kml_resync_xattr(const struct kml_record *r, size_t *pos,
+			     size_t *len);
 
 #endif

@@ -11,6 +11,7 @@
 static unsigned int walk(const struct kml_record *r)
 {
 	unsigned int sum = 0;
+	const char *name;
 
 	for (size_t i = 0; i < r->name_len; i++)
 		sum += (unsigned char)r->name[i];
@@ -18,6 +19,11 @@ static unsigned int walk(const struct kml_record *r)
 		sum += (unsigned char)r->name2[i];
 	for (size_t i = 0; i < r->data_len; i++)
 		sum += r->data[i];
+	for (size_t pos = 0, n; (name = kml_resync_xattr(r, &pos, &n));) {
+		if (!n || n > PRESTO_KML_NAME_MAX || name[n])
+			__builtin_trap();	/* the decoder promised */
+		sum += (unsigned int)n;
+	}
 	return sum + kml_op_name(r->op)[0];
 }
 

@@ -2,12 +2,14 @@
 /*
  * Unit tests of the user-space KML decoder (protocol/kml.c): records built
  * here the way presto builds them decode to what was put in, and every
- * kind of damage is refused with KML_BAD (or seen as the end).
+ * kind of damage is refused with KML_BAD (or seen as the end), recovery
+ * records of a shape KML.md does not allow included.
  */
 #include "kml.h"
 
 #include <check.h>
 #include <endian.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,6 +226,426 @@ START_TEST(damage_is_refused)
 }
 END_TEST
 
+/*
+ * A recovery record as presto writes it: RECOVERED, the handles, names and
+ * attributes its operation has (KML.md, "Recovery records"). Returns its
+ * length; tests then change it and seal it.
+ */
+static uint32_t encode_recovery(uint8_t *p, uint64_t seq, uint16_t op,
+				const char *name, const void *data,
+				size_t data_len, uint32_t mode)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)p;
+	uint32_t len = encode(p, seq, op, name, NULL, data, data_len);
+
+	h->flags = htole16(PRESTO_KML_F_RECOVERED);
+	h->attr.mode = htole32(mode);
+	switch (op) {
+	case PRESTO_KML_RESYNC:
+		memset(&h->fh[PRESTO_KML_FH_DIR], 0, sizeof(h->fh[0]));
+		h->attr.valid = htole32(PRESTO_KML_A_ALL);
+		h->attr.nlink = htole32(1);
+		break;
+	case PRESTO_KML_RESYNC_DIR:
+		memset(&h->fh[PRESTO_KML_FH_DIR], 0, sizeof(h->fh[0]));
+		memset(&h->attr, 0, sizeof(h->attr));
+		break;
+	case PRESTO_KML_DIRENT:
+		h->attr.valid = htole32(PRESTO_KML_A_MODE | PRESTO_KML_A_RDEV);
+		h->attr.size = 0;
+		break;
+	}
+	seal(p);
+	return len;
+}
+
+static uint32_t encode_resync_dir(uint8_t *p, uint64_t seq, uint64_t n)
+{
+	struct presto_kml_resync_dir d = { .entries = htole64(n) };
+
+	return encode_recovery(p, seq, PRESTO_KML_RESYNC_DIR, NULL, &d,
+			       sizeof(d), 0);
+}
+
+START_TEST(resync_round_trip)
+{
+	static const char list[] = "user.a\0trusted.bb\0security.selinux";
+	struct kml_record r;
+	const char *why, *x;
+	size_t pos = 0, n;
+	uint32_t len = encode_recovery(buf, 3, PRESTO_KML_RESYNC, NULL, list,
+				       sizeof(list), 0100640);
+
+	ck_assert_int_eq(decode(len, 3, &r, &why), KML_OK);
+	ck_assert_str_eq(kml_op_name(r.op), "RESYNC");
+	ck_assert_uint_eq(r.flags, PRESTO_KML_F_RECOVERED);
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_DIR].ino, 0);
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_OBJ].ino, 12);
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_OBJ].gen, 99);
+	ck_assert_uint_eq(r.attr.valid, PRESTO_KML_A_ALL);
+	ck_assert_uint_eq(r.attr.mode, 0100640);
+	ck_assert_uint_eq(r.attr.size, 4096);
+	ck_assert_uint_eq(r.data_len, sizeof(list));
+	x = kml_resync_xattr(&r, &pos, &n);
+	ck_assert_uint_eq(n, 6);
+	ck_assert_int_eq(memcmp(x, "user.a", n), 0);
+	x = kml_resync_xattr(&r, &pos, &n);
+	ck_assert_uint_eq(n, 10);
+	ck_assert_int_eq(memcmp(x, "trusted.bb", n), 0);
+	x = kml_resync_xattr(&r, &pos, &n);
+	ck_assert_uint_eq(n, 16);
+	ck_assert_int_eq(memcmp(x, "security.selinux", n), 0);
+	ck_assert_ptr_null(kml_resync_xattr(&r, &pos, &n));
+
+	/* No xattrs: an empty list. */
+	len = encode_recovery(buf, 4, PRESTO_KML_RESYNC, NULL, NULL, 0,
+			      040755);
+	ck_assert_int_eq(decode(len, 4, &r, &why), KML_OK);
+	pos = 0;
+	ck_assert_ptr_null(kml_resync_xattr(&r, &pos, &n));
+}
+END_TEST
+
+START_TEST(resync_longest_xattr_name)
+{
+	char list[2 * (PRESTO_KML_NAME_MAX + 1)];
+	struct kml_record r;
+	const char *why;
+	size_t pos = 0, n;
+	uint32_t len;
+
+	memset(list, 'x', sizeof(list));
+	list[PRESTO_KML_NAME_MAX] = '\0';
+	list[sizeof(list) - 1] = '\0';
+	len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, list,
+			      sizeof(list), 0100644);
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
+	ck_assert_ptr_nonnull(kml_resync_xattr(&r, &pos, &n));
+	ck_assert_uint_eq(n, PRESTO_KML_NAME_MAX);
+	ck_assert_ptr_nonnull(kml_resync_xattr(&r, &pos, &n));
+	ck_assert_uint_eq(n, PRESTO_KML_NAME_MAX);
+	ck_assert_ptr_null(kml_resync_xattr(&r, &pos, &n));
+}
+END_TEST
+
+START_TEST(resync_dir_round_trip)
+{
+	struct kml_record r;
+	const char *why;
+	uint32_t len = encode_resync_dir(buf, 8, 0x100000003ULL);
+
+	ck_assert_int_eq(decode(len, 8, &r, &why), KML_OK);
+	ck_assert_str_eq(kml_op_name(r.op), "RESYNC_DIR");
+	ck_assert_uint_eq(r.entries, 0x100000003ULL);
+	ck_assert_uint_eq(r.data_len, sizeof(struct presto_kml_resync_dir));
+	ck_assert_uint_eq(r.attr.valid, 0);
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_OBJ].ino, 12);
+	/* An empty directory. */
+	len = encode_resync_dir(buf, 9, 0);
+	ck_assert_int_eq(decode(len, 9, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.entries, 0);
+	/* entries is RESYNC_DIR's alone. */
+	len = encode_recovery(buf, 10, PRESTO_KML_RESYNC, NULL, NULL, 0,
+			      040755);
+	ck_assert_int_eq(decode(len, 10, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.entries, 0);
+}
+END_TEST
+
+START_TEST(dirent_round_trip)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	char longest[PRESTO_KML_NAME_MAX + 1];
+	struct kml_record r;
+	const char *why;
+	uint32_t len;
+
+	len = encode_recovery(buf, 2, PRESTO_KML_DIRENT, "...", NULL, 0,
+			      0100600);
+	ck_assert_int_eq(decode(len, 2, &r, &why), KML_OK);
+	ck_assert_str_eq(kml_op_name(r.op), "DIRENT");
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_DIR].ino, 2);
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_DIR].gen, 7);
+	ck_assert_uint_eq(r.fh[PRESTO_KML_FH_OBJ].ino, 12);
+	ck_assert_uint_eq(r.name_len, 3);
+	ck_assert_int_eq(memcmp(r.name, "...", 3), 0);
+	ck_assert_uint_eq(r.attr.valid, PRESTO_KML_A_MODE | PRESTO_KML_A_RDEV);
+	ck_assert_uint_eq(r.attr.mode, 0100600);
+	ck_assert_uint_eq(r.data_len, 0);
+
+	len = encode_recovery(buf, 3, PRESTO_KML_DIRENT, "ln", "../t", 4,
+			      0120777);
+	ck_assert_int_eq(decode(len, 3, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.data_len, 4);
+	ck_assert_int_eq(memcmp(r.data, "../t", 4), 0);
+
+	len = encode_recovery(buf, 4, PRESTO_KML_DIRENT, "null", NULL, 0,
+			      020666);
+	h->attr.rdev = htole32(0x103);
+	seal(buf);
+	ck_assert_int_eq(decode(len, 4, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.attr.mode, 020666);
+	ck_assert_uint_eq(r.attr.rdev, 0x103);
+
+	memset(longest, 'l', PRESTO_KML_NAME_MAX);
+	longest[PRESTO_KML_NAME_MAX] = '\0';
+	len = encode_recovery(buf, 5, PRESTO_KML_DIRENT, longest, NULL, 0,
+			      040700);
+	ck_assert_int_eq(decode(len, 5, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.name_len, PRESTO_KML_NAME_MAX);
+}
+END_TEST
+
+/* Recovery restates xattrs and content with SETXATTR and STORE. */
+START_TEST(recovered_setxattr_and_store)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	struct kml_record r;
+	const char *why;
+	uint32_t len;
+
+	len = encode(buf, 6, PRESTO_KML_SETXATTR, "user.a", NULL, "v", 1);
+	h->flags = htole16(PRESTO_KML_F_RECOVERED);
+	seal(buf);
+	ck_assert_int_eq(decode(len, 6, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.flags, PRESTO_KML_F_RECOVERED);
+	len = encode(buf, 7, PRESTO_KML_STORE, NULL, NULL, NULL, 0);
+	h->flags = htole16(PRESTO_KML_F_RECOVERED);
+	seal(buf);
+	ck_assert_int_eq(decode(len, 7, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.flags, PRESTO_KML_F_RECOVERED);
+}
+END_TEST
+
+/* Every other change is never written by recovery. */
+START_TEST(recovered_refused_on_changes)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	uint16_t op = (uint16_t)_i;
+	struct kml_record r;
+	const char *why;
+	uint32_t len;
+
+	if (op == PRESTO_KML_SETXATTR || op == PRESTO_KML_STORE)
+		return;
+	len = encode(buf, 1, op, "n", op == PRESTO_KML_RENAME ? "m" : NULL,
+		     NULL, 0);
+	seal(buf);
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
+	h->flags = htole16(PRESTO_KML_F_RECOVERED);
+	seal(buf);
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_BAD);
+	ck_assert_str_eq(why,
+			 "RECOVERED flag on an op recovery does not write");
+}
+END_TEST
+
+/* One malformed recovery record per index: each must be KML_BAD. */
+START_TEST(recovery_damage_is_refused)
+{
+	static const char list[] = "user.a\0user.b";
+	static char path_max[PATH_MAX];
+	char long_name[PRESTO_KML_NAME_MAX + 2];
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	char *name = (char *)buf + sizeof(*h);
+	struct kml_record r;
+	const char *why, *want = NULL;
+	uint32_t len = 0;
+
+	switch (_i) {
+	case 0:		/* RESYNC without RECOVERED */
+		want = "recovery record without the RECOVERED flag";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, list,
+				      sizeof(list), 0100644);
+		h->flags = 0;
+		break;
+	case 1:		/* RESYNC_DIR without RECOVERED */
+		want = "recovery record without the RECOVERED flag";
+		len = encode_resync_dir(buf, 1, 1);
+		h->flags = 0;
+		break;
+	case 2:		/* DIRENT without RECOVERED */
+		want = "recovery record without the RECOVERED flag";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", NULL, 0,
+				      0100644);
+		h->flags = 0;
+		break;
+	case 3:		/* another flag besides RECOVERED */
+		want = "recovery record with flags other than RECOVERED";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, NULL, 0,
+				      0100644);
+		h->flags = htole16(PRESTO_KML_F_RECOVERED |
+				   PRESTO_KML_F_XCREATE);
+		break;
+	case 4:		/* RESYNC with a dir handle */
+		want = "RESYNC: a handle other than obj alone";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, NULL, 0,
+				      0100644);
+		h->fh[PRESTO_KML_FH_DIR].ino = htole64(2);
+		break;
+	case 5:		/* RESYNC without obj */
+		want = "RESYNC: a handle other than obj alone";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, NULL, 0,
+				      0100644);
+		h->fh[PRESTO_KML_FH_OBJ].ino = 0;
+		break;
+	case 6:		/* RESYNC with a name */
+		want = "RESYNC with a name";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, "n", NULL, 0,
+				      0100644);
+		break;
+	case 7:		/* RESYNC without every attribute */
+		want = "RESYNC without every attribute";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, NULL, 0,
+				      0100644);
+		h->attr.valid = htole32(PRESTO_KML_A_ALL & ~PRESTO_KML_A_NLINK);
+		break;
+	case 8:		/* xattr list without its last NUL */
+		want = "RESYNC: malformed list of xattr names";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, list,
+				      sizeof(list) - 1, 0100644);
+		break;
+	case 9:		/* xattr list of an empty name */
+		want = "RESYNC: malformed list of xattr names";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, "", 1,
+				      0100644);
+		break;
+	case 10:	/* an empty name inside the list */
+		want = "RESYNC: malformed list of xattr names";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL,
+				      "user.a\0\0user.b", 15, 0100644);
+		break;
+	case 11:	/* an xattr name longer than NAME_MAX */
+		want = "RESYNC: malformed list of xattr names";
+		memset(long_name, 'x', sizeof(long_name) - 1);
+		long_name[sizeof(long_name) - 1] = '\0';
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL,
+				      long_name, sizeof(long_name), 0100644);
+		break;
+	case 12:	/* RESYNC of no file type */
+		want = "RESYNC: invalid mode";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, NULL, 0,
+				      0644);
+		break;
+	case 13:	/* RESYNC of mode bits past the type */
+		want = "RESYNC: invalid mode";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC, NULL, NULL, 0,
+				      0300644);
+		break;
+	case 14:	/* RESYNC_DIR of a short count */
+		want = "RESYNC_DIR: data is not an entry count";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC_DIR, NULL,
+				      "\1\0\0\0", 4, 0);
+		break;
+	case 15:	/* RESYNC_DIR of a long count */
+		want = "RESYNC_DIR: data is not an entry count";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC_DIR, NULL,
+				      "\1\0\0\0\0\0\0\0\0", 9, 0);
+		break;
+	case 16:	/* RESYNC_DIR with attributes */
+		want = "RESYNC_DIR with attributes";
+		len = encode_resync_dir(buf, 1, 1);
+		h->attr.valid = htole32(PRESTO_KML_A_MODE);
+		break;
+	case 17:	/* RESYNC_DIR with a newdir handle */
+		want = "RESYNC_DIR: a handle other than obj alone";
+		len = encode_resync_dir(buf, 1, 1);
+		h->fh[PRESTO_KML_FH_NEWDIR].ino = htole64(5);
+		break;
+	case 18:	/* RESYNC_DIR with a name */
+		want = "RESYNC_DIR with a name";
+		len = encode_recovery(buf, 1, PRESTO_KML_RESYNC_DIR, "n",
+				      "\1\0\0\0\0\0\0\0", 8, 0);
+		break;
+	case 19:	/* DIRENT without dir */
+		want = "DIRENT: handles other than dir and obj";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", NULL, 0,
+				      0100644);
+		h->fh[PRESTO_KML_FH_DIR].ino = 0;
+		break;
+	case 20:	/* DIRENT with a target handle */
+		want = "DIRENT: handles other than dir and obj";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", NULL, 0,
+				      0100644);
+		h->fh[PRESTO_KML_FH_TARGET].ino = htole64(30);
+		break;
+	case 21:	/* DIRENT without a name */
+		want = "DIRENT: not a valid entry name";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, NULL, NULL, 0,
+				      0100644);
+		break;
+	case 22:	/* DIRENT named . */
+		want = "DIRENT: not a valid entry name";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, ".", NULL, 0,
+				      040755);
+		break;
+	case 23:	/* DIRENT named .. */
+		want = "DIRENT: not a valid entry name";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "..", NULL, 0,
+				      040755);
+		break;
+	case 24:	/* a name with a slash */
+		want = "DIRENT: not a valid entry name";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "a/b", NULL,
+				      0, 0100644);
+		break;
+	case 25:	/* a name with a NUL */
+		want = "DIRENT: not a valid entry name";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "ab", NULL, 0,
+				      0100644);
+		name[1] = '\0';
+		break;
+	case 26:	/* data on an entry that is not a symlink */
+		want = "DIRENT: data for an entry not a symlink";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", "t", 1,
+				      0100644);
+		break;
+	case 27:	/* a symlink without a target */
+		want = "DIRENT: not a valid symlink target";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "l", NULL, 0,
+				      0120777);
+		break;
+	case 28:	/* a symlink target with a NUL */
+		want = "DIRENT: not a valid symlink target";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "l", "a\0b", 3,
+				      0120777);
+		break;
+	case 29:	/* a symlink target of PATH_MAX bytes */
+		want = "DIRENT: not a valid symlink target";
+		memset(path_max, 'p', sizeof(path_max));
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "l", path_max,
+				      sizeof(path_max), 0120777);
+		break;
+	case 30:	/* DIRENT without rdev */
+		want = "DIRENT: attributes other than mode and rdev";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", NULL, 0,
+				      0100644);
+		h->attr.valid = htole32(PRESTO_KML_A_MODE);
+		break;
+	case 31:	/* DIRENT with more than mode and rdev */
+		want = "DIRENT: attributes other than mode and rdev";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", NULL, 0,
+				      0100644);
+		h->attr.valid |= htole32(PRESTO_KML_A_SIZE);
+		break;
+	case 32:	/* DIRENT of an unknown file type */
+		want = "DIRENT: invalid mode";
+		len = encode_recovery(buf, 1, PRESTO_KML_DIRENT, "f", NULL, 0,
+				      0030644);
+		break;
+	case 33:	/* a second name */
+		want = "recovery record with a second name";
+		len = encode(buf, 1, PRESTO_KML_DIRENT, "f", "g", NULL, 0);
+		h->flags = htole16(PRESTO_KML_F_RECOVERED);
+		h->attr.valid = htole32(PRESTO_KML_A_MODE | PRESTO_KML_A_RDEV);
+		break;
+	}
+	seal(buf);
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_BAD);
+	ck_assert_str_eq(why, want);
+}
+END_TEST
+
 static void header(uint8_t *p, uint64_t first_seq)
 {
 	struct presto_kml_seg_hdr h;
@@ -313,6 +735,14 @@ static Suite *kml_suite(void)
 	tcase_add_test(tc, largest_record);
 	tcase_add_test(tc, end_of_records);
 	tcase_add_loop_test(tc, damage_is_refused, 0, 18);
+	tcase_add_test(tc, resync_round_trip);
+	tcase_add_test(tc, resync_longest_xattr_name);
+	tcase_add_test(tc, resync_dir_round_trip);
+	tcase_add_test(tc, dirent_round_trip);
+	tcase_add_test(tc, recovered_setxattr_and_store);
+	tcase_add_loop_test(tc, recovered_refused_on_changes, 1,
+			    PRESTO_KML_STORE + 1);
+	tcase_add_loop_test(tc, recovery_damage_is_refused, 0, 34);
 	tcase_add_test(tc, segment_header);
 	tcase_add_test(tc, run_of_records);
 	suite_add_tcase(s, tc);
