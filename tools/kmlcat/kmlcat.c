@@ -148,6 +148,46 @@ static void attr_value(const struct kml_attr *a, uint32_t bit, int json)
 	}
 }
 
+/* Operations whose records never carry a name. */
+static int nameless(uint16_t op)
+{
+	return op == PRESTO_KML_STORE || op == PRESTO_KML_RESYNC ||
+	       op == PRESTO_KML_RESYNC_DIR;
+}
+
+/* A symlink's target or an xattr's value; a DIRENT has one for a symlink. */
+static int has_data(const struct kml_record *r)
+{
+	return r->op == PRESTO_KML_SYMLINK || r->op == PRESTO_KML_SETXATTR ||
+	       (r->op == PRESTO_KML_DIRENT && r->data_len);
+}
+
+/*
+ * What a RESYNC's and a RESYNC_DIR's data say, decoded: the object's xattr
+ * names, the number of DIRENTs that follow.
+ */
+static void print_recovery(const struct kml_record *r, int json)
+{
+	const char *name;
+	size_t pos = 0, len;
+	int n = 0;
+
+	if (r->op == PRESTO_KML_RESYNC_DIR) {
+		printf(json ? ",\"entries\":%" PRIu64 : " entries=%" PRIu64,
+		       r->entries);
+		return;
+	}
+	if (r->op != PRESTO_KML_RESYNC)
+		return;
+	printf(json ? ",\"xattrs\":[" : " xattrs=[");
+	while ((name = kml_resync_xattr(r, &pos, &len))) {
+		if (n++)
+			putchar(',');
+		print_bytes(name, len, json);
+	}
+	putchar(']');
+}
+
 static void print_json(const struct kml_record *r)
 {
 	printf("{\"seq\":%" PRIu64 ",\"op\":\"%s\",\"flags\":[", r->seq,
@@ -161,7 +201,7 @@ static void print_json(const struct kml_record *r)
 		if (r->fh[i].ino)
 			printf(",\"%s\":{\"ino\":%" PRIu64 ",\"gen\":%" PRIu32 "}",
 			       fh_names[i], r->fh[i].ino, r->fh[i].gen);
-	if (r->name_len || r->op != PRESTO_KML_STORE) {
+	if (r->name_len || !nameless(r->op)) {
 		printf(",\"name\":");
 		json_bytes(r->name, r->name_len);
 	}
@@ -169,10 +209,11 @@ static void print_json(const struct kml_record *r)
 		printf(",\"name2\":");
 		json_bytes(r->name2, r->name2_len);
 	}
-	if (r->op == PRESTO_KML_SYMLINK || r->op == PRESTO_KML_SETXATTR) {
+	if (has_data(r)) {
 		printf(",\"data\":");
 		json_bytes(r->data, r->data_len);
 	}
+	print_recovery(r, 1);
 	printf(",\"attr\":{");
 	for (size_t i = 0, n = 0; i < sizeof(attr_names) / sizeof(*attr_names); i++) {
 		if (!(r->attr.valid & attr_names[i].bit))
@@ -193,8 +234,7 @@ static void print_text(const struct kml_record *r)
 		if (r->fh[i].ino)
 			printf(" %s=%" PRIu64 ":%" PRIu32, fh_names[i],
 			       r->fh[i].ino, r->fh[i].gen);
-	if (r->name_len || (r->op != PRESTO_KML_STORE &&
-			    r->op != PRESTO_KML_SETATTR)) {
+	if (r->name_len || (!nameless(r->op) && r->op != PRESTO_KML_SETATTR)) {
 		printf(" name=");
 		text_bytes(r->name, r->name_len);
 	}
@@ -202,10 +242,11 @@ static void print_text(const struct kml_record *r)
 		printf(" name2=");
 		text_bytes(r->name2, r->name2_len);
 	}
-	if (r->op == PRESTO_KML_SYMLINK || r->op == PRESTO_KML_SETXATTR) {
+	if (has_data(r)) {
 		printf(" data=");
 		text_bytes(r->data, r->data_len);
 	}
+	print_recovery(r, 0);
 	for (size_t i = 0; i < sizeof(attr_names) / sizeof(*attr_names); i++) {
 		if (!(r->attr.valid & attr_names[i].bit))
 			continue;
