@@ -26,14 +26,31 @@ with tests/bin/treecmp --ignore .presto CACHE SNAPDIR). With --history,
 replay also writes the records about each object it ends with, by path,
 and explain prints them for each path a treecmp output names.
 
+Consecutive records with the RECOVERED flag (what presto logs at mount
+after an unclean umount: KML.md, "Recovery records") are a block, applied
+as state. First its listings (a RESYNC_DIR and its DIRENTs), in order: a
+name the listing does not have goes to a limbo directory,
+SNAPDIR/.kml-replay-limbo; a listed handle the replay knows, in limbo or
+anywhere, is moved there (a directory) or linked there; an unknown one is
+made from its DIRENT (type, device, symlink target). A listing with fewer
+DIRENTs than its count (the log was cut during recovery) is void. Then
+limbo is removed with whatever no listing took back, and each RESYNC sets
+its object's attributes and makes its xattrs exactly the listed ones,
+valued by the SETXATTRs that follow it (presto's own trusted.presto.* are
+left alone); a STORE takes content as above. A listed handle whose inode
+number the replay knows with another generation is a new object, and the
+old one is dead: its inode number was reused.
+
 A record that cannot be applied (an unknown object or name, a name that
 exists already, a generation that is not the one the replay knows, a
-failing system call) stops the replay with an error naming its sequence
-number; inconsistencies that do not stop it (a link count that is not the
-number of names the replay knows, an inode number reused while the replay
-still knows names of it) are reported as they are met and make the exit
-status 1 as well. Exit status: 0 when everything was applied, 1
-otherwise, 2 for a usage error. Must run as root.
+failing system call, a recovery record outside its place in a block)
+stops the replay with an error naming its sequence number;
+inconsistencies that do not stop it (a link count that is not the number
+of names the replay knows, an inode number reused while the replay still
+knows names of it, an object a listing made that no RESYNC restates, an
+xattr a RESYNC lists without its value) are reported as they are met and
+make the exit status 1 as well. Exit status: 0 when everything was
+applied, 1 otherwise, 2 for a usage error. Must run as root.
 """
 import argparse
 import ctypes
@@ -42,6 +59,7 @@ import fcntl
 import json
 import os
 import platform
+import shutil
 import stat
 import struct
 import subprocess
@@ -58,6 +76,16 @@ SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
 COPY_CHUNK = 1 << 20
 
 CREATE_OPS = ("CREATE", "MKDIR", "MKNOD", "SYMLINK")
+
+# Limbo: a recovery block's listings move the names they do not list to
+# this directory in the snapshot (so on its file system), as a later
+# listing of the block may name the same object (a move). LIMBO is its key
+# in the model. It goes, with what is left in it, once the block's
+# listings are applied, so a finished replay never leaves it behind.
+LIMBO = 0
+LIMBO_NAME = b".kml-replay-limbo"
+# presto's own xattrs, which RESYNC leaves out of its list.
+PRESTO_XATTRS = b"trusted.presto."
 
 
 class ReplayError(Exception):
@@ -262,6 +290,20 @@ def decode_rdev(rdev):
     return os.makedev(major, minor)
 
 
+def make_object(path, mode, rdev=0, target=None):
+    """A new, empty object of mode's type at path."""
+    perm = stat.S_IMODE(mode)
+    if stat.S_ISREG(mode):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                         os.O_NOFOLLOW | os.O_CLOEXEC, perm))
+    elif stat.S_ISDIR(mode):
+        os.mkdir(path, perm)
+    elif stat.S_ISLNK(mode):
+        os.symlink(target, path)
+    else:
+        os.mknod(path, mode, decode_rdev(rdev))
+
+
 def copy_content(src, dst):
     """Make dst's content src's, holes kept as holes."""
     fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -313,6 +355,15 @@ class Replay:
         self.seq = 0
         # inode -> the records about it (as obj or target), for --history
         self.history = {}
+        # Recovery blocks: names given in limbo; the next key for an object
+        # whose inode number a listing shows another object has (negative,
+        # so never an inode number), and those keys; the objects listings
+        # made whose RESYNC is still to come.
+        self.limbo_names = 0
+        self.next_dead = -1
+        self.dead = set()
+        self.unrestated = set()
+        self.void_listings = 0
 
         by_path = {b"": self.root}
         for ino, ent in mapdata["inodes"].items():
@@ -392,7 +443,7 @@ class Replay:
     def path_of(self, ino, what):
         parts = []
         seen = 0
-        while ino != self.root:
+        while ino != self.root and ino != LIMBO:
             ls = self.links.get(ino)
             if not ls:
                 self.fail("%s: inode %d has no name the replay knows" %
@@ -403,8 +454,9 @@ class Replay:
             seen += 1
             if seen > 4096:
                 self.fail("%s: a loop in the directory tree" % what)
-        return os.path.join(self.snap, *reversed(parts)) if parts else \
+        base = os.path.join(self.snap, LIMBO_NAME) if ino == LIMBO else \
             self.snap
+        return os.path.join(base, *reversed(parts)) if parts else base
 
     def dir_of(self, rec, key="dir"):
         fh = self.fh(rec, key)
@@ -459,7 +511,8 @@ class Replay:
 
     # -- records --
 
-    def apply(self, rec):
+    def note(self, rec):
+        """rec is the record being applied: for errors, counts, history."""
         op = rec["op"]
         self.seq = rec["seq"]
         self.counts[op] = self.counts.get(op, 0) + 1
@@ -468,13 +521,22 @@ class Replay:
         for key in ("obj", "target"):
             if key in rec:
                 self.history.setdefault(rec[key]["ino"], []).append(rec)
-        handler = getattr(self, "op_" + op.lower(), None)
-        if handler is None:
-            self.fail("unknown operation %s" % op)
+
+    def run(self, rec, fn, *args):
+        """Apply rec with fn(*args); a failing system call stops the
+        replay at rec."""
+        self.note(rec)
         try:
-            handler(rec)
+            fn(*args)
         except OSError as e:
-            self.fail("%s: %s" % (op, e))
+            self.fail("%s: %s" % (rec["op"], e))
+
+    def apply(self, rec):
+        handler = getattr(self, "op_" + rec["op"].lower(), None)
+        if handler is None:
+            self.note(rec)
+            self.fail("unknown operation %s" % rec["op"])
+        self.run(rec, handler, rec)
 
     def _create(self, rec):
         op = rec["op"]
@@ -494,18 +556,12 @@ class Replay:
         self._forget(ino)
         path = os.path.join(self.path_of(d, "dir"), name)
         mode = attr["mode"]
-        perm = stat.S_IMODE(mode)
-        if op == "CREATE":
-            if not stat.S_ISREG(mode):
-                self.fail("CREATE of mode %o" % mode)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
-                             os.O_NOFOLLOW | os.O_CLOEXEC, perm))
-        elif op == "MKDIR":
-            os.mkdir(path, perm)
-        elif op == "MKNOD":
-            os.mknod(path, mode, decode_rdev(attr.get("rdev", 0)))
-        else:
-            os.symlink(s2b(rec["data"]), path)
+        made_by = {stat.S_IFREG: "CREATE", stat.S_IFDIR: "MKDIR",
+                   stat.S_IFLNK: "SYMLINK"}.get(stat.S_IFMT(mode), "MKNOD")
+        if op != made_by:
+            self.fail("%s of mode %o" % (op, mode))
+        make_object(path, mode, attr.get("rdev", 0),
+                    s2b(rec["data"]) if op == "SYMLINK" else None)
         if "TMPFILE" in rec["flags"]:
             # An O_TMPFILE made elsewhere and linked in inherits nothing
             # from this directory (a default ACL): the record carries no
@@ -638,6 +694,266 @@ class Replay:
                 if k in ("mode", "mtime_ns")}
         self.set_attrs(path, ino, attr)
 
+    # -- recovery blocks (KML.md, "Recovery records") --
+
+    def apply_block(self, block):
+        """Apply a block of RECOVERED records as state: first every
+        listing, in order (a name not listed goes to limbo, a listed handle
+        comes from wherever the replay has it, limbo included, or is made),
+        then limbo is emptied, then each object's restated attributes,
+        xattrs and content. Listings before state, because an object may be
+        restated before the listing that names it and because moving
+        entries changes a directory's times."""
+        listings, states = self.parse_block(block)
+        for rdir, dirents in listings:
+            self.apply_listing(rdir, dirents)
+        self.purge_limbo()
+        for kind, rec, setxattrs in states:
+            if kind == "store":
+                self.run(rec, self.op_store, rec)
+                continue
+            self.run(rec, self.restate, rec, setxattrs)
+            for sx in setxattrs:
+                self.note(sx)
+        for ino in sorted(self.unrestated):
+            self.inconsistent("inode %d:%d was listed, unknown to the "
+                              "replay, and no RESYNC of it followed" %
+                              (ino, self.gen[ino]))
+        for key in sorted(self.dead):
+            if self.links.get(key):
+                self.inconsistent("an object whose inode number was "
+                                  "reused still has names: %s" %
+                                  b2s(self.path_of(key, "dead")))
+        self.unrestated.clear()
+        self.dead.clear()
+
+    def parse_block(self, block):
+        """The block's complete listings, (RESYNC_DIR, [DIRENT]), and its
+        state records: ("resync", RESYNC, [its SETXATTRs]) and ("store",
+        STORE, []). A listing cut short is void."""
+        listings, states = [], []
+        i = 0
+        while i < len(block):
+            rec = block[i]
+            op = rec["op"]
+            i += 1
+            if op == "RESYNC_DIR":
+                n = rec["entries"]
+                dirents = []
+                while len(dirents) < n and i < len(block) and \
+                        block[i]["op"] == "DIRENT":
+                    dirents.append(block[i])
+                    i += 1
+                for de in dirents:
+                    if de["dir"] != rec["obj"]:
+                        self.note(de)
+                        self.fail("DIRENT of directory %d:%d in the listing "
+                                  "of %d:%d" % (de["dir"]["ino"],
+                                                de["dir"]["gen"],
+                                                rec["obj"]["ino"],
+                                                rec["obj"]["gen"]))
+                if len(dirents) == n:
+                    listings.append((rec, dirents))
+                    continue
+                # The log was cut in the middle of this listing: the next
+                # mount logs the block again, whole.
+                self.void_listings += 1
+                warn("record %d: listing of %d entries with %d: void" %
+                     (rec["seq"], n, len(dirents)))
+                for r in [rec] + dirents:
+                    self.note(r)
+            elif op == "RESYNC":
+                setxattrs = []
+                while i < len(block) and block[i]["op"] == "SETXATTR" and \
+                        block[i]["obj"] == rec["obj"]:
+                    setxattrs.append(block[i])
+                    i += 1
+                states.append(("resync", rec, setxattrs))
+            elif op == "STORE":
+                states.append(("store", rec, []))
+            else:
+                self.note(rec)
+                self.fail("%s in a recovery block where no RESYNC or "
+                          "listing has it" % op)
+        return listings, states
+
+    def same_object(self, ino, de):
+        """Whether the object the replay knows by key ino is the one a
+        DIRENT names; the snapshot knows no generation of symbolic links
+        and devices, so their type and target tell."""
+        fh = self.fh(de, "obj")
+        if ino != fh[0] or self.type.get(ino) != stat.S_IFMT(
+                de["attr"]["mode"]):
+            return False
+        gen = self.gen.get(ino)
+        if gen is not None:
+            return gen == fh[1]
+        if stat.S_ISLNK(de["attr"]["mode"]):
+            return os.readlink(self.path_of(ino, "obj")) == s2b(de["data"])
+        return True
+
+    def apply_listing(self, rdir, dirents):
+        self.note(rdir)
+        d = self.dir_of(rdir, "obj")
+        want = {}
+        for de in dirents:
+            name = s2b(de["name"])
+            if name in want or d == self.root and name == LIMBO_NAME:
+                self.note(de)
+                self.fail("DIRENT %s: a name listed twice, or the replay's "
+                          "own" % de["name"])
+            want[name] = de
+        try:
+            for name, ino in sorted(self.children[d].items()):
+                de = want.get(name)
+                if de is None or not self.same_object(ino, de):
+                    self.to_limbo(d, name)
+        except OSError as e:
+            self.fail("RESYNC_DIR: %s" % e)
+        for name, de in want.items():
+            if name not in self.children[d]:
+                self.run(de, self.place, d, name, de)
+            else:                       # kept: its generation is known now
+                self.note(de)
+                self.check_gen(self.fh(de, "obj"), "obj")
+
+    def to_limbo(self, parent, name):
+        limbo = os.path.join(self.snap, LIMBO_NAME)
+        if LIMBO not in self.children:
+            if LIMBO_NAME in self.children[self.root]:
+                self.fail("the snapshot has a %s of its own" %
+                          b2s(LIMBO_NAME))
+            os.mkdir(limbo, 0o700)
+            self.children[LIMBO] = {}
+        self.limbo_names += 1
+        lname = b"%d" % self.limbo_names
+        os.rename(os.path.join(self.path_of(parent, "dir"), name),
+                  os.path.join(limbo, lname))
+        self.move(parent, name, LIMBO, lname)
+
+    def move(self, parent, name, nparent, nname):
+        """The model's rename: the new name before the old one goes, so
+        that the object is not forgotten in between."""
+        ino = self.children[parent][name]
+        self._add(nparent, nname, ino)
+        del self.children[parent][name]
+        self.links[ino].discard((parent, name))
+
+    def place(self, d, name, de):
+        """Give the name a DIRENT lists to its object."""
+        ino, gen = self.fh(de, "obj")
+        path = os.path.join(self.path_of(d, "dir"), name)
+        if self.links.get(ino) and not self.same_object(ino, de):
+            self.relabel(ino)
+        if self.links.get(ino):
+            self.gen[ino] = gen
+            src = self.path_of(ino, "obj")
+            if stat.S_ISDIR(self.type[ino]):
+                os.rename(src, path)
+                self.move(*min(self.links[ino]), d, name)
+            else:
+                os.link(src, path, follow_symlinks=False)
+                self._add(d, name, ino)
+            return
+        # A new object whose records were lost: its RESYNC (and STORE)
+        # follow in the block.
+        mode = de["attr"]["mode"]
+        make_object(path, mode, de["attr"]["rdev"],
+                    s2b(de["data"]) if stat.S_ISLNK(mode) else None)
+        self._forget(ino)
+        self.gen[ino] = gen
+        self.type[ino] = stat.S_IFMT(mode)
+        self._add(d, name, ino)
+        if stat.S_ISDIR(mode):
+            self.children[ino] = {}
+        self.unrestated.add(ino)
+        self.history[ino] = [de]
+
+    def relabel(self, ino):
+        """A listing shows ino's number taken by another object: the one
+        the replay knows is gone. It keeps its names, under a key of its
+        own, for the listings that remove them."""
+        key = self.next_dead
+        self.next_dead -= 1
+        self.links[key] = self.links.pop(ino)
+        for parent, name in self.links[key]:
+            self.children[parent][name] = key
+        if ino in self.children:
+            self.children[key] = self.children.pop(ino)
+            for name, child in self.children[key].items():
+                self.links[child].discard((ino, name))
+                self.links[child].add((key, name))
+        for table in (self.gen, self.type, self.history):
+            if ino in table:
+                table[key] = table.pop(ino)
+        self.final_content.discard(ino)
+        self.unrestated.discard(ino)
+        self.dead.add(key)
+
+    def purge_limbo(self):
+        """What no listing took back is gone."""
+        if LIMBO not in self.children:
+            return
+        for name in list(self.children[LIMBO]):
+            self.drop(LIMBO, name)
+        del self.children[LIMBO]
+        try:
+            shutil.rmtree(os.path.join(self.snap, LIMBO_NAME))
+        except OSError as e:
+            self.fail("emptying limbo: %s" % e)
+
+    def drop(self, parent, name):
+        """Remove a name from the model, a directory with its tree."""
+        ino = self.children[parent][name]
+        for child in list(self.children.get(ino, ())):
+            self.drop(ino, child)
+        self._remove(parent, name)
+
+    def restate(self, rec, setxattrs):
+        """An object's attributes and xattrs become what a RESYNC and its
+        SETXATTRs say."""
+        ino, path = self.obj_path(rec)
+        attr = rec["attr"]
+        listed = [s2b(n) for n in rec["xattrs"]]
+        values = {}
+        for sx in setxattrs:
+            name = s2b(sx["name"])
+            if name in values:
+                self.inconsistent("RESYNC of inode %d: xattr %s restated "
+                                  "twice" % (ino, sx["name"]))
+            values[name] = s2b(sx["data"])
+        for name in listed:
+            if name not in values:
+                self.inconsistent("RESYNC of inode %d lists xattr %s, no "
+                                  "SETXATTR gives its value" %
+                                  (ino, b2s(name)))
+        for name in sorted(set(values) - set(listed)):
+            self.inconsistent("RESYNC of inode %d: xattr %s restated but "
+                              "not listed" % (ino, b2s(name)))
+        # xattrs first: setting an ACL changes the mode, which the RESYNC
+        # then gives.
+        for name in os.listxattr(path, follow_symlinks=False):
+            name = os.fsencode(name)
+            if name not in listed and not name.startswith(PRESTO_XATTRS):
+                os.removexattr(path, name, follow_symlinks=False)
+        for name in listed:
+            if name in values:
+                os.setxattr(path, name, values[name], 0,
+                            follow_symlinks=False)
+        keep = ("uid", "gid", "mode", "atime_ns", "mtime_ns")
+        if stat.S_ISREG(self.type.get(ino, 0)):
+            keep += ("size",)
+        self.set_attrs(path, ino, {k: v for k, v in attr.items()
+                                   if k in keep})
+        self.check_nlink(rec, ino)
+        st = os.lstat(path)
+        if (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) and \
+                st.st_rdev != decode_rdev(attr["rdev"]):
+            self.inconsistent("RESYNC of inode %d: device %d, the replay "
+                              "has %d" % (ino, decode_rdev(attr["rdev"]),
+                                          st.st_rdev))
+        self.unrestated.discard(ino)
+
 
 def atexit_history(r, path):
     """Write, whatever happens, the records about each object the replay
@@ -710,6 +1026,7 @@ def replay(args):
     n = 0
     expect = after + 1
     first = None
+    block = []                          # consecutive RECOVERED records
     try:
         if args.history:
             atexit_history(r, args.history)
@@ -721,8 +1038,16 @@ def replay(args):
             if first is None:
                 first = rec["seq"]
             expect += 1
-            r.apply(rec)
             n += 1
+            if "RECOVERED" in rec["flags"]:
+                block.append(rec)
+                continue
+            if block:
+                r.apply_block(block)
+                block = []
+            r.apply(rec)
+        if block:
+            r.apply_block(block)
     finally:
         if proc.poll() is None:
             proc.stdout.close()
@@ -733,10 +1058,10 @@ def replay(args):
                           "damaged or has a gap" % rc)
     c = r.counts
     print("%s: %d records applied (%s), %s; %d stores: %d copied from the "
-          "final tree, %d of objects gone since" %
+          "final tree, %d of objects gone since; %d void listings" %
           (prog(), n, "none" if not n else "%d to %d" % (first, expect - 1),
            ", ".join("%s %d" % (k, c[k]) for k in sorted(c)) or "-",
-           r.stores, r.stores_copied, r.stores_gone))
+           r.stores, r.stores_copied, r.stores_gone, r.void_listings))
     if r.inconsistencies:
         warn("%d inconsistencies between the log and the objects it "
              "names" % r.inconsistencies)
