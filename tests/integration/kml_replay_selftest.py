@@ -155,8 +155,9 @@ class Log:
     # What presto logs for a change, read from the cache after it.
 
     def change(self, op, path, dirpath=None, **kw):
-        self.rec(op, dir=dirpath and handle(dirpath), obj=handle(path),
-                 name=os.path.basename(path) if dirpath else b"", **kw)
+        if dirpath:
+            kw["name"] = os.path.basename(path)
+        self.rec(op, dir=dirpath and handle(dirpath), obj=handle(path), **kw)
 
     # What recovery logs at mount, all with RECOVERED.
 
@@ -505,6 +506,49 @@ def changes_around_a_block(c):
     os.mkdir(c.p("a/lostdir/after"))
     c.log.change("MKDIR", c.p("a/lostdir/after"), c.p("a/lostdir"),
                  attr=attrs(c.p("a/lostdir/after")))
+    c.expect_equal()
+
+
+@case
+def every_change(c):
+    """No recovery: one record of each change, as the replay always
+    applied them."""
+    p, log = c.p, c.log
+    os.mkdir(p("d"))
+    log.change("MKDIR", p("d"), p(""), attr=attrs(p("d")))
+    write(p("d/f"), "data\n")
+    log.change("CREATE", p("d/f"), p("d"), attr=attrs(p("d/f")))
+    log.change("STORE", p("d/f"), attr=attrs(
+        p("d/f"), ("size", "mtime_ns", "ctime_ns", "mode")))
+    os.mkfifo(p("d/fifo"), 0o600)
+    log.change("MKNOD", p("d/fifo"), p("d"), attr=attrs(p("d/fifo")))
+    os.symlink(b"f", p("d/s"))
+    log.change("SYMLINK", p("d/s"), p("d"), attr=attrs(p("d/s")),
+               data=b"f")
+    os.link(p("d/f"), p("d/f2"))
+    log.change("LINK", p("d/f2"), p("d"),
+               attr=attrs(p("d/f2"), ("nlink", "ctime_ns")))
+    os.chmod(p("d/f"), 0o600)
+    log.change("SETATTR", p("d/f"), attr=attrs(p("d/f"),
+                                                ("mode", "ctime_ns")))
+    os.setxattr(p("d/f"), b"user.a", b"1")
+    log.change("SETXATTR", p("d/f"), name=b"user.a", data=b"1",
+               attr=attrs(p("d/f"), ("mode", "ctime_ns")))
+    os.removexattr(p("a/f"), b"user.gone")
+    log.change("REMOVEXATTR", p("a/f"), name=b"user.gone",
+               attr=attrs(p("a/f"), ("mode", "ctime_ns")))
+    f2 = handle(p("d/f2"))
+    os.rename(p("d/f2"), p("b/f3"))
+    log.rec("RENAME", dir=handle(p("d")), obj=f2, newdir=handle(p("b")),
+            name=b"f2", name2=b"f3", attr=attrs(p("b/f3"), ("ctime_ns",)))
+    for rel, op in (("c/fifo", "UNLINK"), ("a/sub/deep/g", "UNLINK"),
+                    ("a/sub/deep", "RMDIR")):
+        h, parent = handle(p(rel)), os.path.dirname(p(rel))
+        (os.rmdir if op == "RMDIR" else os.unlink)(p(rel))
+        log.rec(op, dir=handle(parent), obj=h,
+                name=os.path.basename(p(rel)),
+                attr={"nlink": 1 if rel == "a/sub/deep/g" else 0,
+                      "ctime_ns": time.time_ns()})
     c.expect_equal()
 
 
