@@ -26,10 +26,6 @@
 #include <linux/xattr.h>
 #include "presto.h"
 
-/* What a STORE carries; a write may have dropped set-id bits: the mode. */
-#define PRESTO_KML_A_STORE	(PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME | \
-				 PRESTO_KML_A_CTIME | PRESTO_KML_A_MODE)
-
 static void presto_kml_set_fh(struct presto_kml_fh *fh, struct inode *lower)
 {
 	if (!lower)
@@ -72,10 +68,18 @@ static void presto_kml_set_names(struct presto_kml_entry *e,
 		memcpy(p, data, data_len);
 }
 
-/* Let go of whatever @chg still holds: the records of a failed change. */
+/*
+ * Let go of whatever @chg still holds: the records of a failed change,
+ * and its marks (the last record logged under them is chg->seq).
+ */
 void presto_change_free(struct presto_change *chg)
 {
 	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(chg->marks); i++) {
+		presto_mark_put(chg->sb, chg->marks[i], chg->seq);
+		chg->marks[i] = NULL;
+	}
 
 	presto_kml_free(chg->sb, chg->rec);
 	chg->rec = NULL;
@@ -86,6 +90,72 @@ void presto_change_free(struct presto_change *chg)
 	kfree(chg->xattrs);
 	chg->xattrs = NULL;
 	chg->nxattrs = 0;
+}
+
+/*
+ * What to mark before changing @dentry's own state (attributes, xattrs):
+ * nothing for an object with no name, as nothing about it is logged.
+ * The caller holds @dentry's inode lock, which keeps it where it is.
+ */
+struct inode *presto_mark_for(struct dentry *dentry)
+{
+	struct dentry *lower = presto_lower_dentry(dentry);
+
+	if (!d_inode(lower)->i_nlink)
+		return NULL;
+	return presto_mark_whom(lower, READ_ONCE(lower->d_parent));
+}
+
+/* Mark what chg->mark_on names, each inode once. */
+static int presto_change_marks(struct presto_change *chg)
+{
+	struct presto_mark *m;
+	unsigned int i, k;
+
+	for (i = 0; i < ARRAY_SIZE(chg->mark_on); i++) {
+		if (!chg->mark_on[i])
+			continue;
+		for (k = 0; k < i; k++)
+			if (chg->mark_on[k] == chg->mark_on[i])
+				break;
+		if (k < i)
+			continue;
+		m = presto_mark_get(chg->sb, chg->mark_on[i]);
+		if (IS_ERR(m))
+			return PTR_ERR(m);
+		chg->marks[i] = m;
+	}
+	return 0;
+}
+
+/* The mark @chg holds for lower inode @lower, or NULL. */
+struct presto_mark *presto_change_mark(struct presto_change *chg,
+				       struct inode *lower)
+{
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(chg->marks); i++)
+		if (chg->marks[i] && presto_mark_is(chg->marks[i], lower))
+			return chg->marks[i];
+	return NULL;
+}
+
+/*
+ * The lower inode whose mark covers a change to the state of @lower (a
+ * dentry with parent @parent): a directory marks itself; an object with
+ * one name, the directory that holds it, whose listing recovery logs with
+ * the state of every entry changed since the mark (so that a tar unpack
+ * marks each directory once, not each file); an object with several names
+ * or none that presto knows of, itself.
+ */
+struct inode *presto_mark_whom(struct dentry *lower, struct dentry *parent)
+{
+	struct inode *inode = d_inode(lower);
+
+	if (S_ISDIR(inode->i_mode) || inode->i_nlink != 1 ||
+	    d_unhashed(lower) || lower == parent)
+		return inode;
+	return d_inode(parent);
 }
 
 int presto_change_begin(struct presto_change *chg, struct super_block *sb,
@@ -104,13 +174,15 @@ int presto_change_begin(struct presto_change *chg, struct super_block *sb,
 		if (IS_ERR(e))
 			goto fail;
 		presto_kml_set_names(e, name, name2, data, data_len);
+		chg->rec = e;
 	}
-	err = mnt_want_write(presto_lower_mnt(sb));
-	if (err) {
-		presto_kml_free(sb, e);
+	/* Marks are made by a worker that takes the lower's write access. */
+	err = presto_change_marks(chg);
+	if (err)
 		goto fail;
-	}
-	chg->rec = e;
+	err = mnt_want_write(presto_lower_mnt(sb));
+	if (err)
+		goto fail;
 	return 0;
 fail:
 	presto_change_free(chg);
@@ -261,6 +333,7 @@ u64 presto_change_log(struct presto_change *chg, unsigned int flags,
 				     PRESTO_KML_A_STORE, NULL, obj, NULL,
 				     NULL) ?: seq;
 	chg->store = NULL;
+	chg->seq = max(chg->seq, seq);
 	return seq;
 }
 
@@ -272,24 +345,141 @@ void presto_change_end(struct presto_change *chg)
 }
 
 /*
- * Before a write through @file: room for the STORE it will owe, or the
- * write is refused before it is done. Notes the mode, which a write may
- * change (set-id bits) even when it fails.
+ * The mark that covers @file's data while it is being written (see
+ * presto_mark_whom()): held by the inode from the first write after a
+ * STORE until the next STORE, and while a shared writable mapping exists.
+ * A file with no name is not logged and needs none. A rename or a new
+ * hard link moves it (presto_data_mark_move()); a name going away makes
+ * the inode unhashed, so the next first write marks the file itself.
  */
-int presto_store_begin(struct file *file, umode_t *mode)
+static struct presto_mark *presto_data_mark(struct file *file)
+{
+	struct super_block *sb = file_inode(file)->i_sb;
+	struct presto_inode *pi = PRESTO_I(file_inode(file));
+	struct dentry *lower = presto_lower_file(file)->f_path.dentry;
+	struct presto_mark *m, *held;
+	struct dentry *parent;
+	struct inode *whom;
+
+	for (;;) {
+		spin_lock(&pi->mark_lock);
+		if (pi->data_mark || !pi->lower->i_nlink) {
+			pi->writers++;
+			held = pi->data_mark;
+			spin_unlock(&pi->mark_lock);
+			return held;
+		}
+		spin_unlock(&pi->mark_lock);
+
+		parent = dget_parent(lower);
+		whom = presto_mark_whom(lower, parent);
+		m = presto_mark_get(sb, whom);
+		if (IS_ERR(m)) {
+			dput(parent);
+			return m;
+		}
+		/* Still the right one, after waiting? A rename may have won. */
+		spin_lock(&pi->mark_lock);
+		if (!pi->data_mark && READ_ONCE(lower->d_parent) == parent &&
+		    presto_mark_whom(lower, parent) == whom) {
+			pi->data_mark = m;
+			m = NULL;
+		}
+		spin_unlock(&pi->mark_lock);
+		dput(parent);
+		presto_mark_put(sb, m, 0);
+	}
+}
+
+static void presto_data_unhold(struct inode *inode, int writers)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+
+	spin_lock(&pi->mark_lock);
+	pi->writers -= writers;
+	spin_unlock(&pi->mark_lock);
+}
+
+/* After a STORE (or none owed): let go of the data mark if it is idle. */
+static void presto_data_release(struct inode *inode, u64 seq)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+	struct presto_mark *m = NULL;
+
+	spin_lock(&pi->mark_lock);
+	if (!pi->writers &&
+	    atomic64_read(&pi->data_gen) == READ_ONCE(pi->stored_gen)) {
+		m = pi->data_mark;
+		pi->data_mark = NULL;
+	}
+	spin_unlock(&pi->mark_lock);
+	presto_mark_put(inode->i_sb, m, seq);
+}
+
+/*
+ * @inode (a regular file) now has a name under the directory that @to
+ * marks, instead of under @from's (NULL: it has one more name, and is
+ * marked by itself from now on).
+ */
+void presto_data_mark_move(struct inode *inode, struct inode *from,
+			   struct presto_mark *to)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+	struct presto_mark *old = NULL;
+
+	if (!to || !S_ISREG(inode->i_mode))
+		return;
+	spin_lock(&pi->mark_lock);
+	/* An O_TMPFILE being written as it is linked in has none yet. */
+	if ((pi->data_mark && pi->data_mark != to &&
+	     (!from || presto_mark_is(pi->data_mark, from))) ||
+	    (!pi->data_mark && pi->writers)) {
+		old = pi->data_mark;
+		presto_mark_hold(inode->i_sb, to);
+		pi->data_mark = to;
+	}
+	spin_unlock(&pi->mark_lock);
+	presto_mark_put(inode->i_sb, old, 0);
+}
+
+/*
+ * Before a write through @file at @pos (-1: anywhere, as through a
+ * mapping): room for the STORE it will owe, or the write is refused
+ * before it is done, and the mark that covers the data. Notes the mode,
+ * which a write may change (set-id bits) even when it fails. Every
+ * successful call is paired with presto_store_end().
+ */
+int presto_store_begin(struct file *file, loff_t pos, umode_t *mode)
 {
 	struct presto_file *pf = file->private_data;
-	struct super_block *sb = file_inode(file)->i_sb;
+	struct inode *inode = file_inode(file);
+	struct super_block *sb = inode->i_sb;
 	struct presto_kml_entry *e;
+	struct presto_mark *m;
+	int err;
 
-	*mode = presto_lower_inode(file_inode(file))->i_mode;
-	if (likely(READ_ONCE(pf->store)))
-		return 0;
-	e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
-	if (IS_ERR(e))
-		return PTR_ERR(e);
-	if (cmpxchg(&pf->store, NULL, e))
-		presto_kml_free(sb, e);
+	*mode = presto_lower_inode(inode)->i_mode;
+	if (unlikely(!READ_ONCE(pf->store))) {
+		e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
+		if (IS_ERR(e))
+			return PTR_ERR(e);
+		if (cmpxchg(&pf->store, NULL, e))
+			presto_kml_free(sb, e);
+	}
+	m = presto_data_mark(file);
+	if (IS_ERR(m))
+		return PTR_ERR(m);
+	/*
+	 * ext4 orders new blocks after the transaction that holds the mark,
+	 * but may write a block over an old one any time: the mark first.
+	 */
+	if (m && (pos < 0 || pos < i_size_read(presto_lower_inode(inode)))) {
+		err = presto_mark_commit(sb, m);
+		if (err) {
+			presto_data_unhold(inode, 1);
+			return err;
+		}
+	}
 	return 0;
 }
 
@@ -300,6 +490,24 @@ void presto_store_end(struct file *file, umode_t mode, bool wrote)
 
 	if (wrote || presto_lower_inode(inode)->i_mode != mode)
 		atomic64_inc(&PRESTO_I(inode)->data_gen);
+	presto_data_unhold(inode, 1);
+}
+
+/*
+ * A shared writable mapping may change the file at any time once a page
+ * of it was made writable: it holds the data mark as a writer does, until
+ * it goes away (@hold false), which counts as a write.
+ */
+void presto_store_mapped(struct file *file, bool hold)
+{
+	struct inode *inode = file_inode(file);
+	struct presto_inode *pi = PRESTO_I(inode);
+
+	if (!hold)
+		atomic64_inc(&pi->data_gen);
+	spin_lock(&pi->mark_lock);
+	pi->writers += hold ? 1 : -1;
+	spin_unlock(&pi->mark_lock);
 }
 
 /*
@@ -315,11 +523,12 @@ int presto_store(struct file *file, bool closing)
 	struct presto_inode *pi = PRESTO_I(inode);
 	struct presto_kml_entry *e = NULL;
 	u64 gen = atomic64_read(&pi->data_gen);
-	umode_t mode;
+	u64 seq;
 
 	if (gen == READ_ONCE(pi->stored_gen)) {
 		if (closing && pf)
 			presto_kml_free(inode->i_sb, xchg(&pf->store, NULL));
+		presto_data_release(inode, 0);
 		return 0;
 	}
 	if (pf)
@@ -331,15 +540,38 @@ int presto_store(struct file *file, bool closing)
 	if (IS_ERR(e))		/* the log is broken */
 		return PTR_ERR(e);
 	WRITE_ONCE(pi->stored_gen, gen);
-	presto_stamp(inode, presto_kml_log(inode->i_sb, e, 0,
-					   PRESTO_KML_A_STORE, NULL,
-					   pi->lower, NULL, NULL));
+	seq = presto_kml_log(inode->i_sb, e, 0, PRESTO_KML_A_STORE, NULL,
+			     pi->lower, NULL, NULL);
+	presto_stamp(inode, seq);
+	presto_data_release(inode, seq);
 	/*
 	 * Room for the next STORE: if there is none, the next write is
 	 * refused; this fsync has done its work either way.
 	 */
-	if (!closing && pf)
-		presto_store_begin(file, &mode);
+	if (!closing && pf && !READ_ONCE(pf->store)) {
+		e = presto_kml_alloc(inode->i_sb, PRESTO_KML_STORE, 0, 0, 0,
+				     false);
+		if (!IS_ERR(e) && cmpxchg(&pf->store, NULL, e))
+			presto_kml_free(inode->i_sb, e);
+	}
+	return 0;
+}
+
+/* Recovery (recover.c): log a record with flag RECOVERED. */
+int presto_log_recovered(struct super_block *sb, enum presto_kml_op op,
+			 struct inode *dir, struct inode *obj,
+			 const char *name, size_t name_len,
+			 const void *data, size_t data_len, u32 valid)
+{
+	struct qstr qname = QSTR_INIT(name, name_len);
+	struct presto_kml_entry *e;
+
+	e = presto_kml_alloc(sb, op, name_len, 0, data_len, true);
+	if (IS_ERR(e))
+		return PTR_ERR(e);
+	presto_kml_set_names(e, name ? &qname : NULL, NULL, data, data_len);
+	presto_kml_log(sb, e, PRESTO_KML_F_RECOVERED, valid, dir, obj, NULL,
+		       NULL);
 	return 0;
 }
 

@@ -87,7 +87,7 @@ static int presto_create_object(struct inode *dir, struct dentry *dentry,
 				const struct presto_create_args *args)
 {
 	struct user_namespace *userns = presto_lower_userns(dir->i_sb);
-	struct presto_change chg = {};
+	struct presto_change chg = { .mark_on = { presto_lower_inode(dir) } };
 	struct dentry *lower;
 	struct inode *ldir;
 	u64 seq;
@@ -177,7 +177,11 @@ static int presto_link(struct dentry *old, struct inode *dir,
 	struct inode *lobj = presto_lower_inode(inode);
 	/* An O_TMPFILE linked in is new to the tree. */
 	bool tmpfile = !lobj->i_nlink;
-	struct presto_change chg = {};
+	/* A file with two names is marked by itself (presto_mark_whom()). */
+	struct presto_change chg = {
+		.mark_on = { presto_lower_inode(dir),
+			     S_ISREG(inode->i_mode) ? lobj : NULL },
+	};
 	struct dentry *lower;
 	struct inode *ldir;
 	u64 seq;
@@ -214,6 +218,8 @@ static int presto_link(struct dentry *old, struct inode *dir,
 		if (tmpfile)
 			WRITE_ONCE(PRESTO_I(inode)->stored_gen,
 				   atomic64_read(&PRESTO_I(inode)->data_gen));
+		presto_data_mark_move(inode, NULL,
+				      presto_change_mark(&chg, lobj));
 		presto_stamp(dir, seq);
 		presto_stamp(inode, seq);
 		err = presto_instantiate(new, lower);
@@ -231,7 +237,7 @@ static int presto_remove(struct inode *dir, struct dentry *dentry,
 {
 	struct user_namespace *userns = presto_lower_userns(dir->i_sb);
 	struct inode *inode = d_inode(dentry);
-	struct presto_change chg = {};
+	struct presto_change chg = { .mark_on = { presto_lower_inode(dir) } };
 	struct dentry *lower;
 	struct inode *ldir;
 	u64 seq;
@@ -292,7 +298,9 @@ static int presto_rename(struct user_namespace *userns, struct inode *olddir,
 	struct dentry *lnew_parent = presto_lower_dentry(new->d_parent);
 	struct inode *inode = d_inode(old), *target = d_inode(new);
 	struct dentry *lold, *lnew, *trap;
-	struct presto_change chg = {};
+	struct presto_change chg = {
+		.mark_on = { d_inode(lold_parent), d_inode(lnew_parent) },
+	};
 	struct renamedata rd;
 	u64 seq;
 	int err;
@@ -350,6 +358,13 @@ static int presto_rename(struct user_namespace *userns, struct inode *olddir,
 		presto_stamp(newdir, seq);
 		presto_stamp(inode, seq);
 		presto_stamp(target, seq);
+		/* A file being written is now found through its new parent. */
+		presto_data_mark_move(inode, rd.old_dir,
+				      presto_change_mark(&chg, rd.new_dir));
+		if (target && (flags & RENAME_EXCHANGE))
+			presto_data_mark_move(target, rd.new_dir,
+					      presto_change_mark(&chg,
+								 rd.old_dir));
 	}
 	presto_copyattr(olddir);
 	if (newdir != olddir)

@@ -191,7 +191,9 @@ static ssize_t presto_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 	umode_t mode;
 	ssize_t ret;
 
-	ret = presto_store_begin(file, &mode);
+	/* An append writes past the end, wherever ki_pos says. */
+	ret = presto_store_begin(file, iocb->ki_flags & IOCB_APPEND ?
+				 LLONG_MAX : iocb->ki_pos, &mode);
 	if (ret)
 		return ret;
 	presto_lower_kiocb(&lower, iocb);
@@ -218,7 +220,7 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 	umode_t mode;
 	ssize_t ret;
 
-	ret = presto_store_begin(out, &mode);
+	ret = presto_store_begin(out, *ppos, &mode);
 	if (ret)
 		return ret;
 	file_start_write(lower);
@@ -243,6 +245,7 @@ struct presto_vm {
 	const struct vm_operations_struct *lower_ops;
 	struct file *file;
 	atomic_t vmas;
+	atomic_t writing;	/* a page was made writable: presto_store_mapped() */
 };
 
 static void presto_vm_open(struct vm_area_struct *vma)
@@ -262,6 +265,9 @@ static void presto_vm_close(struct vm_area_struct *vma)
 		pvm->lower_ops->close(vma);
 	if (!atomic_dec_and_test(&pvm->vmas))
 		return;
+	/* Stores through pages left writable may have come after a STORE. */
+	if (atomic_read(&pvm->writing))
+		presto_store_mapped(pvm->file, false);
 	presto_store(pvm->file, true);
 	fput(pvm->file);
 	kfree(pvm);
@@ -291,9 +297,11 @@ static vm_fault_t presto_vm_page_mkwrite(struct vm_fault *vmf)
 	umode_t mode;
 
 	/* As ext4 answers ENOSPC in page_mkwrite. */
-	if (presto_store_begin(pvm->file, &mode))
+	if (presto_store_begin(pvm->file, -1, &mode))
 		return VM_FAULT_SIGBUS;
 	ret = pvm->lower_ops->page_mkwrite(vmf);
+	if (!(ret & VM_FAULT_ERROR) && !atomic_xchg(&pvm->writing, 1))
+		presto_store_mapped(pvm->file, true);
 	presto_store_end(pvm->file, mode, !(ret & VM_FAULT_ERROR));
 	return ret;
 }
@@ -400,7 +408,8 @@ static long presto_fallocate(struct file *file, int mode, loff_t offset,
 	umode_t imode;
 	long ret;
 
-	ret = presto_store_begin(file, &imode);
+	/* Zeroing a range writes over blocks in place. */
+	ret = presto_store_begin(file, offset, &imode);
 	if (ret)
 		return ret;
 	ret = vfs_fallocate(presto_lower_file(file), mode, offset, len);
@@ -434,7 +443,7 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 	umode_t mode;
 	ssize_t ret;
 
-	ret = presto_store_begin(out, &mode);
+	ret = presto_store_begin(out, pos_out, &mode);
 	if (ret)
 		return ret;
 	ret = vfs_copy_file_range(lin, pos_in, presto_lower_file(out), pos_out,

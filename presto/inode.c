@@ -53,6 +53,9 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 	pi->last_seq = 0;
 	atomic64_set(&pi->data_gen, 0);
 	pi->stored_gen = 0;
+	spin_lock_init(&pi->mark_lock);
+	pi->data_mark = NULL;
+	pi->writers = 0;
 	return &pi->vfs_inode;
 }
 
@@ -69,6 +72,9 @@ void presto_evict_inode(struct inode *inode)
 	clear_inode(inode);
 	if (pi->shared_ro)
 		fput(pi->shared_ro);
+	/* The last close or unmap logged the STORE and let go of it. */
+	if (WARN_ON_ONCE(pi->data_mark || pi->writers))
+		presto_mark_put(inode->i_sb, pi->data_mark, 0);
 	iput(pi->lower);
 }
 
@@ -225,7 +231,7 @@ int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
 	struct inode *inode = d_inode(dentry);
 	struct inode *lower = presto_lower_inode(inode);
 	u32 valid = presto_setattr_valid(attr->ia_valid);
-	struct presto_change chg = {};
+	struct presto_change chg = { .mark_on = { presto_mark_for(dentry) } };
 	int err;
 
 	err = presto_change_begin(&chg, dentry->d_sb, PRESTO_KML_SETATTR, NULL,

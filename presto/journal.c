@@ -298,6 +298,7 @@ static int presto_journal_sync_cur(struct presto_journal *j)
 	j->durable_seq = max(j->durable_seq, seq);
 	spin_unlock(&j->lock);
 	wake_up_all(&j->done);
+	presto_intent_durable(j->sb, seq);
 	return 0;
 }
 
@@ -569,7 +570,7 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 		return ERR_PTR(-EINVAL);
 	size = ALIGN(sizeof(e->rec) + name_len + name2_len + data_len,
 		     PRESTO_KML_ALIGN);
-	if (force)	/* a STORE: small */
+	if (force && !data_len)	/* a STORE at close: small, and owed */
 		e = kzalloc(offsetof(struct presto_kml_entry, rec) + size,
 			    GFP_KERNEL | __GFP_NOFAIL);
 	else
@@ -1008,20 +1009,19 @@ out:
 	return err;
 }
 
-/* CACHE/.presto, made (0700, the mounter's) if it is not there. */
-static int presto_journal_dir(struct presto_journal *j)
+/* @parent/@name, a directory made (0700, the mounter's) if it is not there. */
+int presto_private_dir(const struct path *parent, const char *name,
+		       struct path *out)
 {
-	struct presto_sb_info *sbi = presto_sb(j->sb);
-	struct dentry *root = sbi->lower.dentry, *d;
-	struct inode *dir = d_inode(root);
+	struct inode *dir = d_inode(parent->dentry);
+	struct dentry *d;
 	int err;
 
-	err = mnt_want_write(sbi->lower.mnt);
+	err = mnt_want_write(parent->mnt);
 	if (err)
 		return err;
 	inode_lock_nested(dir, I_MUTEX_PARENT);
-	d = lookup_one_len(PRESTO_RESERVED_NAME, root,
-			   strlen(PRESTO_RESERVED_NAME));
+	d = lookup_one_len(name, parent->dentry, strlen(name));
 	if (!IS_ERR(d) && d_is_negative(d)) {
 		err = vfs_mkdir(&init_user_ns, dir, d, 0700);
 		if (err) {
@@ -1030,15 +1030,15 @@ static int presto_journal_dir(struct presto_journal *j)
 		}
 	}
 	inode_unlock(dir);
-	mnt_drop_write(sbi->lower.mnt);
+	mnt_drop_write(parent->mnt);
 	if (IS_ERR(d))
 		return PTR_ERR(d);
 	if (!d_is_dir(d)) {
 		dput(d);
 		return -ENOTDIR;
 	}
-	j->dir.mnt = mntget(sbi->lower.mnt);
-	j->dir.dentry = d;
+	out->mnt = mntget(parent->mnt);
+	out->dentry = d;
 	return 0;
 }
 
@@ -1080,7 +1080,8 @@ int presto_journal_open(struct super_block *sb, u64 limit)
 	j->buf = kvmalloc(PRESTO_KML_BUF_SIZE, GFP_KERNEL);
 	if (!j->buf)
 		goto fail;
-	err = presto_journal_dir(j);
+	err = presto_private_dir(&presto_sb(sb)->lower, PRESTO_RESERVED_NAME,
+				 &j->dir);
 	if (err)
 		goto fail;
 	err = presto_journal_scan(j);

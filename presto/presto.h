@@ -33,6 +33,7 @@ struct presto_sb_info {
 	const struct cred *creds;	/* the mounter's, for presto's own I/O */
 	struct list_head mounts;	/* on presto_mounts, for overlap checks */
 	struct presto_journal *journal;	/* the fileset's KML (journal.c) */
+	struct presto_intent *intent;	/* intent marks (intent.c) */
 	u64 kml_limit;			/* kml_limit=, bytes */
 };
 
@@ -54,6 +55,13 @@ struct presto_inode {
 	 */
 	atomic64_t data_gen;
 	u64 stored_gen;
+	/*
+	 * The intent mark that covers data being written (change.c), and
+	 * the writes and shared writable mappings that need it.
+	 */
+	spinlock_t mark_lock;
+	struct presto_mark *data_mark;
+	unsigned int writers;
 	struct inode vfs_inode;
 };
 
@@ -67,6 +75,10 @@ struct presto_file {
 	/* Room reserved for the STORE record this file may owe. */
 	struct presto_kml_entry *store;
 };
+
+/* What a STORE carries; a write may have dropped set-id bits: the mode. */
+#define PRESTO_KML_A_STORE	(PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME | \
+				 PRESTO_KML_A_CTIME | PRESTO_KML_A_MODE)
 
 /* A record on its way to the log: journal.c. */
 struct presto_kml_entry {
@@ -192,16 +204,40 @@ int presto_journal_ack(struct super_block *sb, u64 seq);
 void presto_journal_show(struct seq_file *m, struct super_block *sb);
 long presto_journal_ioctl(struct file *file, unsigned int cmd,
 			  unsigned long arg);
+int presto_private_dir(const struct path *parent, const char *name,
+		       struct path *out);
+
+/* intent.c */
+struct presto_mark;
+struct presto_mark *presto_mark_get(struct super_block *sb,
+				    struct inode *lower);
+void presto_mark_hold(struct super_block *sb, struct presto_mark *m);
+void presto_mark_put(struct super_block *sb, struct presto_mark *m, u64 seq);
+bool presto_mark_is(const struct presto_mark *m, const struct inode *lower);
+int presto_mark_commit(struct super_block *sb, struct presto_mark *m);
+void presto_intent_durable(struct super_block *sb, u64 seq);
+int presto_intent_remove(struct super_block *sb, const char *name);
+const struct path *presto_intent_dir(struct super_block *sb);
+int presto_intent_open(struct super_block *sb);
+void presto_intent_close(struct super_block *sb);
+
+/* recover.c */
+int presto_recover(struct super_block *sb, unsigned int *anchors);
 
 /*
  * change.c: the one place every modification goes through. A change is
  * bracketed by presto_change_begin(), which reserves its record (or
- * refuses the change) and takes write access to the lower, and
- * presto_change_end(); on success, presto_change_log() commits the record
- * under the locks that order the change.
+ * refuses the change), marks the lower inodes in mark_on (intent.c) and
+ * takes write access to the lower, and presto_change_end(); on success,
+ * presto_change_log() commits the record under the locks that order the
+ * change.
  */
 struct presto_change {
 	struct super_block *sb;
+	/* Set by the caller before presto_change_begin(): what to mark. */
+	struct inode *mark_on[3];
+	struct presto_mark *marks[3];
+	u64 seq;			/* the last record logged */
 	struct presto_kml_entry *rec;	/* NULL: a change not logged */
 	/* An O_TMPFILE linked in: its xattrs and its STORE. */
 	struct presto_kml_entry **xattrs;
@@ -220,9 +256,20 @@ void presto_change_end(struct presto_change *chg);
 int presto_change_tmpfile(struct presto_change *chg, struct super_block *sb,
 			  struct dentry *lower);
 void presto_change_free(struct presto_change *chg);
-int presto_store_begin(struct file *file, umode_t *mode);
+struct presto_mark *presto_change_mark(struct presto_change *chg,
+				       struct inode *lower);
+struct inode *presto_mark_whom(struct dentry *lower, struct dentry *parent);
+struct inode *presto_mark_for(struct dentry *dentry);
+void presto_data_mark_move(struct inode *inode, struct inode *from,
+			   struct presto_mark *to);
+int presto_store_begin(struct file *file, loff_t pos, umode_t *mode);
 void presto_store_end(struct file *file, umode_t mode, bool wrote);
+void presto_store_mapped(struct file *file, bool hold);
 int presto_store(struct file *file, bool closing);
+int presto_log_recovered(struct super_block *sb, enum presto_kml_op op,
+			 struct inode *dir, struct inode *obj,
+			 const char *name, size_t name_len,
+			 const void *data, size_t data_len, u32 valid);
 int presto_fsync_wait(struct inode *inode);
 
 /* @inode's last record is @seq (0: none was logged). */

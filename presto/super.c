@@ -291,8 +291,15 @@ static int presto_fill_super(struct super_block *sb, struct fs_context *fc)
 
 	sbi->kml_limit = (ctx->kml_limit_mb ?: PRESTO_KML_LIMIT_MB) << 20;
 	err = presto_journal_open(sb, sbi->kml_limit);
-	if (err)
+	if (err) {
 		errorfc(fc, "lower %s: cannot open the log in %s (error %d)",
+			ctx->lower, PRESTO_RESERVED_NAME, err);
+		goto out_path;
+	}
+	/* Recovery runs here, with the log open and the mount not yet seen. */
+	err = presto_intent_open(sb);
+	if (err)
+		errorfc(fc, "lower %s: cannot recover from the intent marks in %s (error %d)",
 			ctx->lower, PRESTO_RESERVED_NAME, err);
 out_path:
 	path_put(&path);
@@ -355,6 +362,7 @@ static void presto_kill_sb(struct super_block *sb)
 		return;
 	/* After the last change: generic_shutdown_super() synced the log. */
 	presto_journal_close(sb);
+	presto_intent_close(sb);
 	presto_release_lower(sbi);
 	if (sbi->lower.mnt)
 		kern_unmount(sbi->lower.mnt);

@@ -43,7 +43,7 @@ static int presto_xattr_set(const struct xattr_handler *handler,
 	struct user_namespace *lower_userns = presto_lower_userns(inode->i_sb);
 	struct dentry *lower = presto_lower_dentry(dentry);
 	struct qstr qname = QSTR_INIT(name, strlen(name));
-	struct presto_change chg = {};
+	struct presto_change chg = { .mark_on = { presto_mark_for(dentry) } };
 	int err;
 
 	if (presto_is_private_xattr(name))

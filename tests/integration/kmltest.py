@@ -20,6 +20,19 @@ PRESTO_IOC_KML_STATE = (2 << 30) | (struct.calcsize(STATE_FMT) << 16) | \
 PRESTO_IOC_KML_ACK = (1 << 30) | (8 << 16) | (0xb5 << 8) | 2
 
 
+FS_IOC_GETVERSION = 0x80087601          # _IOR('v', 1, long)
+
+
+def generation(path):
+    """The inode generation of @path (an ext4 file or directory)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        buf = fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(8))
+    finally:
+        os.close(fd)
+    return struct.unpack("<l", buf[:4])[0] & 0xffffffff
+
+
 def _ioctl(mnt, request, arg):
     fd = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
     try:

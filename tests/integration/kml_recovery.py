@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Intent marks and recovery at mount.
+
+    kml_recovery.py EXT
+
+EXT is a mounted ext4 file system with room for a few small images. Runs
+as root in the test VM; ends with "N passed, N failed".
+
+A crash is imitated by copying the cache's file system while it is frozen
+(fsfreeze syncs it): the copy holds the changes made so far and the marks
+set for them, but not the records still queued in presto's memory. The
+real crashes (kernel panics, dm-log-writes states) are tests/integration/
+kml-crash's; these cases pin down what marks are and when they go.
+
+- a change leaves a mark on the directory it changes (or on the object,
+  for a directory's own state or a file with two names), and the mark goes
+  some seconds after the change's records are durable;
+- a clean umount leaves no marks, and the mount after it logs nothing;
+- after an imitated crash, recovery logs the marked objects' state in one
+  block of RECOVERED records, removes the marks, reports itself in one
+  kernel log line, and the log replayed onto a copy of the cache taken
+  before the changes equals the cache;
+- a mount after a crash of a cache with no marks logs nothing.
+"""
+import mmap
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+
+import kmltest
+
+EXT = sys.argv[1]
+MNT = "/mnt/kr"
+IMG = f"{EXT}/kr.img"
+COPY = f"{EXT}/kr-copy.img"
+LOWER = "/mnt/kr-lower"
+CLOWER = "/mnt/kr-copy"
+REPLAY = os.path.join(kmltest.TOP, "tests", "integration", "kml_replay.py")
+TREECMP = os.path.join(kmltest.TOP, "tests", "bin", "treecmp")
+
+passed = failed = 0
+
+
+def sh(cmd):
+    subprocess.run(cmd, shell=True, check=True)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def case(fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+        print(f"ok - {fn.__name__}")
+    except Exception:
+        failed += 1
+        print(f"not ok - {fn.__name__}")
+        for line in traceback.format_exc().splitlines():
+            print("  | " + line)
+    finally:
+        subprocess.run(f"fsfreeze -u {LOWER}; umount {MNT}; umount {LOWER};"
+                       f" umount {CLOWER}", shell=True,
+                       stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    sys.stdout.flush()
+    return fn
+
+
+def fresh_image():
+    """A new ext4 image mounted on LOWER with an empty cache in it."""
+    sh(f"rm -f {IMG} {COPY}; truncate -s 256M {IMG}")
+    # 4 KiB blocks as on the disk the replay copies to: directory sizes match.
+    sh(f"mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 {IMG}")
+    os.makedirs(LOWER, exist_ok=True)
+    os.makedirs(MNT, exist_ok=True)
+    sh(f"mount -o loop {IMG} {LOWER}")
+    os.makedirs(f"{LOWER}/cache/.presto")
+    return f"{LOWER}/cache"
+
+
+def mount(cache):
+    sh(f"mount -t presto -o lower={cache} presto {MNT}")
+
+
+def marks(cache):
+    """The intent marks in @cache: {(ino, gen)}."""
+    found = set()
+    for name in os.listdir(f"{cache}/.presto/intent"):
+        m = re.fullmatch(r"m\.(\d+)\.(\d+)\.(-?\d+)", name)
+        if m:
+            found.add((int(m.group(1)), int(m.group(2))))
+        else:
+            check(re.fullmatch(r"anchor\.\d+", name), f"stray {name}")
+    return found
+
+
+def handle(path):
+    return (os.lstat(path).st_ino, kmltest.generation(path))
+
+
+def wait_unmarked(cache, timeout=30):
+    deadline = time.time() + timeout
+    while marks(cache) and time.time() < deadline:
+        time.sleep(0.5)
+    return marks(cache)
+
+
+def crash_copy():
+    """Copy the cache's file system as a crash would leave it; mount it."""
+    sh(f"fsfreeze -f {LOWER}; cp --sparse=always {IMG} {COPY};"
+       f" fsfreeze -u {LOWER}")
+    os.makedirs(CLOWER, exist_ok=True)
+    sh(f"mount -o loop {COPY} {CLOWER}")
+    return f"{CLOWER}/cache"
+
+
+def dmesg_mark():
+    sh("echo kml_recovery: mark > /dev/kmsg")
+
+
+def dmesg_since_mark():
+    out = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+    return out[out.rfind("kml_recovery: mark"):]
+
+
+@case
+def a_change_marks_its_directory_and_the_mark_goes_when_durable():
+    cache = fresh_image()
+    mount(cache)
+    os.mkdir(f"{MNT}/d")
+    root = handle(cache)
+    check(root in marks(cache), ("mkdir marks the parent", marks(cache)))
+    with open(f"{MNT}/d/f", "w") as f:
+        f.write("x")
+    d = handle(f"{cache}/d")
+    check(d in marks(cache), "a create marks its directory")
+    os.chmod(f"{MNT}/d/f", 0o600)
+    check(handle(f"{cache}/d/f") not in marks(cache),
+          "a file with one name is covered by its directory's mark")
+    os.link(f"{MNT}/d/f", f"{MNT}/f2")
+    os.chmod(f"{MNT}/d/f", 0o644)
+    check(handle(f"{cache}/d/f") in marks(cache),
+          "a file with two names is marked itself")
+    os.chmod(f"{MNT}/d", 0o700)
+    check(d in marks(cache), "a directory's own state marks it")
+    # Idle and durable: the marks go (five seconds after the last use).
+    left = wait_unmarked(cache)
+    check(not left, ("marks stay", left))
+    check(kmltest.state(MNT)["durable_seq"] >= 5, kmltest.state(MNT))
+
+
+@case
+def a_clean_umount_leaves_no_marks_and_the_next_mount_logs_nothing():
+    cache = fresh_image()
+    mount(cache)
+    for i in range(20):
+        os.mkdir(f"{MNT}/d{i}")
+        with open(f"{MNT}/d{i}/f", "w") as f:
+            f.write("data" * i)
+    check(marks(cache), "marks while changes are fresh")
+    sh(f"umount {MNT}")
+    check(not marks(cache), ("umount clears", marks(cache)))
+    before = len(kmltest.records(cache))
+    dmesg_mark()
+    mount(cache)
+    sh(f"umount {MNT}")
+    recs = kmltest.records(cache)
+    check(len(recs) == before, "a mount after a clean umount logs nothing")
+    check("intent marks" not in dmesg_since_mark(), dmesg_since_mark())
+
+
+def workload():
+    """Changes of every kind, made quickly: some records are still queued
+    when the copy is taken."""
+    os.makedirs(f"{MNT}/a/b")
+    os.mkdir(f"{MNT}/c")
+    for i in range(30):
+        with open(f"{MNT}/a/f{i}", "w") as f:
+            f.write(f"file {i}\n" * (i + 1))
+    with open(f"{MNT}/c/big", "wb") as f:
+        f.write(os.urandom(256 << 10))
+    os.sync()
+    # After the sync: an in-place overwrite, a mapping, renames, attributes.
+    with open(f"{MNT}/c/big", "r+b") as f:
+        f.seek(4096)
+        f.write(b"overwritten" * 100)
+    fd = os.open(f"{MNT}/a/mapped", os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 8192)
+    with mmap.mmap(fd, 8192) as m:
+        m[100:105] = b"hello"
+    os.close(fd)
+    os.rename(f"{MNT}/a/f1", f"{MNT}/c/f1-moved")
+    os.rename(f"{MNT}/a/b", f"{MNT}/c/b-moved")
+    os.link(f"{MNT}/a/f2", f"{MNT}/c/f2-link")
+    os.unlink(f"{MNT}/a/f3")
+    os.chmod(f"{MNT}/a/f4", 0o600)
+    os.setxattr(f"{MNT}/a/f5", "user.color", b"blue")
+    os.symlink("f6", f"{MNT}/a/s6")
+    os.mkfifo(f"{MNT}/c/fifo")
+    with open(f"{MNT}/c/b-moved/new", "w") as f:
+        f.write("in a moved directory")
+
+
+def replay_equals(snap, mapfile, cache):
+    work = f"{EXT}/kr-replay"
+    sh(f"rm -rf {work}; cp -a {snap} {work}")
+    r = subprocess.run(["python3", REPLAY, "replay", work, cache,
+                        "--map", mapfile], capture_output=True, text=True)
+    check(r.returncode == 0, ("replay", r.stdout[-2000:], r.stderr[-2000:]))
+    r = subprocess.run([TREECMP, "--ignore", ".presto", cache, work],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, ("replay differs", r.stdout[-2000:]))
+
+
+@case
+def recovery_after_a_crash_logs_what_the_marks_name():
+    cache = fresh_image()
+    snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
+    sh(f"rm -rf {snap} {mapfile}")
+    sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+    mount(cache)
+    workload()
+    copy = crash_copy()
+    check(marks(copy), "the copy holds marks")
+    sh(f"umount {MNT}")
+    sh(f"umount {LOWER}")
+    dmesg_mark()
+    mount(copy)
+    sh(f"umount {MNT}")
+    log = dmesg_since_mark()
+    check(re.search(r"recovery: \d+ intent marks; logged the state of \d+ "
+                    r"objects in \d+ records", log), log)
+    check(not marks(copy), ("recovery removes the marks", marks(copy)))
+    recs = kmltest.records(copy)
+    rec = [r for r in recs if "RECOVERED" in r.get("flags", [])]
+    check(rec, "a block of RECOVERED records")
+    first = recs.index(rec[0])
+    check(all("RECOVERED" in r.get("flags", []) for r in recs[first:]),
+          "the block is the log's end, before any new change")
+    check({"RESYNC", "RESYNC_DIR", "DIRENT"} <= {r["op"] for r in rec},
+          {r["op"] for r in rec})
+    replay_equals(snap, mapfile, copy)
+    # Mounting again logs nothing more: the marks are gone.
+    n = len(recs)
+    mount(copy)
+    sh(f"umount {MNT}")
+    check(len(kmltest.records(copy)) == n, "recovery ran once")
+
+
+@case
+def recovery_is_refused_cleanly_when_the_log_has_no_room():
+    cache = fresh_image()
+    mount(cache)
+    workload()
+    copy = crash_copy()
+    sh(f"umount {MNT}; umount {LOWER}")
+    # Fill the copy's file system, root's reserve included.
+    fill = f"{CLOWER}/fill"
+    subprocess.run(f"dd if=/dev/zero of={fill} bs=1M 2>/dev/null",
+                   shell=True)
+    subprocess.run(f"dd if=/dev/zero of={fill}2 bs=4k 2>/dev/null",
+                   shell=True)
+    before = marks(copy)
+    check(before, "the copy holds marks")
+    dmesg_mark()
+    r = subprocess.run(f"mount -t presto -o lower={copy} presto {MNT}",
+                       shell=True, capture_output=True, text=True)
+    check(r.returncode != 0, "no room for the log: the mount is refused")
+    check(marks(copy) == before, "the marks stay for the next attempt")
+    check("error -28" in dmesg_since_mark(), dmesg_since_mark()[-800:])
+    os.unlink(fill)
+    os.unlink(f"{fill}2")
+    mount(copy)
+    sh(f"umount {MNT}")
+    check(not marks(copy), "recovered once there is room")
+
+
+@case
+def writes_hold_the_mark_until_their_store():
+    cache = fresh_image()
+    mount(cache)
+    with open(f"{MNT}/f", "w") as f:
+        f.write("x")
+    os.sync()
+    check(not wait_unmarked(cache), "idle")
+    fd = os.open(f"{MNT}/f", os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"y", 0)
+        time.sleep(7)
+        check(handle(cache) in marks(cache),
+              "an open file that wrote keeps its directory marked")
+    finally:
+        os.close(fd)
+    check(not wait_unmarked(cache), "the STORE at close lets it go")
+
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
