@@ -40,6 +40,8 @@
 				      2 * PRESTO_KML_NAME_MAX +		\
 				      PRESTO_KML_DATA_MAX, PRESTO_KML_ALIGN)
 #define PRESTO_KML_BUF_SIZE	(256U << 10)
+/* What the mount scan reads at a time: at least two whole records. */
+#define PRESTO_KML_SCAN_BUF	(256U << 10)
 /* Queued bytes that wake the thread before its next round. */
 #define PRESTO_KML_WAKE_BYTES	(128U << 10)
 /*
@@ -86,7 +88,8 @@ struct presto_journal {
 	int error;			/* the log is broken: refuse changes */
 	u64 nsegs;
 	u64 first_segno;
-	u64 oldest_seq_time[2];		/* seq, time: oldest pending, or 0 */
+	u64 oldest_seq;			/* oldest pending record, or 0 */
+	u64 oldest_ns;			/* its time (an upper bound) */
 
 	/* The thread's own. */
 	struct list_head segs;		/* by segno; the last is current */
@@ -613,9 +616,9 @@ u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e)
 	e->rec.seq = cpu_to_le64(seq);
 	list_add_tail(&e->list, &j->queue);
 	j->queued_bytes += e->size;
-	if (!j->oldest_seq_time[0]) {
-		j->oldest_seq_time[0] = seq;
-		j->oldest_seq_time[1] = le64_to_cpu(e->rec.time_ns);
+	if (!j->oldest_seq) {
+		j->oldest_seq = seq;
+		j->oldest_ns = le64_to_cpu(e->rec.time_ns);
 	}
 	wake = j->queued_bytes >= PRESTO_KML_WAKE_BYTES;
 	spin_unlock(&j->lock);
@@ -673,8 +676,8 @@ void presto_journal_state(struct super_block *sb, struct presto_kml_state *st)
 	st->pending_records = j->next_seq - 1 - j->acked_seq;
 	st->pending_bytes = j->disk_bytes + j->reserved;
 	st->limit_bytes = j->limit;
-	if (st->pending_records && j->oldest_seq_time[0])
-		st->oldest_ns = j->oldest_seq_time[1];
+	if (st->pending_records && j->oldest_seq)
+		st->oldest_ns = j->oldest_ns;
 	st->first_segno = j->first_segno;
 	st->cur_segno = j->cur->segno;
 	st->segments = j->nsegs;
@@ -698,9 +701,9 @@ int presto_journal_ack(struct super_block *sb, u64 seq)
 		 * upper bound of the age.
 		 */
 		if (seq >= j->next_seq - 1)
-			j->oldest_seq_time[0] = 0;
-		else if (j->oldest_seq_time[0] <= seq)
-			j->oldest_seq_time[0] = seq + 1;
+			j->oldest_seq = 0;
+		else if (j->oldest_seq <= seq)
+			j->oldest_seq = seq + 1;
 	}
 	spin_unlock(&j->lock);
 	if (!err)
@@ -794,46 +797,63 @@ struct presto_seg_scan {
 	bool empty;		/* no header: a spare never used */
 };
 
+/*
+ * Read records from the segment's first until the last good one. The file
+ * is read once, in chunks of PRESTO_KML_SCAN_BUF: a record is checked when
+ * it is whole in the buffer, and what is left of a chunk moves to the
+ * front before the next.
+ */
 static int presto_seg_scan_records(struct file *f, struct presto_seg_scan *sc,
 				   void *buf)
 {
 	loff_t size = i_size_read(file_inode(f));
-	loff_t pos = PRESTO_KML_HDR_SIZE;
+	loff_t base = PRESTO_KML_HDR_SIZE;	/* file offset of buf[0] */
+	size_t have = 0, off = 0;
 
-	while (pos + sizeof(struct presto_kml_rec) <= size) {
-		struct presto_kml_rec *r = buf;
+	for (;;) {
+		struct presto_kml_rec *r;
 		u32 len, crc;
-		ssize_t n;
 
-		loff_t p = pos;
+		if (have - off < PRESTO_KML_REC_MAX && base + have < size) {
+			loff_t p;
+			ssize_t n;
 
-		n = kernel_read(f, buf, sizeof(*r), &p);
-		if (n < 0)
-			return n;
-		if (n != sizeof(*r))
+			memmove(buf, buf + off, have - off);
+			base += off;
+			have -= off;
+			off = 0;
+			/* A short read must not look like a torn tail. */
+			do {
+				p = base + have;
+				n = kernel_read(f, buf + have,
+						min_t(loff_t,
+						      PRESTO_KML_SCAN_BUF - have,
+						      size - p), &p);
+				if (n < 0)
+					return n;
+				have += n;
+			} while (n && have < PRESTO_KML_SCAN_BUF &&
+				 base + have < size);
+		}
+		if (have - off < sizeof(*r))
 			break;
+		r = buf + off;
 		len = le32_to_cpu(r->len);
 		if (!len)
 			return 0;
 		if (len < sizeof(*r) || len > PRESTO_KML_REC_MAX ||
-		    len % PRESTO_KML_ALIGN || pos + len > size ||
+		    len % PRESTO_KML_ALIGN || len > have - off ||
 		    le64_to_cpu(r->seq) != sc->next_seq)
-			break;
-		p = pos;
-		n = kernel_read(f, buf, len, &p);
-		if (n < 0)
-			return n;
-		if (n != len)
 			break;
 		crc = le32_to_cpu(r->crc);
 		r->crc = 0;
 		if (presto_kml_crc(r, len) != crc)
 			break;
-		pos += len;
+		off += len;
 		sc->next_seq++;
-		sc->used = pos;
+		sc->used = base + off;
 	}
-	sc->torn = pos < size;
+	sc->torn = base + off < size;
 	return 0;
 }
 
@@ -919,7 +939,7 @@ static int presto_journal_scan(struct presto_journal *j)
 	void *buf;
 	int i, err;
 
-	buf = kvmalloc(PRESTO_KML_REC_MAX, GFP_KERNEL);
+	buf = kvmalloc(PRESTO_KML_SCAN_BUF, GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
 	err = presto_seg_list(j, &l);

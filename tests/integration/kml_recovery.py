@@ -300,5 +300,46 @@ def writes_hold_the_mark_until_their_store():
     check(not wait_unmarked(cache), "the STORE at close lets it go")
 
 
+def newest_segment(cache):
+    segs = sorted(n for n in os.listdir(f"{cache}/.presto")
+                  if re.fullmatch(r"kml\.\d{8}", n))
+    return f"{cache}/.presto/{segs[-1]}"
+
+
+@case
+def mount_scans_a_long_segment_and_cuts_a_torn_tail():
+    cache = fresh_image()
+    mount(cache)
+    for i in range(3000):           # ~600 KiB of records: several chunks
+        os.mkdir(f"{MNT}/directory-with-a-longish-name-{i:05}")
+    sh(f"umount {MNT}")
+    recs = kmltest.records(cache)
+    last = recs[-1]["seq"]
+    check(last >= 3000, last)
+    # A whole long segment scans to its end: numbering goes on after it.
+    mount(cache)
+    os.mkdir(f"{MNT}/after")
+    sh(f"umount {MNT}")
+    recs = kmltest.records(cache)
+    check(recs[-1]["seq"] == last + 1 and recs[-1]["name"] == "after",
+          recs[-1])
+    # Damage the last record, as a crash in the middle of its write would.
+    seg = newest_segment(cache)
+    size = os.path.getsize(seg)
+    with open(seg, "r+b") as f:
+        f.seek(size - 16)
+        f.write(b"\xff" * 8)
+    dmesg_mark()
+    mount(cache)
+    log = dmesg_since_mark()
+    check("cut after its last good record" in log, log)
+    os.mkdir(f"{MNT}/again")
+    sh(f"umount {MNT}")
+    recs = kmltest.records(cache)
+    names = [r.get("name") for r in recs[-2:]]
+    check(names == ["directory-with-a-longish-name-02999", "again"] and
+          recs[-1]["seq"] == last + 1, (names, recs[-1]["seq"], last))
+
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
