@@ -351,8 +351,9 @@ def tar_main(args, stop):
         n += 1
         d = os.path.join(base, "u%d" % n)
         os.mkdir(d)
-        p = subprocess.Popen(["tar", "-xf", args.tar, "-C", d, "--"] +
-                             members)
+        # A directory named would bring its whole subtree.
+        sel = ["--no-recursion", "--"] + members if members else []
+        p = subprocess.Popen(["tar", "-xf", args.tar, "-C", d] + sel)
         while p.poll() is None:
             if stop.wait(0.5):
                 p.kill()
