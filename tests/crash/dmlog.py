@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Crash states of presto replayed from a dm-log-writes log.
+
+    dmlog.py --data DEV --log DEV --scratch DIR [--mnt DIR] [--seed S]
+             [--seconds S] [--procs N] [--points P] [--tar-members N]
+
+Runs inside the test VM as root, presto loaded (or PRESTO_KO set). DEV
+(data) must be zeroed -- a fresh disk --, as the replays start from zeros;
+the log disk must hold every write made to it (about 4 MB a second of
+the workload, and the mkfs: 2 GB is plenty). Everything on both is lost.
+
+1. A dm-log-writes target over the two disks; mkfs.ext4 on it; an empty
+   cache made, mounted through presto once, and its kml_replay.py
+   snapshot (with map) taken into the scratch directory; then the
+   workload (tests/crash/workload.py) through presto for --seconds
+   (default 30) with --procs workers (default 4) and unpacks of the first
+   --tar-members (default 400) of build/tree.tar, each fsync'd file
+   recorded in the scratch directory and followed by a mark "fsyncN" in
+   the log; then umount and teardown.
+2. Crash points: the state at the end of the log, marks (all, or an even
+   sample of half of --points) and a random sample of the flush points
+   (replay-log --flush-points), --points in all (default 30). For each,
+   the log is replayed (tools/bin/replay-log) onto a sparse file of the
+   data disk's size in the scratch directory, which is then mounted as
+   ext4 (its journal recovered) on a loop device; presto is mounted over
+   the cache (the kernel runs its recovery) and unmounted; then
+   tests/crash/crashcheck.py's four checks, with the records that
+   preceded the point: fsynced-in-cache, fsynced-in-log, log-strict,
+   history.
+
+Prints "ok - ..." / "not ok - ..." per check of each point ("mount" for
+the mounts themselves), a table per check, and "N passed, N failed".
+The seed (printed; --seed or PRESTO_SEED) chooses the workload's random
+choices and the sample of points; replaying a seed gives the same
+choices, not the same timings.
+"""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import crashcheck  # noqa: E402
+
+REPLAY_LOG = os.path.join(TOP, "tools", "bin", "replay-log")
+KML_REPLAY = os.path.join(TOP, "tests", "integration", "kml_replay.py")
+TARBALL = os.path.join(TOP, "build", "tree.tar")
+DM = "presto-crash-lw"
+CHECKS = ("mount", "fsynced-in-cache", "fsynced-in-log", "log-strict",
+          "history")
+
+t0 = time.monotonic()
+
+
+def say(msg):
+    print("dmlog: %s (%.0f s)" % (msg, time.monotonic() - t0), flush=True)
+
+
+def run(*cmd, check=True, quiet=False):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode,
+                                                p.stdout.strip()[-500:]))
+    if not quiet and p.stdout.strip() and p.returncode != 0:
+        print(p.stdout.strip())
+    return p
+
+
+def umount(path):
+    subprocess.run(["umount", path], stderr=subprocess.DEVNULL)
+
+
+def presto_loaded():
+    with open("/proc/modules") as f:
+        return any(line.startswith("presto ") for line in f)
+
+
+def record(args, mnt, scratch):
+    """Step 1: the logged workload. Returns the data disk's size."""
+    lw, p = os.path.join(mnt, "lw"), os.path.join(mnt, "p")
+    cache = os.path.join(lw, "cache")
+    for d in (lw, p):
+        os.makedirs(d, exist_ok=True)
+    size = int(run("blockdev", "--getsize64", args.data).stdout)
+    run("dmsetup", "remove", "--noudevsync", DM, check=False, quiet=True)
+    # A stale super at the start of the log would not be overwritten
+    # before the first FUA or mark.
+    run("dd", "if=/dev/zero", "of=" + args.log, "bs=1M", "count=1",
+        "oflag=direct", "status=none")
+    run("dmsetup", "create", "--noudevsync", DM, "--table",
+        "0 %d log-writes %s %s" % (size // 512, args.data, args.log))
+    # Without udev's help the node may come late: make it now.
+    run("dmsetup", "mknodes", DM)
+    dev = "/dev/mapper/" + DM
+    try:
+        run("mkfs.ext4", "-q", "-F", "-E",
+            "nodiscard,lazy_itable_init=0,lazy_journal_init=0", dev)
+        run("mount", dev, lw)
+        try:
+            os.mkdir(cache)
+            run("mount", "-t", "presto", "-o", "lower=" + cache, "presto", p)
+            run("umount", p)
+            snap = os.path.join(scratch, "snap")
+            run(sys.executable, KML_REPLAY, "snapshot", cache, snap,
+                "--map", os.path.join(scratch, "snap.map.json"))
+            run("mount", "-t", "presto", "-o", "lower=" + cache, "presto", p)
+            try:
+                cmd = [sys.executable, os.path.join(HERE, "workload.py"), p,
+                       "--lower", cache, "--records",
+                       os.path.join(scratch, "records.jsonl"),
+                       "--seconds", str(args.seconds), "--procs",
+                       str(args.procs), "--seed", str(args.seed),
+                       "--mark", DM]
+                if os.path.exists(TARBALL):
+                    cmd += ["--tar", TARBALL, "--tar-members",
+                            str(args.tar_members)]
+                say("workload for %d s" % args.seconds)
+                wl = subprocess.run(cmd)
+                if wl.returncode != 0:
+                    raise RuntimeError("the workload failed (exit %d)" %
+                                       wl.returncode)
+            finally:
+                umount(p)
+        finally:
+            umount(lw)
+    finally:
+        run("dmsetup", "remove", "--noudevsync", DM, check=False)
+    return size
+
+
+def points(args, rng):
+    """[(entry, label, replay-log arguments, records that precede it)]"""
+    out = run(REPLAY_LOG, "--log", args.log, "--flush-points").stdout
+    flushes, marks = [], []
+    for line in out.splitlines():
+        w = line.split()
+        if w[0] == "mark":
+            marks.append((int(w[1]), w[2]))
+        else:
+            flushes.append(int(w[0]))
+    fsync_marks = [(e, name, int(name[5:])) for e, name in marks
+                   if name.startswith("fsync")]
+    say("the log: %d flush points, %d fsync marks" % (len(flushes),
+                                                      len(fsync_marks)))
+
+    def covered(entry):
+        n = 0
+        for e, _, k in fsync_marks:
+            if e < entry:
+                n = max(n, k)
+        return n
+
+    chosen = []
+    end = [e for e, name in marks if name == "dm-log-writes-end"]
+    if end:
+        chosen.append((end[0], "end", ["--end-mark", "dm-log-writes-end"],
+                       fsync_marks[-1][2] if fsync_marks else 0))
+    budget = max(args.points - len(chosen), 0)
+    m = fsync_marks
+    if len(m) > budget // 2:
+        # An even spread, the last mark included.
+        want = budget // 2
+        m = [m[len(m) - 1 - (i * len(m)) // want] for i in range(want)][::-1] \
+            if want else []
+    for e, name, k in m:
+        chosen.append((e, "mark-" + name, ["--end-mark", name], k))
+    fl = [e for e in flushes if e not in {c[0] for c in chosen}]
+    for e in rng.sample(fl, min(len(fl), args.points - len(chosen))):
+        chosen.append((e, "flush-%d" % e, ["--limit", str(e)], covered(e)))
+    chosen.sort()
+    return chosen
+
+
+def check_point(args, size, mnt, scratch, records, point, explain):
+    """Replay, mount, check one crash point: {check: passed}."""
+    entry, label, how, upto = point
+    label = "%s@%d" % (label, entry)
+    img = os.path.join(scratch, "replay.img")
+    r, rp = os.path.join(mnt, "r"), os.path.join(mnt, "rp")
+    for d in (r, rp):
+        os.makedirs(d, exist_ok=True)
+    if os.path.exists(img):
+        os.unlink(img)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    loop = None
+    try:
+        t = time.monotonic()
+        run(REPLAY_LOG, "--log", args.log, "--replay", img, *how)
+        t_replay = time.monotonic() - t
+        loop = run("losetup", "-f", "--show", img).stdout.strip()
+        p = run("mount", "-t", "ext4", loop, r, check=False)
+        if p.returncode != 0:
+            raise RuntimeError("mount ext4: " + p.stdout.strip())
+        try:
+            cache = os.path.join(r, "cache")
+            p = run("mount", "-t", "presto", "-o", "lower=" + cache, "presto",
+                    rp, check=False)
+            if p.returncode != 0:
+                raise RuntimeError("mount presto: " + p.stdout.strip())
+            p = run("umount", rp, check=False)
+            if p.returncode != 0:
+                raise RuntimeError("umount presto: " + p.stdout.strip())
+            print("ok - %s mount (records 1..%d fsync'd before it; "
+                  "replay %.1f s, mounts %.1f s)" % (
+                      label, upto, t_replay,
+                      time.monotonic() - t - t_replay), flush=True)
+            res = {"mount": True}
+            res.update(crashcheck.run_checks(
+                cache, records[:upto], os.path.join(scratch, "snap"),
+                os.path.join(scratch, "snap.map.json"),
+                os.path.join(scratch, "work"), label, explain))
+            return res
+        finally:
+            umount(rp)
+            umount(r)
+    except RuntimeError as e:
+        print("not ok - %s mount: %s" % (label, e), flush=True)
+        return {"mount": False}
+    finally:
+        if loop:
+            run("losetup", "-d", loop, check=False)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--scratch", required=True)
+    ap.add_argument("--mnt", default="/mnt/crash")
+    ap.add_argument("--seed", type=int,
+                    default=int(os.environ.get("PRESTO_SEED") or
+                                random.randrange(1 << 32)))
+    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--procs", type=int, default=4)
+    ap.add_argument("--points", type=int, default=30)
+    ap.add_argument("--tar-members", type=int, default=400)
+    args = ap.parse_args()
+    say("seed %d (replay with PRESTO_SEED=%d), data %s, log %s" % (
+        args.seed, args.seed, args.data, args.log))
+    if not presto_loaded():
+        run("insmod", os.environ["PRESTO_KO"])
+    scratch = os.path.abspath(args.scratch)
+    if os.path.exists(scratch):
+        shutil.rmtree(scratch)
+    os.makedirs(scratch)
+    try:
+        size = record(args, args.mnt, scratch)
+    except RuntimeError as e:
+        print("not ok - dmlog-record: %s" % e)
+        print("0 passed, 1 failed")
+        return 1
+    records = crashcheck.read_records(os.path.join(scratch, "records.jsonl"))
+    rng = random.Random(args.seed)
+    pts = points(args, rng)
+    say("%d records; checking %d points" % (len(records), len(pts)))
+    table = {c: [0, 0] for c in CHECKS}
+    for pt in pts:
+        # kml_replay.py explain for the first history that differs only.
+        explain = table["history"][1] == 0
+        for c, ok in check_point(args, size, args.mnt, scratch, records,
+                                 pt, explain).items():
+            table[c][0 if ok else 1] += 1
+    # The replayed image and copy are big; the records and snapshot stay.
+    for f in ("replay.img", "work"):
+        f = os.path.join(scratch, f)
+        if os.path.isdir(f):
+            shutil.rmtree(f)
+        elif os.path.exists(f):
+            os.unlink(f)
+    say("%d points checked (seed %d):" % (len(pts), args.seed))
+    for c in CHECKS:
+        print("dmlog:   %-17s %3d passed, %3d failed" % (c, *table[c]))
+    passed = sum(v[0] for v in table.values())
+    failed = sum(v[1] for v in table.values())
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
