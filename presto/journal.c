@@ -281,6 +281,14 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 		return ret;
 	if (ret != PRESTO_KML_HDR_SIZE)
 		return -EIO;
+	/*
+	 * On disk before the segment is used: it carries the numbering on
+	 * once older segments are retired, and a crash must not leave a
+	 * segment whose size is there and whose header is not.
+	 */
+	ret = vfs_fsync(s->file, 1);
+	if (ret)
+		return ret;
 	s->first_seq = first_seq;
 	return 0;
 }
@@ -794,7 +802,7 @@ struct presto_seg_scan {
 	u64 next_seq;		/* after its last good record */
 	u64 used;		/* bytes up to there */
 	bool torn;		/* something after the last good record */
-	bool empty;		/* no header: a spare never used */
+	bool empty;		/* no header: a spare never used, or torn */
 };
 
 /*
@@ -880,7 +888,13 @@ static int presto_seg_scan(struct presto_journal *j, u64 segno,
 	n = kernel_read(f, h, sizeof(*h), &pos);
 	if (n < 0) {
 		err = n;
-	} else if (n == 0) {
+	} else if (n == 0 || (records && !memchr_inv(h, 0, n))) {
+		/*
+		 * A spare never used; or the newest segment, whose header a
+		 * crash lost (its size reached the disk, its block did not):
+		 * then nothing in it was ever synced, as a sync of the
+		 * segment would have taken the header along.
+		 */
 		sc->empty = true;
 	} else if (n != sizeof(*h) ||
 		   memcmp(h->magic, PRESTO_KML_MAGIC, sizeof(h->magic)) ||
