@@ -442,6 +442,23 @@ void presto_data_mark_move(struct inode *inode, struct inode *from,
 	presto_mark_put(inode->i_sb, old, 0);
 }
 
+/* Room for the STORE that writes through @file (open for writing) owe. */
+static int presto_store_reserve(struct file *file)
+{
+	struct presto_file *pf = file->private_data;
+	struct super_block *sb = file_inode(file)->i_sb;
+	struct presto_kml_entry *e;
+
+	if (likely(READ_ONCE(pf->store)))
+		return 0;
+	e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
+	if (IS_ERR(e))
+		return PTR_ERR(e);
+	if (cmpxchg(&pf->store, NULL, e))
+		presto_kml_free(sb, e);
+	return 0;
+}
+
 /*
  * Before a write through @file at @pos (-1: anywhere, as through a
  * mapping): room for the STORE it will owe, or the write is refused
@@ -451,21 +468,15 @@ void presto_data_mark_move(struct inode *inode, struct inode *from,
  */
 int presto_store_begin(struct file *file, loff_t pos, umode_t *mode)
 {
-	struct presto_file *pf = file->private_data;
 	struct inode *inode = file_inode(file);
 	struct super_block *sb = inode->i_sb;
-	struct presto_kml_entry *e;
 	struct presto_mark *m;
 	int err;
 
 	*mode = presto_lower_inode(inode)->i_mode;
-	if (unlikely(!READ_ONCE(pf->store))) {
-		e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
-		if (IS_ERR(e))
-			return PTR_ERR(e);
-		if (cmpxchg(&pf->store, NULL, e))
-			presto_kml_free(sb, e);
-	}
+	err = presto_store_reserve(file);
+	if (err)
+		return err;
 	m = presto_data_mark(file);
 	if (IS_ERR(m))
 		return PTR_ERR(m);
@@ -548,12 +559,8 @@ int presto_store(struct file *file, bool closing)
 	 * Room for the next STORE: if there is none, the next write is
 	 * refused; this fsync has done its work either way.
 	 */
-	if (!closing && pf && !READ_ONCE(pf->store)) {
-		e = presto_kml_alloc(inode->i_sb, PRESTO_KML_STORE, 0, 0, 0,
-				     false);
-		if (!IS_ERR(e) && cmpxchg(&pf->store, NULL, e))
-			presto_kml_free(inode->i_sb, e);
-	}
+	if (!closing && pf)
+		presto_store_reserve(file);
 	return 0;
 }
 

@@ -162,28 +162,6 @@ unlock:
 	return err;
 }
 
-static int presto_mark_unlink(struct presto_intent *in, const char *name)
-{
-	struct inode *dir = d_inode(in->dir.dentry);
-	struct dentry *d;
-	int err;
-
-	err = mnt_want_write(in->dir.mnt);
-	if (err)
-		return err;
-	inode_lock_nested(dir, I_MUTEX_PARENT);
-	d = lookup_one_len(name, in->dir.dentry, strlen(name));
-	err = PTR_ERR(d);
-	if (!IS_ERR(d)) {
-		err = d_is_positive(d) ?
-		      vfs_unlink(&init_user_ns, dir, d, NULL) : 0;
-		dput(d);
-	}
-	inode_unlock(dir);
-	mnt_drop_write(in->dir.mnt);
-	return err;
-}
-
 /* Under in->lock: @m has no users left. Should the caller free it? */
 static bool presto_mark_unused(struct presto_intent *in, struct presto_mark *m)
 {
@@ -388,7 +366,7 @@ static void presto_intent_do_sweep(struct presto_intent *in, bool all)
 		int err;
 
 		presto_mark_name(name, sizeof(name), m);
-		err = presto_mark_unlink(in, name);
+		err = presto_private_unlink(&in->dir, name);
 		/* A mark left behind costs a recovery a look; no more. */
 		if (err)
 			pr_warn_ratelimited("presto: %s: cannot remove intent mark %s (error %d)\n",
@@ -437,7 +415,7 @@ static int presto_intent_reset_anchors(struct presto_intent *in,
 
 	for (i = 1; i < anchors; i++) {
 		snprintf(name, sizeof(name), "anchor.%u", i);
-		err = presto_mark_unlink(in, name);
+		err = presto_private_unlink(&in->dir, name);
 		if (err)
 			return err;
 	}
@@ -455,7 +433,7 @@ static int presto_intent_reset_anchors(struct presto_intent *in,
 /* Remove a mark that recovery has logged, by its name. */
 int presto_intent_remove(struct super_block *sb, const char *name)
 {
-	return presto_mark_unlink(presto_sb(sb)->intent, name);
+	return presto_private_unlink(&presto_sb(sb)->intent->dir, name);
 }
 
 const struct path *presto_intent_dir(struct super_block *sb)

@@ -189,26 +189,10 @@ static int presto_seg_trim(const struct path *path, u64 used)
 
 static int presto_seg_unlink(struct presto_journal *j, u64 segno)
 {
-	struct inode *dir = d_inode(j->dir.dentry);
-	struct dentry *victim;
 	char name[32];
-	int err;
 
 	presto_seg_name(name, sizeof(name), segno);
-	err = mnt_want_write(j->dir.mnt);
-	if (err)
-		return err;
-	inode_lock_nested(dir, I_MUTEX_PARENT);
-	victim = lookup_one_len(name, j->dir.dentry, strlen(name));
-	err = PTR_ERR(victim);
-	if (!IS_ERR(victim)) {
-		err = d_is_positive(victim) ?
-		      vfs_unlink(&init_user_ns, dir, victim, NULL) : 0;
-		dput(victim);
-	}
-	inode_unlock(dir);
-	mnt_drop_write(j->dir.mnt);
-	return err;
+	return presto_private_unlink(&j->dir, name);
 }
 
 static void presto_seg_drop(struct presto_journal *j, struct presto_kml_seg *s)
@@ -1040,6 +1024,29 @@ static int presto_journal_scan(struct presto_journal *j)
 out:
 	kfree(l.segnos);
 	kvfree(buf);
+	return err;
+}
+
+/* Remove @dir/@name, a file of presto's own, if it is there. */
+int presto_private_unlink(const struct path *dir, const char *name)
+{
+	struct inode *inode = d_inode(dir->dentry);
+	struct dentry *d;
+	int err;
+
+	err = mnt_want_write(dir->mnt);
+	if (err)
+		return err;
+	inode_lock_nested(inode, I_MUTEX_PARENT);
+	d = lookup_one_len(name, dir->dentry, strlen(name));
+	err = PTR_ERR(d);
+	if (!IS_ERR(d)) {
+		err = d_is_positive(d) ?
+		      vfs_unlink(&init_user_ns, inode, d, NULL) : 0;
+		dput(d);
+	}
+	inode_unlock(inode);
+	mnt_drop_write(dir->mnt);
 	return err;
 }
 

@@ -206,6 +206,7 @@ long presto_journal_ioctl(struct file *file, unsigned int cmd,
 			  unsigned long arg);
 int presto_private_dir(const struct path *parent, const char *name,
 		       struct path *out);
+int presto_private_unlink(const struct path *dir, const char *name);
 
 /* intent.c */
 struct presto_mark;

@@ -32,32 +32,24 @@ treecmp's output.
 Ends with "N passed, N failed"; exit status 0 iff all passed.
 """
 import argparse
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import stat
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "integration"))
+import kmltest  # noqa: E402
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 KMLCAT = os.path.join(TOP, "tools", "bin", "kmlcat")
 TREECMP = os.path.join(TOP, "tests", "bin", "treecmp")
 REPLAY = os.path.join(TOP, "tests", "integration", "kml_replay.py")
-FS_IOC_GETVERSION = 0x80087601
-
-
-def generation(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        buf = fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(8))
-    finally:
-        os.close(fd)
-    return struct.unpack("<I", buf[:4])[0]
 
 
 def read_records(path, upto=None):
@@ -99,7 +91,7 @@ def check_in_cache(cache, records):
             bad.append("%s: not a regular file" % r["path"])
             continue
         why = []
-        gen = generation(p)
+        gen = kmltest.generation(p)
         if (st.st_ino, gen) != (r["ino"], r["gen"]):
             why.append("handle %d:%d, recorded %d:%d" % (
                 st.st_ino, gen, r["ino"], r["gen"]))

@@ -40,7 +40,6 @@ status 0, or 1 if a change failed unexpectedly.
 """
 import argparse
 import ctypes
-import fcntl
 import hashlib
 import json
 import multiprocessing as mp
@@ -49,26 +48,19 @@ import queue
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tarfile
 import time
 
-FS_IOC_GETVERSION = 0x80087601
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "integration"))
+import kmltest  # noqa: E402
+
 AT_FDCWD = -100
 AT_SYMLINK_FOLLOW = 0x400
 
 libc = ctypes.CDLL(None, use_errno=True)
-
-
-def generation(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        buf = fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(8))
-    finally:
-        os.close(fd)
-    return struct.unpack("<I", buf[:4])[0]
 
 
 def fsync_path(path):
@@ -247,7 +239,7 @@ class Worker:
         self.q.put({"path": rel, "how": how,
                     "sha256": hashlib.sha256(data).hexdigest(),
                     "size": len(data), "mode": st.st_mode,
-                    "ino": lst.st_ino, "gen": generation(lower),
+                    "ino": lst.st_ino, "gen": kmltest.generation(lower),
                     "xattrs": xattrs})
         self.recorded += 1
 

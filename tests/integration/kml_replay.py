@@ -55,21 +55,20 @@ applied, 1 otherwise, 2 for a usage error. Must run as root.
 import argparse
 import ctypes
 import errno
-import fcntl
 import json
 import os
 import platform
 import shutil
 import stat
-import struct
 import subprocess
 import sys
+
+import kmltest
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 KMLCAT = os.path.join(TOP, "tools", "bin", "kmlcat")
 
-FS_IOC_GETVERSION = 0x80087601          # _IOR('v', 1, long)
 AT_FDCWD = -100
 RENAME_EXCHANGE = 2
 SYS_RENAMEAT2 = {"x86_64": 316, "aarch64": 276}.get(platform.machine())
@@ -107,18 +106,6 @@ def b2s(b):
 
 def s2b(s):
     return s.encode("latin-1")
-
-
-def generation(path):
-    """The ext4 inode generation of a regular file or directory."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
-                 os.O_CLOEXEC | os.O_NOATIME)
-    try:
-        buf = fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(8))
-    finally:
-        os.close(fd)
-    # ext4 stores an int there, the rest of the buffer stays zero.
-    return struct.unpack("<I", buf[:4])[0]
 
 
 def walk(root):
@@ -204,7 +191,7 @@ def snapshot(args):
         if ent is None:
             gen = None
             if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
-                gen = generation(os.path.join(cache, rel))
+                gen = kmltest.generation(os.path.join(cache, rel))
             ent = inodes[st.st_ino] = {"gen": gen, "type":
                                        stat.S_IFMT(st.st_mode), "paths": []}
         ent["paths"].append(rel)
@@ -245,7 +232,7 @@ def snapshot(args):
     out = {
         "cache": b2s(cache),
         "seq": seq,
-        "root": {"ino": root.st_ino, "gen": generation(cache)},
+        "root": {"ino": root.st_ino, "gen": kmltest.generation(cache)},
         "inodes": {str(ino): {"gen": ent["gen"], "type": ent["type"],
                               "paths": [b2s(p) for p in ent["paths"]]}
                    for ino, ent in sorted(inodes.items())},
@@ -389,7 +376,7 @@ class Replay:
         for rel, st in walk(cache):
             if stat.S_ISREG(st.st_mode) and st.st_ino not in self.final:
                 path = os.path.join(cache, rel)
-                self.final[st.st_ino] = (path, generation(path))
+                self.final[st.st_ino] = (path, kmltest.generation(path))
 
     # -- the model --
 

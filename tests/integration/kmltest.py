@@ -24,13 +24,15 @@ FS_IOC_GETVERSION = 0x80087601          # _IOR('v', 1, long)
 
 
 def generation(path):
-    """The inode generation of @path (an ext4 file or directory)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    """The ext4 inode generation of a regular file or directory."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK |
+                 os.O_CLOEXEC | os.O_NOATIME)
     try:
         buf = fcntl.ioctl(fd, FS_IOC_GETVERSION, bytes(8))
     finally:
         os.close(fd)
-    return struct.unpack("<l", buf[:4])[0] & 0xffffffff
+    # ext4 stores an int there, the rest of the buffer stays zero.
+    return struct.unpack("<I", buf[:4])[0]
 
 
 def _ioctl(mnt, request, arg):
