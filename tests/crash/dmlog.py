@@ -3,6 +3,7 @@
 
     dmlog.py --data DEV --log DEV --scratch DIR [--mnt DIR] [--seed S]
              [--seconds S] [--procs N] [--points P] [--tar-members N]
+             [--early N]
 
 Runs inside the test VM as root, presto loaded (or PRESTO_KO set). DEV
 (data) must be zeroed -- a fresh disk --, as the replays start from zeros;
@@ -17,11 +18,13 @@ the workload, and the mkfs: 2 GB is plenty). Everything on both is lost.
    --tar-members (default 400) of build/tree.tar, each fsync'd file
    recorded in the scratch directory and followed by a mark "fsyncN" in
    the log; then umount and teardown.
-2. Crash points: the state at the end of the log, marks (all, or an even
-   sample of half of --points) and a random sample of the flush points
-   after the mark "ready" (ext4 made, the empty cache mounted once and
-   snapshotted: crashes during mkfs are not this test's business)
-   (replay-log --flush-points), --points in all (default 30). For each,
+2. Crash points: the state at the end of the log; the mark "mounted",
+   put just after presto's mount for the workload and an ext4 journal
+   commit forced by an fsync outside the cache, before the log was ever
+   synced, and the first --early (2) flush points after it; the fsync
+   marks (all, or an even sample of half of --points); a random sample
+   of the flush points after the cache was made (replay-log
+   --flush-points); --points in all (default 30). For each,
    the log is replayed (tools/bin/replay-log) onto a sparse file of the
    data disk's size in the scratch directory, which is then mounted as
    ext4 (its journal recovered) on a loop device; presto is mounted over
@@ -83,6 +86,10 @@ def presto_loaded():
         return any(line.startswith("presto ") for line in f)
 
 
+def mark(name):
+    run("dmsetup", "message", DM, "0", "mark", name)
+
+
 def record(args, mnt, scratch):
     """Step 1: the logged workload. Returns the data disk's size."""
     lw, p = os.path.join(mnt, "lw"), os.path.join(mnt, "p")
@@ -111,12 +118,20 @@ def record(args, mnt, scratch):
             snap = os.path.join(scratch, "snap")
             run(sys.executable, KML_REPLAY, "snapshot", cache, snap,
                 "--map", os.path.join(scratch, "snap.map.json"))
-            # Crash points start here: a crash in the middle of mkfs is
-            # not what this test is about.
+            # Crash points start here: the cache is made and durable.
             run("sync", "-f", lw)
-            run("dmsetup", "message", DM, "0", "mark", "ready")
+            mark("cache-ready")
             run("mount", "-t", "presto", "-o", "lower=" + cache, "presto", p)
             try:
+                # One fixed point: the mount's new segment, with an ext4
+                # journal commit (an fsync outside the cache) but no sync
+                # of the log yet -- as a periodic commit may do.
+                fd = os.open(os.path.join(lw, "commit"),
+                             os.O_WRONLY | os.O_CREAT, 0o600)
+                os.write(fd, b"x")
+                os.fsync(fd)
+                os.close(fd)
+                mark("mounted")
                 cmd = [sys.executable, os.path.join(HERE, "workload.py"), p,
                        "--lower", cache, "--records",
                        os.path.join(scratch, "records.jsonl"),
@@ -162,11 +177,21 @@ def points(args, rng):
                 n = max(n, k)
         return n
 
+    # No crash point before the cache was made.
+    start = [e for e, name in marks if name == "cache-ready"]
+    flushes = [e for e in flushes if start and e > start[0]]
     chosen = []
-    end = [e for e, name in marks if name == "dm-log-writes-end"]
-    if end:
-        chosen.append((end[0], "end", ["--end-mark", "dm-log-writes-end"],
-                       fsync_marks[-1][2] if fsync_marks else 0))
+    for e, name in marks:
+        if name == "dm-log-writes-end":
+            chosen.append((e, "end", ["--end-mark", name],
+                           fsync_marks[-1][2] if fsync_marks else 0))
+        elif name == "mounted":
+            chosen.append((e, "mark-mounted", ["--end-mark", name], 0))
+            # The first flush points after it: the new segment's header
+            # on its way to the disk.
+            for f in [f for f in flushes if f > e][:args.early]:
+                chosen.append((f, "early-%d" % f, ["--limit", str(f)],
+                               covered(f)))
     budget = max(args.points - len(chosen), 0)
     m = fsync_marks
     if len(m) > budget // 2:
@@ -176,10 +201,8 @@ def points(args, rng):
             if want else []
     for e, name, k in m:
         chosen.append((e, "mark-" + name, ["--end-mark", name], k))
-    ready = min([e for e, name in marks if name == "ready"], default=0)
-    fl = [e for e in flushes
-          if e > ready and e not in {c[0] for c in chosen}]
-    for e in rng.sample(fl, min(len(fl), args.points - len(chosen))):
+    fl = [e for e in flushes if e not in {c[0] for c in chosen}]
+    for e in rng.sample(fl, min(len(fl), max(args.points - len(chosen), 0))):
         chosen.append((e, "flush-%d" % e, ["--limit", str(e)], covered(e)))
     chosen.sort()
     return chosen
@@ -211,7 +234,10 @@ def check_point(args, size, mnt, scratch, records, point, explain):
             p = run("mount", "-t", "presto", "-o", "lower=" + cache, "presto",
                     rp, check=False)
             if p.returncode != 0:
-                raise RuntimeError("mount presto: " + p.stdout.strip())
+                klog = run("dmesg", check=False).stdout.splitlines()
+                klog = [l for l in klog if "presto" in l][-2:]
+                raise RuntimeError("mount presto: %s; kernel log: %s" % (
+                    p.stdout.strip().splitlines()[0], " / ".join(klog)))
             p = run("umount", rp, check=False)
             if p.returncode != 0:
                 raise RuntimeError("umount presto: " + p.stdout.strip())
@@ -249,6 +275,8 @@ def main():
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--points", type=int, default=30)
     ap.add_argument("--tar-members", type=int, default=400)
+    ap.add_argument("--early", type=int, default=2,
+                    help="flush points taken right after the mount")
     args = ap.parse_args()
     say("seed %d (replay with PRESTO_SEED=%d), data %s, log %s" % (
         args.seed, args.seed, args.data, args.log))
