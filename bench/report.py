@@ -14,17 +14,30 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def load(path):
-    data, units, rows, configs = {}, {}, [], []
+    """{(config, row): [values]}, {(config, row): [ratios to ext4]}, units,
+    rows, configs. A ratio is taken within one run: the record's own (an
+    interleaved row) or the value against ext4's in the same run."""
+    recs, units, rows, configs = [], {}, [], []
     with open(path) as f:
         for line in f:
             r = json.loads(line)
-            data.setdefault((r["config"], r["row"]), []).append(r["value"])
+            recs.append(r)
             units[r["row"]] = r["unit"]
             if r["row"] not in rows:
                 rows.append(r["row"])
             if r["config"] not in configs:
                 configs.append(r["config"])
-    return data, units, rows, configs
+    ext4 = {(r["run"], r["row"]): r["value"] for r in recs
+            if r["config"] == "ext4"}
+    data, ratios = {}, {}
+    for r in recs:
+        key = (r["config"], r["row"])
+        data.setdefault(key, []).append(r["value"])
+        ratio = r.get("ratio")
+        if ratio is None:
+            ratio = speed(r["unit"], r["value"], ext4[(r["run"], r["row"])])
+        ratios.setdefault(key, []).append(ratio)
+    return data, ratios, units, rows, configs
 
 
 def speed(unit, value, ext4):
@@ -32,7 +45,7 @@ def speed(unit, value, ext4):
     return ext4 / value if unit == "s" else value / ext4
 
 
-def table(data, units, rows, configs):
+def table(data, run_ratios, units, rows, configs):
     others = [c for c in configs if c != "ext4"]
     head = ["row", "unit"] + [f"{c} (median)" for c in configs] + \
         [f"{c} / ext4" for c in others]
@@ -45,14 +58,21 @@ def table(data, units, rows, configs):
         cells += [f"{med[c]:.3f}" if units[row] == "s" else f"{med[c]:.0f}"
                   for c in configs]
         for c in others:
-            ratios[(c, row)] = speed(units[row], med[c], med["ext4"])
-            cells.append(f"{ratios[(c, row)]:.2f}")
+            rs = run_ratios[(c, row)]
+            ratios[(c, row)] = statistics.median(rs)
+            cell = f"{ratios[(c, row)]:.2f}"
+            if len(rs) > 1:
+                cell += f" ({min(rs):.2f}–{max(rs):.2f})"
+            cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     n = len(next(iter(data.values())))
     lines.append("")
-    lines.append(f"Medians of {n} runs per cell; ratios are speed relative "
-                 "to ext4 in the same boot (1.00 = as fast as ext4, higher "
-                 "is faster).")
+    lines.append(f"Medians of {n} runs per cell. A ratio is the speed "
+                 "relative to ext4 within each run (1.00 = as fast as ext4, "
+                 "higher is faster): the median over the runs, and in "
+                 "brackets the lowest and highest. The micro rows interleave "
+                 "the configurations in 40 short rounds and take the median "
+                 "of the rounds' ratios.")
     return "\n".join(lines), ratios
 
 
@@ -82,8 +102,8 @@ def plot(ratios, rows, configs, path):
 
 def main():
     raw, doc, png = sys.argv[1:4]
-    data, units, rows, configs = load(raw)
-    text, ratios = table(data, units, rows, configs)
+    data, run_ratios, units, rows, configs = load(raw)
+    text, ratios = table(data, run_ratios, units, rows, configs)
     print(text)
     section = f"{BEGIN}\n{text}\n\n![speed relative to ext4]" \
               f"({os.path.basename(png)})\n{END}"
