@@ -111,6 +111,14 @@ tests/bin/unit-logwrites: tests/unit/check_logwrites.c $(LWLIB) \
 		tests/unit/check_logwrites.c tools/crash/logwrites.c \
 		$$(pkg-config --cflags --libs check)
 
+# lento's event loop
+LOOPLIB := lento/loop.c lento/loop.h
+
+tests/bin/unit-loop: tests/unit/check_loop.c $(LOOPLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_loop.c \
+		lento/loop.c -luring $$(pkg-config --cflags --libs check)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -118,7 +126,7 @@ bench/bin/microbench: bench/microbench.c
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
-		tests/bin/unit-logwrites $(FUZZERS) | $(SETUP_STAMP)
+		tests/bin/unit-logwrites tests/bin/unit-loop $(FUZZERS) | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)

@@ -1,0 +1,922 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lento's event loop on io_uring (see loop.h).
+ *
+ * Every operation in flight carries a struct lo_op as its user_data: the
+ * kind says whose it is, container_of finds the owner. A connection has at
+ * most one receive, one send and one connect in flight; closing it shuts
+ * the socket down so they complete, and it is freed (closed() called, fd
+ * closed) only when none is left, so the kernel never writes into freed
+ * memory.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <liburing.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include "loop.h"
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define LO_RING_SIZE	256
+#define LO_IN_MIN	(64u << 10)
+#define LO_IN_MAX	((64u << 20) + 64)
+#define LO_OUT_MAX	(256u << 20)
+#define LO_ACCEPT_RETRY_MS 100
+
+enum lo_kind { K_ACCEPT, K_RECV, K_SEND, K_CONNECT, K_TIMER, K_SIGNAL };
+
+struct lo_op {
+	enum lo_kind kind;
+};
+
+struct lo_buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+struct lo_conn {
+	struct lo_loop *loop;
+	struct lo_conn *prev, *next;	/* loop->conns */
+	int fd;
+	const struct lo_conn_ops *ops;
+	void *ctx;
+	char peer[80];
+	bool local;
+	struct lo_op recv_op, send_op, connect_op;
+	int inflight;
+	bool connecting, sending, closing;
+	int close_err;
+	char reason[160];
+	struct lo_buf in;
+	size_t max_in;
+	struct lo_buf sending_buf, queue;
+	size_t sent;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+};
+
+struct lo_listener {
+	struct lo_loop *loop;
+	struct lo_listener *next;
+	int fd;
+	lo_accept_fn fn;
+	void *arg;
+	char addr[120];
+	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct lo_op accept_op;
+	struct sockaddr_storage peer;
+	socklen_t peerlen;
+	struct __kernel_timespec retry_ts;
+	bool inflight, closing;
+};
+
+struct lo_timer {
+	struct lo_op op;
+	struct lo_timer *next;
+	struct __kernel_timespec ts;
+	lo_timer_fn fn;
+	void *arg;
+};
+
+struct lo_sig {
+	struct lo_op op;
+	struct lo_sig *next;
+	int fd, signo;
+	struct signalfd_siginfo info;
+	lo_signal_fn fn;
+	void *arg;
+};
+
+struct lo_loop {
+	struct io_uring ring;
+	bool stop, dead;
+	struct lo_conn *conns;
+	struct lo_listener *listeners;
+	struct lo_timer *timers;
+	struct lo_sig *sigs;
+};
+
+uint64_t lo_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void errf(char *err, size_t errlen, const char *fmt, const char *a,
+		 int e)
+{
+	if (err && errlen)
+		snprintf(err, errlen, fmt, a, strerror(e));
+}
+
+/* An SQE, submitting what is queued if the ring is full. */
+static struct io_uring_sqe *lo_sqe(struct lo_loop *loop)
+{
+	struct io_uring_sqe *sqe;
+
+	if (loop->dead)		/* being freed: nothing more is submitted */
+		return NULL;
+	sqe = io_uring_get_sqe(&loop->ring);
+
+	if (!sqe) {
+		io_uring_submit(&loop->ring);
+		sqe = io_uring_get_sqe(&loop->ring);
+	}
+	return sqe;
+}
+
+int lo_loop_new(struct lo_loop **out)
+{
+	struct lo_loop *loop = calloc(1, sizeof(*loop));
+	int err;
+
+	if (!loop)
+		return -ENOMEM;
+	err = io_uring_queue_init(LO_RING_SIZE, &loop->ring, 0);
+	if (err) {
+		free(loop);
+		return err;
+	}
+	*out = loop;
+	return 0;
+}
+
+/* ---- connections ---- */
+
+static int lo_buf_reserve(struct lo_buf *b, size_t want, size_t max)
+{
+	size_t cap = b->cap ? b->cap : LO_IN_MIN;
+	uint8_t *p;
+
+	if (want <= b->cap)
+		return 0;
+	if (want > max)
+		return -ENOBUFS;
+	while (cap < want)
+		cap *= 2;
+	if (cap > max)
+		cap = max;
+	p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void lo_peer_name(const struct sockaddr_storage *sa, char *buf,
+			 size_t size)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	if (sa->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		snprintf(buf, size, "local");
+	}
+}
+
+static struct lo_conn *lo_conn_new(struct lo_loop *loop, int fd)
+{
+	struct lo_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->loop = loop;
+	c->fd = fd;
+	c->max_in = LO_IN_MAX;
+	c->recv_op.kind = K_RECV;
+	c->send_op.kind = K_SEND;
+	c->connect_op.kind = K_CONNECT;
+	c->next = loop->conns;
+	if (loop->conns)
+		loop->conns->prev = c;
+	loop->conns = c;
+	return c;
+}
+
+static void lo_conn_free(struct lo_conn *c)
+{
+	struct lo_loop *loop = c->loop;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		loop->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->in.p);
+	free(c->sending_buf.p);
+	free(c->queue.p);
+	free(c);
+}
+
+/* The last operation of a closing connection completed: it goes. */
+static void lo_conn_finish(struct lo_conn *c)
+{
+	if (c->ops && c->ops->closed)
+		c->ops->closed(c, c->close_err, c->reason);
+	lo_conn_free(c);
+}
+
+void lo_conn_set(struct lo_conn *c, const struct lo_conn_ops *ops, void *ctx)
+{
+	c->ops = ops;
+	c->ctx = ctx;
+}
+
+void *lo_conn_ctx(const struct lo_conn *c)
+{
+	return c->ctx;
+}
+
+const char *lo_conn_peer(const struct lo_conn *c)
+{
+	return c->peer;
+}
+
+int lo_conn_peercred(const struct lo_conn *c, uid_t *uid, pid_t *pid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!c->local)
+		return -ENOTSOCK;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		return -errno;
+	*uid = cred.uid;
+	*pid = cred.pid;
+	return 0;
+}
+
+void lo_conn_set_max_in(struct lo_conn *c, size_t max)
+{
+	c->max_in = max;
+}
+
+size_t lo_conn_queued(const struct lo_conn *c)
+{
+	return c->queue.len + c->sending_buf.len - c->sent;
+}
+
+static void lo_conn_arm_recv(struct lo_conn *c)
+{
+	struct io_uring_sqe *sqe;
+	size_t want = c->in.len + LO_IN_MIN;
+	int err;
+
+	if (want > c->max_in)
+		want = c->max_in;
+	err = lo_buf_reserve(&c->in, want, c->max_in);
+	if (!err && c->in.len == c->in.cap)
+		err = -ENOBUFS;
+	if (err) {
+		lo_conn_close(c, err, err == -ENOBUFS ?
+			      "a message longer than the input limit" :
+			      "out of memory for input");
+		return;
+	}
+	sqe = lo_sqe(c->loop);
+	if (!sqe) {
+		lo_conn_close(c, -EAGAIN, "io_uring submission queue full");
+		return;
+	}
+	io_uring_prep_recv(sqe, c->fd, c->in.p + c->in.len,
+			   c->in.cap - c->in.len, 0);
+	io_uring_sqe_set_data(sqe, &c->recv_op);
+	c->inflight++;
+}
+
+static void lo_conn_arm_send(struct lo_conn *c)
+{
+	struct io_uring_sqe *sqe;
+	struct lo_buf tmp;
+
+	if (c->sending || c->closing)
+		return;
+	if (c->sent == c->sending_buf.len) {
+		if (!c->queue.len)
+			return;
+		tmp = c->sending_buf;
+		c->sending_buf = c->queue;
+		c->queue = tmp;
+		c->queue.len = 0;
+		c->sent = 0;
+	}
+	sqe = lo_sqe(c->loop);
+	if (!sqe) {
+		lo_conn_close(c, -EAGAIN, "io_uring submission queue full");
+		return;
+	}
+	io_uring_prep_send(sqe, c->fd, c->sending_buf.p + c->sent,
+			   c->sending_buf.len - c->sent, MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, &c->send_op);
+	c->sending = true;
+	c->inflight++;
+}
+
+int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
+{
+	int err;
+
+	if (c->closing)
+		return -EPIPE;
+	if (lo_conn_queued(c) + n > LO_OUT_MAX)
+		return -ENOBUFS;
+	err = lo_buf_reserve(&c->queue, c->queue.len + n, LO_OUT_MAX);
+	if (err)
+		return err;
+	memcpy(c->queue.p + c->queue.len, p, n);
+	c->queue.len += n;
+	if (!c->connecting)
+		lo_conn_arm_send(c);
+	return 0;
+}
+
+void lo_conn_close(struct lo_conn *c, int err, const char *reason)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->closing)
+		return;
+	c->closing = true;
+	c->close_err = err;
+	snprintf(c->reason, sizeof(c->reason), "%s",
+		 reason ? reason : err ? strerror(-err) : "closed");
+	/* Makes a receive or send in flight complete. */
+	shutdown(c->fd, SHUT_RDWR);
+	if (c->connecting && (sqe = lo_sqe(c->loop))) {
+		io_uring_prep_cancel(sqe, &c->connect_op, 0);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
+	/* closed() runs from the loop even with nothing in flight. */
+	if (!c->inflight && (sqe = lo_sqe(c->loop))) {
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data(sqe, &c->send_op);
+		c->inflight++;
+	}
+}
+
+static void lo_conn_recv_done(struct lo_conn *c, int res)
+{
+	ssize_t used;
+
+	if (c->closing)
+		return;
+	if (res <= 0) {
+		lo_conn_close(c, res, res ? NULL : "closed by the peer");
+		return;
+	}
+	c->in.len += res;
+	used = c->ops && c->ops->data ?
+		c->ops->data(c, c->in.p, c->in.len) : (ssize_t)c->in.len;
+	if (used < 0) {
+		lo_conn_close(c, (int)used, NULL);
+		return;
+	}
+	if ((size_t)used > c->in.len)
+		used = c->in.len;
+	memmove(c->in.p, c->in.p + used, c->in.len - used);
+	c->in.len -= used;
+	if (!c->closing)
+		lo_conn_arm_recv(c);
+}
+
+static void lo_conn_send_done(struct lo_conn *c, int res)
+{
+	c->sending = false;
+	if (c->closing)
+		return;
+	if (res < 0) {
+		lo_conn_close(c, res, NULL);
+		return;
+	}
+	c->sent += res;
+	lo_conn_arm_send(c);
+}
+
+static void lo_conn_connect_done(struct lo_conn *c, int res)
+{
+	c->connecting = false;
+	if (c->closing)
+		return;
+	if (res < 0) {
+		if (c->ops && c->ops->connected)
+			c->ops->connected(c, res);
+		lo_conn_close(c, res, NULL);
+		return;
+	}
+	if (c->ops && c->ops->connected)
+		c->ops->connected(c, 0);
+	if (c->closing)
+		return;
+	lo_conn_arm_recv(c);
+	lo_conn_arm_send(c);
+}
+
+/* ---- addresses ---- */
+
+static int lo_parse_addr(const char *addr, struct sockaddr_storage *sa,
+			 socklen_t *len, bool passive)
+{
+	struct addrinfo hints = { 0 }, *res;
+	char host[256];
+	const char *port;
+	size_t hl;
+	int err;
+
+	if (!strncmp(addr, "unix:", 5)) {
+		struct sockaddr_un *un = (void *)sa;
+
+		if (strlen(addr + 5) >= sizeof(un->sun_path) || !addr[5])
+			return -ENAMETOOLONG;
+		memset(un, 0, sizeof(*un));
+		un->sun_family = AF_UNIX;
+		strcpy(un->sun_path, addr + 5);
+		*len = sizeof(*un);
+		return 0;
+	}
+	if (addr[0] == '[') {
+		const char *end = strchr(addr, ']');
+
+		if (!end || end[1] != ':')
+			return -EINVAL;
+		hl = end - addr - 1;
+		port = end + 2;
+		addr++;
+	} else {
+		port = strrchr(addr, ':');
+		if (!port)
+			return -EINVAL;
+		hl = port - addr;
+		port++;
+	}
+	if (hl >= sizeof(host) || !*port)
+		return -EINVAL;
+	memcpy(host, addr, hl);
+	host[hl] = 0;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = passive ? AI_PASSIVE : 0;
+	hints.ai_flags |= AI_NUMERICSERV;
+	err = getaddrinfo(hl ? host : NULL, port, &hints, &res);
+	if (err)
+		return err == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	memcpy(sa, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* ---- listeners ---- */
+
+static void lo_listener_arm(struct lo_listener *l)
+{
+	struct io_uring_sqe *sqe = lo_sqe(l->loop);
+
+	if (!sqe)
+		return;		/* the next retry tick tries again */
+	l->peerlen = sizeof(l->peer);
+	io_uring_prep_accept(sqe, l->fd, (struct sockaddr *)&l->peer,
+			     &l->peerlen, SOCK_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &l->accept_op);
+	l->inflight = true;
+}
+
+/* accept failed for want of resources: try again a little later. */
+static void lo_listener_retry(struct lo_listener *l)
+{
+	struct io_uring_sqe *sqe = lo_sqe(l->loop);
+
+	if (!sqe)
+		return;
+	l->retry_ts.tv_sec = 0;
+	l->retry_ts.tv_nsec = LO_ACCEPT_RETRY_MS * 1000000L;
+	io_uring_prep_timeout(sqe, &l->retry_ts, 0, 0);
+	io_uring_sqe_set_data(sqe, &l->accept_op);
+	l->inflight = true;
+}
+
+static void lo_listener_free(struct lo_listener *l)
+{
+	struct lo_listener **pp;
+
+	for (pp = &l->loop->listeners; *pp; pp = &(*pp)->next)
+		if (*pp == l) {
+			*pp = l->next;
+			break;
+		}
+	close(l->fd);
+	if (l->unix_path[0])
+		unlink(l->unix_path);
+	free(l);
+}
+
+static void lo_accept_done(struct lo_listener *l, int res)
+{
+	struct lo_conn *c;
+
+	l->inflight = false;
+	if (l->closing) {
+		if (res >= 0)
+			close(res);
+		lo_listener_free(l);
+		return;
+	}
+	if (res == -ETIME) {		/* the retry delay is over */
+		lo_listener_arm(l);
+		return;
+	}
+	if (res < 0) {
+		if (res == -EINTR || res == -ECONNABORTED || res == -EAGAIN)
+			lo_listener_arm(l);
+		else
+			lo_listener_retry(l);
+		return;
+	}
+	c = lo_conn_new(l->loop, res);
+	if (!c) {
+		close(res);
+		lo_listener_retry(l);
+		return;
+	}
+	c->local = l->unix_path[0] != 0;
+	lo_peer_name(&l->peer, c->peer, sizeof(c->peer));
+	if (!c->local) {
+		int one = 1;
+
+		setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	if (l->fn(l, c, l->arg) < 0)
+		lo_conn_free(c);
+	else
+		lo_conn_arm_recv(c);
+	lo_listener_arm(l);
+}
+
+/* A stale socket file (nobody listening) may be replaced. */
+static int lo_unix_reclaim(const struct sockaddr_storage *sa, socklen_t len)
+{
+	const struct sockaddr_un *un = (const void *)sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (!connect(fd, (const struct sockaddr *)sa, len))
+		err = -EADDRINUSE;
+	else if (errno == ECONNREFUSED)
+		unlink(un->sun_path);
+	close(fd);
+	return err;
+}
+
+static void lo_listener_name(struct lo_listener *l)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+
+	if (l->unix_path[0]) {
+		snprintf(l->addr, sizeof(l->addr), "unix:%s", l->unix_path);
+		return;
+	}
+	if (getsockname(l->fd, (struct sockaddr *)&sa, &len))
+		return;
+	lo_peer_name(&sa, l->addr, sizeof(l->addr));
+}
+
+int lo_listen(struct lo_loop *loop, const char *addr, lo_accept_fn fn,
+	      void *arg, struct lo_listener **out, char *err, size_t errlen)
+{
+	struct sockaddr_storage sa;
+	struct lo_listener *l;
+	socklen_t len;
+	int fd, e, one = 1;
+
+	e = lo_parse_addr(addr, &sa, &len, true);
+	if (e) {
+		errf(err, errlen, "bad address %s: %s", addr, -e);
+		return e;
+	}
+	if (sa.ss_family == AF_UNIX && (e = lo_unix_reclaim(&sa, len))) {
+		errf(err, errlen, "%s: %s (another lento?)", addr, -e);
+		return e;
+	}
+	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		e = -errno;
+		errf(err, errlen, "socket for %s: %s", addr, -e);
+		return e;
+	}
+	if (sa.ss_family != AF_UNIX)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
+		e = -errno;
+		close(fd);
+		errf(err, errlen, "cannot listen on %s: %s", addr, -e);
+		return e;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(fd);
+		return -ENOMEM;
+	}
+	if (sa.ss_family == AF_UNIX) {
+		strcpy(l->unix_path, ((struct sockaddr_un *)&sa)->sun_path);
+		chmod(l->unix_path, 0600);	/* its owner only */
+	}
+	l->loop = loop;
+	l->fd = fd;
+	l->fn = fn;
+	l->arg = arg;
+	l->accept_op.kind = K_ACCEPT;
+	l->next = loop->listeners;
+	loop->listeners = l;
+	lo_listener_name(l);
+	lo_listener_arm(l);
+	if (out)
+		*out = l;
+	return 0;
+}
+
+const char *lo_listener_addr(const struct lo_listener *l)
+{
+	return l->addr;
+}
+
+void lo_listener_close(struct lo_listener *l)
+{
+	struct io_uring_sqe *sqe;
+
+	if (l->closing)
+		return;
+	l->closing = true;
+	if (!l->inflight) {
+		lo_listener_free(l);
+		return;
+	}
+	sqe = lo_sqe(l->loop);
+	if (sqe) {
+		io_uring_prep_cancel(sqe, &l->accept_op, 0);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
+}
+
+/* ---- outgoing connections ---- */
+
+int lo_connect(struct lo_loop *loop, const char *addr,
+	       const struct lo_conn_ops *ops, void *ctx,
+	       struct lo_conn **out, char *err, size_t errlen)
+{
+	struct io_uring_sqe *sqe;
+	struct lo_conn *c;
+	int fd, e, one = 1;
+
+	c = lo_conn_new(loop, -1);
+	if (!c)
+		return -ENOMEM;
+	e = lo_parse_addr(addr, &c->addr, &c->addrlen, false);
+	if (e) {
+		errf(err, errlen, "bad address %s: %s", addr, -e);
+		goto fail;
+	}
+	fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		e = -errno;
+		errf(err, errlen, "socket for %s: %s", addr, -e);
+		goto fail;
+	}
+	c->fd = fd;
+	c->local = c->addr.ss_family == AF_UNIX;
+	if (!c->local)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	lo_peer_name(&c->addr, c->peer, sizeof(c->peer));
+	sqe = lo_sqe(loop);
+	if (!sqe) {
+		e = -EAGAIN;
+		errf(err, errlen, "connect to %s: %s", addr, -e);
+		goto fail;
+	}
+	io_uring_prep_connect(sqe, fd, (struct sockaddr *)&c->addr,
+			      c->addrlen);
+	io_uring_sqe_set_data(sqe, &c->connect_op);
+	c->connecting = true;
+	c->inflight++;
+	lo_conn_set(c, ops, ctx);
+	*out = c;
+	return 0;
+fail:
+	lo_conn_free(c);
+	return e;
+}
+
+/* ---- timers and signals ---- */
+
+static void lo_timer_arm(struct lo_loop *loop, struct lo_timer *t)
+{
+	struct io_uring_sqe *sqe = lo_sqe(loop);
+
+	if (!sqe)
+		return;
+	io_uring_prep_timeout(sqe, &t->ts, 0, 0);
+	io_uring_sqe_set_data(sqe, &t->op);
+}
+
+int lo_timer(struct lo_loop *loop, unsigned int ms, lo_timer_fn fn, void *arg)
+{
+	struct lo_timer *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->op.kind = K_TIMER;
+	t->ts.tv_sec = ms / 1000;
+	t->ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	t->fn = fn;
+	t->arg = arg;
+	t->next = loop->timers;
+	loop->timers = t;
+	lo_timer_arm(loop, t);
+	return 0;
+}
+
+static void lo_signal_arm(struct lo_loop *loop, struct lo_sig *s)
+{
+	struct io_uring_sqe *sqe = lo_sqe(loop);
+
+	if (!sqe)
+		return;
+	io_uring_prep_read(sqe, s->fd, &s->info, sizeof(s->info), 0);
+	io_uring_sqe_set_data(sqe, &s->op);
+}
+
+int lo_signal(struct lo_loop *loop, int signo, lo_signal_fn fn, void *arg)
+{
+	struct lo_sig *s;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, signo);
+	if (sigprocmask(SIG_BLOCK, &set, NULL))
+		return -errno;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->fd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (s->fd < 0) {
+		int e = -errno;
+
+		free(s);
+		return e;
+	}
+	s->op.kind = K_SIGNAL;
+	s->signo = signo;
+	s->fn = fn;
+	s->arg = arg;
+	s->next = loop->sigs;
+	loop->sigs = s;
+	lo_signal_arm(loop, s);
+	return 0;
+}
+
+/* ---- the loop ---- */
+
+static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
+{
+	struct lo_conn *c = NULL;
+
+	switch (op->kind) {
+	case K_ACCEPT:
+		lo_accept_done(container_of(op, struct lo_listener, accept_op),
+			       res);
+		return;
+	case K_TIMER: {
+		struct lo_timer *t = container_of(op, struct lo_timer, op);
+
+		t->fn(loop, t->arg);
+		lo_timer_arm(loop, t);
+		return;
+	}
+	case K_SIGNAL: {
+		struct lo_sig *s = container_of(op, struct lo_sig, op);
+
+		if (res == sizeof(s->info))
+			s->fn(loop, s->signo, s->arg);
+		lo_signal_arm(loop, s);
+		return;
+	}
+	case K_RECV:
+		c = container_of(op, struct lo_conn, recv_op);
+		c->inflight--;
+		lo_conn_recv_done(c, res);
+		break;
+	case K_SEND:
+		c = container_of(op, struct lo_conn, send_op);
+		c->inflight--;
+		lo_conn_send_done(c, res);
+		break;
+	case K_CONNECT:
+		c = container_of(op, struct lo_conn, connect_op);
+		c->inflight--;
+		lo_conn_connect_done(c, res);
+		break;
+	}
+	if (c && c->closing && !c->inflight)
+		lo_conn_finish(c);
+}
+
+int lo_run(struct lo_loop *loop)
+{
+	struct io_uring_cqe *cqe;
+	unsigned int head, n;
+	int err;
+
+	loop->stop = false;
+	while (!loop->stop) {
+		err = io_uring_submit_and_wait(&loop->ring, 1);
+		if (err < 0 && err != -EINTR && err != -EAGAIN &&
+		    err != -EBUSY)
+			return err;
+		n = 0;
+		io_uring_for_each_cqe(&loop->ring, head, cqe) {
+			struct lo_op *op = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
+
+			/* Advance first: a completion may submit more. */
+			io_uring_cqe_seen(&loop->ring, cqe);
+			n++;
+			if (op)
+				lo_complete(loop, op, res);
+			if (loop->stop)
+				break;
+		}
+		(void)n;
+	}
+	io_uring_submit(&loop->ring);
+	return 0;
+}
+
+void lo_stop(struct lo_loop *loop)
+{
+	loop->stop = true;
+}
+
+void lo_loop_free(struct lo_loop *loop)
+{
+	if (!loop)
+		return;
+	/* The ring goes first: nothing in flight can touch what follows. */
+	io_uring_queue_exit(&loop->ring);
+	loop->dead = true;
+	while (loop->conns) {
+		struct lo_conn *c = loop->conns;
+
+		if (!c->closing) {
+			c->closing = true;
+			c->close_err = -ECANCELED;
+			snprintf(c->reason, sizeof(c->reason),
+				 "lento is stopping");
+		}
+		lo_conn_finish(c);
+	}
+	while (loop->listeners)
+		lo_listener_free(loop->listeners);
+	while (loop->timers) {
+		struct lo_timer *t = loop->timers;
+
+		loop->timers = t->next;
+		free(t);
+	}
+	while (loop->sigs) {
+		struct lo_sig *s = loop->sigs;
+
+		loop->sigs = s->next;
+		close(s->fd);
+		free(s);
+	}
+	free(loop);
+}

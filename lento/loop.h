@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lento's event loop: one io_uring per process carrying every socket
+ * (TCP over IPv4 and IPv6, and the local control socket), periodic timers
+ * and signals. The loop owns its connections; a connection's owner
+ * (server session, client session, control session) sees it through
+ * callbacks and never frees it itself.
+ *
+ * Threading: a loop and everything on it belong to the thread that runs
+ * lo_run(); nothing here is thread-safe.
+ */
+#ifndef LENTO_LOOP_H
+#define LENTO_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct lo_loop;
+struct lo_conn;
+struct lo_listener;
+
+struct lo_conn_ops {
+	/*
+	 * Bytes arrived. Returns how many it consumed (0 to @len; the rest
+	 * is handed back with what arrives next), or a negative errno to
+	 * close the connection (after lo_conn_close() with a reason, or the
+	 * loop closes it with that errno).
+	 */
+	ssize_t (*data)(struct lo_conn *c, const uint8_t *p, size_t len);
+	/*
+	 * An outgoing connection was made (@err 0) or failed (-errno; then
+	 * closed() follows).
+	 */
+	void (*connected)(struct lo_conn *c, int err);
+	/*
+	 * The connection is gone: the peer closed it (@err 0), an error, or
+	 * lo_conn_close(). Called once, after which the connection is freed.
+	 */
+	void (*closed)(struct lo_conn *c, int err, const char *reason);
+};
+
+/* Accepted a connection: set its ops with lo_conn_set(), or return -errno to refuse it. */
+typedef int (*lo_accept_fn)(struct lo_listener *l, struct lo_conn *c,
+			    void *arg);
+typedef void (*lo_timer_fn)(struct lo_loop *loop, void *arg);
+typedef void (*lo_signal_fn)(struct lo_loop *loop, int signo, void *arg);
+
+int lo_loop_new(struct lo_loop **out);
+/* Closes every connection (their closed() runs) and frees the loop. */
+void lo_loop_free(struct lo_loop *loop);
+/* Runs until lo_stop(); returns 0, or -errno if io_uring failed. */
+int lo_run(struct lo_loop *loop);
+void lo_stop(struct lo_loop *loop);
+/* The loop's clock: CLOCK_MONOTONIC in milliseconds. */
+uint64_t lo_now_ms(void);
+
+/*
+ * Addresses: "HOST:PORT" (a name or an IPv4 address), "[IPv6]:PORT",
+ * or "unix:PATH" for a local stream socket. Port 0 picks a free port
+ * (lo_listener_addr() tells which).
+ */
+int lo_listen(struct lo_loop *loop, const char *addr, lo_accept_fn fn,
+	      void *arg, struct lo_listener **out, char *err, size_t errlen);
+/* The bound address, in the form lo_listen() takes. */
+const char *lo_listener_addr(const struct lo_listener *l);
+void lo_listener_close(struct lo_listener *l);
+
+int lo_connect(struct lo_loop *loop, const char *addr,
+	       const struct lo_conn_ops *ops, void *ctx,
+	       struct lo_conn **out, char *err, size_t errlen);
+
+void lo_conn_set(struct lo_conn *c, const struct lo_conn_ops *ops, void *ctx);
+void *lo_conn_ctx(const struct lo_conn *c);
+/* "ADDR:PORT" of the peer, "[v6]:PORT", or "local". */
+const char *lo_conn_peer(const struct lo_conn *c);
+/* The peer's credentials on a local socket (-ENOTSOCK otherwise). */
+int lo_conn_peercred(const struct lo_conn *c, uid_t *uid, pid_t *pid);
+/* Bytes the connection may buffer unread (default 64 MiB + 64). */
+void lo_conn_set_max_in(struct lo_conn *c, size_t max);
+/*
+ * Queues bytes to send (copied). -ENOBUFS when more than the output limit
+ * (256 MiB) is queued: the peer does not read, and the caller closes it.
+ */
+int lo_conn_send(struct lo_conn *c, const void *p, size_t n);
+size_t lo_conn_queued(const struct lo_conn *c);
+/* Closes (once); closed() runs from the loop, never from inside this call. */
+void lo_conn_close(struct lo_conn *c, int err, const char *reason);
+
+/* Calls @fn every @ms milliseconds until the loop is freed. */
+int lo_timer(struct lo_loop *loop, unsigned int ms, lo_timer_fn fn, void *arg);
+/* Blocks @signo for the process and calls @fn from the loop when it arrives. */
+int lo_signal(struct lo_loop *loop, int signo, lo_signal_fn fn, void *arg);
+
+#endif /* LENTO_LOOP_H */

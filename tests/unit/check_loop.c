@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lento's event loop: echo servers over TCP (IPv4, IPv6) and a local
+ * socket, large transfers, many connections, closes from either side,
+ * the input limit, refused connections, timers and signals.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "loop.h"
+
+/* ---- an echo server ---- */
+
+struct echo_srv {
+	int accepted, closed, bytes;
+	int last_err;
+	char last_reason[160];
+	size_t max_in;		/* 0: the default */
+	int close_on_byte;	/* close with a reason on this byte, -1: never */
+};
+
+static ssize_t echo_data(struct lo_conn *c, const uint8_t *p, size_t len)
+{
+	struct echo_srv *s = lo_conn_ctx(c);
+
+	if (s->close_on_byte >= 0 && memchr(p, s->close_on_byte, len)) {
+		lo_conn_close(c, -EPROTO, "a forbidden byte");
+		return -EPROTO;
+	}
+	s->bytes += len;
+	if (lo_conn_send(c, p, len))
+		return -ENOBUFS;
+	return len;
+}
+
+static void echo_closed(struct lo_conn *c, int err, const char *reason)
+{
+	struct echo_srv *s = lo_conn_ctx(c);
+
+	s->closed++;
+	s->last_err = err;
+	snprintf(s->last_reason, sizeof(s->last_reason), "%s", reason);
+}
+
+static const struct lo_conn_ops echo_ops = {
+	.data = echo_data, .closed = echo_closed,
+};
+
+static int echo_accept(struct lo_listener *l, struct lo_conn *c, void *arg)
+{
+	struct echo_srv *s = arg;
+
+	(void)l;
+	s->accepted++;
+	if (s->max_in)
+		lo_conn_set_max_in(c, s->max_in);
+	lo_conn_set(c, &echo_ops, s);
+	return 0;
+}
+
+/* ---- a client that sends a pattern and checks what comes back ---- */
+
+struct client {
+	struct lo_loop *loop;
+	size_t total, got;
+	int connected_err, closed, close_err, mismatches;
+	bool close_after;	/* close when everything came back */
+	int *done;		/* clients finished, loop stops at want */
+	int want;
+};
+
+static uint8_t pattern(size_t i)
+{
+	return (uint8_t)(i * 7 + i / 251);
+}
+
+static void client_finish(struct client *cl)
+{
+	if (++*cl->done == cl->want)
+		lo_stop(cl->loop);
+}
+
+static ssize_t client_data(struct lo_conn *c, const uint8_t *p, size_t len)
+{
+	struct client *cl = lo_conn_ctx(c);
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != pattern(cl->got + i))
+			cl->mismatches++;
+	cl->got += len;
+	if (cl->got == cl->total) {
+		if (cl->close_after)
+			lo_conn_close(c, 0, "done");
+		else
+			client_finish(cl);
+	}
+	return len;
+}
+
+static void client_connected(struct lo_conn *c, int err)
+{
+	struct client *cl = lo_conn_ctx(c);
+	uint8_t *buf;
+	size_t i;
+
+	cl->connected_err = err;
+	if (err)
+		return;
+	buf = malloc(cl->total ? cl->total : 1);
+	ck_assert_ptr_nonnull(buf);
+	for (i = 0; i < cl->total; i++)
+		buf[i] = pattern(i);
+	ck_assert_int_eq(lo_conn_send(c, buf, cl->total), 0);
+	free(buf);
+}
+
+static void client_closed(struct lo_conn *c, int err, const char *reason)
+{
+	struct client *cl = lo_conn_ctx(c);
+
+	(void)reason;
+	cl->closed++;
+	cl->close_err = err;
+	if (cl->close_after || cl->got != cl->total || cl->connected_err)
+		client_finish(cl);
+}
+
+static const struct lo_conn_ops client_ops = {
+	.data = client_data, .connected = client_connected,
+	.closed = client_closed,
+};
+
+static void stop_timer(struct lo_loop *loop, void *arg)
+{
+	int *fired = arg;
+
+	if (++*fired >= 50)	/* 5 s: the test is stuck */
+		lo_stop(loop);
+}
+
+/* Echo @total bytes over @n connections to a server on @addr. */
+static void echo_roundtrip(const char *addr, int n, size_t total)
+{
+	struct echo_srv srv = { .close_on_byte = -1 };
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	struct client *cl = calloc(n, sizeof(*cl));
+	struct lo_conn *c;
+	char err[256];
+	int done = 0, fired = 0, i;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_msg(!lo_listen(loop, addr, echo_accept, &srv, &l, err,
+				 sizeof(err)), "%s", err);
+	ck_assert_int_eq(lo_timer(loop, 100, stop_timer, &fired), 0);
+	for (i = 0; i < n; i++) {
+		cl[i] = (struct client){ .loop = loop, .total = total,
+					 .done = &done, .want = n };
+		ck_assert_msg(!lo_connect(loop, lo_listener_addr(l),
+					  &client_ops, &cl[i], &c, err,
+					  sizeof(err)), "%s", err);
+	}
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(done, n);
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(cl[i].connected_err, 0);
+		ck_assert_uint_eq(cl[i].got, total);
+		ck_assert_int_eq(cl[i].mismatches, 0);
+	}
+	ck_assert_int_eq(srv.accepted, n);
+	lo_loop_free(loop);
+	/* Freeing the loop closed both ends of every connection. */
+	ck_assert_int_eq(srv.closed, n);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(cl[i].closed, 1);
+	free(cl);
+}
+
+START_TEST(echo_ipv4)
+{
+	echo_roundtrip("127.0.0.1:0", 1, 1000);
+}
+END_TEST
+
+START_TEST(echo_ipv6)
+{
+	echo_roundtrip("[::1]:0", 1, 1000);
+}
+END_TEST
+
+START_TEST(echo_unix)
+{
+	char addr[64];
+
+	snprintf(addr, sizeof(addr), "unix:/tmp/check-loop.%d", getpid());
+	echo_roundtrip(addr, 3, 5000);
+	/* The socket file went with the listener. */
+	ck_assert_int_ne(access(addr + 5, F_OK), 0);
+}
+END_TEST
+
+START_TEST(echo_large)
+{
+	echo_roundtrip("127.0.0.1:0", 2, 8u << 20);
+}
+END_TEST
+
+START_TEST(echo_many)
+{
+	echo_roundtrip("127.0.0.1:0", 100, 4096);
+}
+END_TEST
+
+struct watch {
+	int *flag;
+	int ticks;
+};
+
+static void watch_timer(struct lo_loop *loop, void *arg)
+{
+	struct watch *w = arg;
+
+	if (*w->flag || ++w->ticks >= 500)	/* 5 s: stuck */
+		lo_stop(loop);
+}
+
+/* Each test runs in a process of its own (Check forks). */
+static struct watch watch;
+
+/* Runs @loop until *@flag is set (or 5 s pass). */
+static void run_until_closed(struct lo_loop *loop, int *flag)
+{
+	watch.flag = flag;
+	watch.ticks = 0;
+	ck_assert_int_eq(lo_timer(loop, 10, watch_timer, &watch), 0);
+	while (!*flag && watch.ticks < 500)
+		lo_run(loop);
+}
+
+/* The client closes; the server sees the peer's close (err 0). */
+START_TEST(close_by_client)
+{
+	struct echo_srv srv = { .close_on_byte = -1 };
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	struct client cl;
+	struct lo_conn *c;
+	int done = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_listen(loop, "127.0.0.1:0", echo_accept, &srv, &l,
+				   NULL, 0), 0);
+	cl = (struct client){ .loop = loop, .total = 10, .close_after = true,
+			      .done = &done, .want = 1 };
+	ck_assert_int_eq(lo_connect(loop, lo_listener_addr(l), &client_ops,
+				    &cl, &c, NULL, 0), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(cl.closed, 1);
+	ck_assert_int_eq(cl.close_err, 0);
+	run_until_closed(loop, &srv.closed);
+	ck_assert_int_eq(srv.last_err, 0);
+	ck_assert_str_eq(srv.last_reason, "closed by the peer");
+	lo_loop_free(loop);
+}
+END_TEST
+
+START_TEST(close_by_server)
+{
+	struct echo_srv srv = { .close_on_byte = 0 };
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	struct client cl;
+	struct lo_conn *c;
+	int done = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_listen(loop, "127.0.0.1:0", echo_accept, &srv, &l,
+				   NULL, 0), 0);
+	/* pattern(0) is 0: the forbidden byte */
+	cl = (struct client){ .loop = loop, .total = 10, .done = &done,
+			      .want = 1 };
+	ck_assert_int_eq(lo_connect(loop, lo_listener_addr(l), &client_ops,
+				    &cl, &c, NULL, 0), 0);
+	run_until_closed(loop, &cl.closed);
+	ck_assert_int_eq(cl.closed, 1);
+	ck_assert_uint_eq(cl.got, 0);
+	ck_assert_int_eq(srv.closed, 1);
+	ck_assert_int_eq(srv.last_err, -EPROTO);
+	ck_assert_str_eq(srv.last_reason, "a forbidden byte");
+	lo_loop_free(loop);
+}
+END_TEST
+
+/* A server that never consumes: the input limit closes the connection. */
+static ssize_t hoard_data(struct lo_conn *c, const uint8_t *p, size_t len)
+{
+	(void)c;
+	(void)p;
+	(void)len;
+	return 0;
+}
+
+static const struct lo_conn_ops hoard_ops = {
+	.data = hoard_data, .closed = echo_closed,
+};
+
+static int hoard_accept(struct lo_listener *l, struct lo_conn *c, void *arg)
+{
+	(void)l;
+	lo_conn_set_max_in(c, 100000);
+	lo_conn_set(c, &hoard_ops, arg);
+	return 0;
+}
+
+START_TEST(input_limit)
+{
+	struct echo_srv srv = { .close_on_byte = -1 };
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	struct client cl;
+	struct lo_conn *c;
+	int done = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_listen(loop, "127.0.0.1:0", hoard_accept, &srv,
+				   &l, NULL, 0), 0);
+	cl = (struct client){ .loop = loop, .total = 300000, .done = &done,
+			      .want = 1 };
+	ck_assert_int_eq(lo_connect(loop, lo_listener_addr(l), &client_ops,
+				    &cl, &c, NULL, 0), 0);
+	run_until_closed(loop, &srv.closed);
+	ck_assert_int_eq(srv.closed, 1);
+	ck_assert_int_eq(srv.last_err, -ENOBUFS);
+	ck_assert_str_eq(srv.last_reason,
+			 "a message longer than the input limit");
+	lo_loop_free(loop);
+}
+END_TEST
+
+/* Nobody listens: connected() and closed() report the refusal. */
+START_TEST(connect_refused)
+{
+	struct echo_srv srv = { .close_on_byte = -1 };
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	struct client cl;
+	struct lo_conn *c;
+	char addr[128];
+	int done = 0;
+
+	/* A port that was free a moment ago. */
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_listen(loop, "127.0.0.1:0", echo_accept, &srv, &l,
+				   NULL, 0), 0);
+	snprintf(addr, sizeof(addr), "%s", lo_listener_addr(l));
+	lo_loop_free(loop);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	cl = (struct client){ .loop = loop, .total = 10, .done = &done,
+			      .want = 1 };
+	ck_assert_int_eq(lo_connect(loop, addr, &client_ops, &cl, &c, NULL, 0),
+			 0);
+	run_until_closed(loop, &cl.closed);
+	ck_assert_int_eq(cl.connected_err, -ECONNREFUSED);
+	ck_assert_int_eq(cl.close_err, -ECONNREFUSED);
+	ck_assert_int_eq(srv.accepted, 0);
+	lo_loop_free(loop);
+}
+END_TEST
+
+START_TEST(bad_addresses)
+{
+	struct lo_loop *loop;
+	struct lo_listener *l;
+	char err[256];
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_lt(lo_listen(loop, "no-port", echo_accept, NULL, &l,
+				   err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(strstr(err, "bad address no-port"));
+	ck_assert_int_lt(lo_listen(loop, "[::1", echo_accept, NULL, &l, err,
+				   sizeof(err)), 0);
+	ck_assert_int_lt(lo_listen(loop, "127.0.0.1:", echo_accept, NULL, &l,
+				   err, sizeof(err)), 0);
+	ck_assert_int_lt(lo_listen(loop, "unix:", echo_accept, NULL, &l, err,
+				   sizeof(err)), 0);
+	/* Port in use. */
+	ck_assert_int_eq(lo_listen(loop, "127.0.0.1:0", echo_accept, NULL, &l,
+				   err, sizeof(err)), 0);
+	{
+		char addr[128];
+		struct lo_listener *l2;
+
+		snprintf(addr, sizeof(addr), "%s", lo_listener_addr(l));
+		ck_assert_int_eq(lo_listen(loop, addr, echo_accept, NULL, &l2,
+					   err, sizeof(err)), -EADDRINUSE);
+		ck_assert_ptr_nonnull(strstr(err, "cannot listen on"));
+	}
+	lo_loop_free(loop);
+}
+END_TEST
+
+/* A live local socket is not taken over; a stale one is. */
+START_TEST(unix_reclaim)
+{
+	struct lo_loop *loop;
+	struct lo_listener *l, *l2;
+	char addr[64], err[256];
+
+	snprintf(addr, sizeof(addr), "unix:/tmp/check-loop-r.%d", getpid());
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_listen(loop, addr, echo_accept, NULL, &l, err,
+				   sizeof(err)), 0);
+	ck_assert_int_eq(lo_listen(loop, addr, echo_accept, NULL, &l2, err,
+				   sizeof(err)), -EADDRINUSE);
+	ck_assert_ptr_nonnull(strstr(err, "another lento?"));
+	lo_loop_free(loop);
+	/* A stale file, as a crashed lento leaves it. */
+	{
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd),
+			 "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.bind(\"%s\")'",
+			 addr + 5);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+	ck_assert_int_eq(access(addr + 5, F_OK), 0);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_msg(!lo_listen(loop, addr, echo_accept, NULL, &l, err,
+				 sizeof(err)), "%s", err);
+	lo_loop_free(loop);
+}
+END_TEST
+
+static void count_timer(struct lo_loop *loop, void *arg)
+{
+	int *n = arg;
+
+	if (++*n == 5)
+		lo_stop(loop);
+}
+
+START_TEST(timer_period)
+{
+	struct lo_loop *loop;
+	uint64_t t0, dt;
+	int n = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_timer(loop, 20, count_timer, &n), 0);
+	t0 = lo_now_ms();
+	ck_assert_int_eq(lo_run(loop), 0);
+	dt = lo_now_ms() - t0;
+	ck_assert_int_eq(n, 5);
+	ck_assert_uint_ge(dt, 95);
+	lo_loop_free(loop);
+}
+END_TEST
+
+static void on_signal(struct lo_loop *loop, int signo, void *arg)
+{
+	*(int *)arg = signo;
+	lo_stop(loop);
+}
+
+START_TEST(signal_stops)
+{
+	struct lo_loop *loop;
+	int got = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_signal(loop, SIGUSR1, on_signal, &got), 0);
+	kill(getpid(), SIGUSR1);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(got, SIGUSR1);
+	lo_loop_free(loop);
+}
+END_TEST
+
+static Suite *loop_suite(void)
+{
+	Suite *s = suite_create("loop");
+	TCase *tc = tcase_create("loop");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, echo_ipv4);
+	tcase_add_test(tc, echo_ipv6);
+	tcase_add_test(tc, echo_unix);
+	tcase_add_test(tc, echo_large);
+	tcase_add_test(tc, echo_many);
+	tcase_add_test(tc, close_by_client);
+	tcase_add_test(tc, close_by_server);
+	tcase_add_test(tc, input_limit);
+	tcase_add_test(tc, connect_refused);
+	tcase_add_test(tc, bad_addresses);
+	tcase_add_test(tc, unix_reclaim);
+	tcase_add_test(tc, timer_period);
+	tcase_add_test(tc, signal_stops);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(loop_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
