@@ -20,7 +20,7 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
-TOOLS := tools/bin/kmlcat tools/bin/replay-log
+TOOLS := tools/bin/kmlcat tools/bin/replay-log tools/bin/lentoctl
 TEST_PROGS := tests/bin/posix tests/bin/fsdiff tests/bin/treecmp \
 	tests/bin/presto-errors bench/bin/microbench
 SETUP_STAMP := .venv/.setup-done
@@ -111,13 +111,26 @@ tests/bin/unit-logwrites: tests/unit/check_logwrites.c $(LWLIB) \
 		tests/unit/check_logwrites.c tools/crash/logwrites.c \
 		$$(pkg-config --cflags --libs check)
 
-# lento's event loop
+# lento's event loop and control socket, and lentoctl
 LOOPLIB := lento/loop.c lento/loop.h
+CTLLIB := lento/ctl.c lento/ctl.h lento/jw.c lento/jw.h
+
+tools/bin/lentoctl: tools/lentoctl/lentoctl.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
 
 tests/bin/unit-loop: tests/unit/check_loop.c $(LOOPLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_loop.c \
 		lento/loop.c -luring $$(pkg-config --cflags --libs check)
+
+# Its tests run tools/bin/lentoctl against the control socket.
+tests/bin/unit-ctl: tests/unit/check_ctl.c $(LOOPLIB) $(CTLLIB) \
+		tools/bin/lentoctl
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_ctl.c \
+		lento/loop.c lento/ctl.c lento/jw.c -luring \
+		$$(pkg-config --cflags --libs check)
 
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
@@ -126,7 +139,7 @@ bench/bin/microbench: bench/microbench.c
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
-		tests/bin/unit-logwrites tests/bin/unit-loop $(FUZZERS) | $(SETUP_STAMP)
+		tests/bin/unit-logwrites tests/bin/unit-loop tests/bin/unit-ctl $(FUZZERS) | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)

@@ -59,6 +59,7 @@ struct lo_conn {
 	struct lo_op recv_op, send_op, connect_op;
 	int inflight;
 	bool connecting, sending, closing;
+	bool draining;		/* closing once the output is sent */
 	int close_err;
 	char reason[160];
 	struct lo_buf in;
@@ -345,7 +346,7 @@ int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
 {
 	int err;
 
-	if (c->closing)
+	if (c->closing || c->draining)
 		return -EPIPE;
 	if (lo_conn_queued(c) + n > LO_OUT_MAX)
 		return -ENOBUFS;
@@ -359,16 +360,12 @@ int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
 	return 0;
 }
 
-void lo_conn_close(struct lo_conn *c, int err, const char *reason)
+/* Closes now: what is still queued is dropped. */
+static void lo_conn_shut(struct lo_conn *c)
 {
 	struct io_uring_sqe *sqe;
 
-	if (c->closing)
-		return;
 	c->closing = true;
-	c->close_err = err;
-	snprintf(c->reason, sizeof(c->reason), "%s",
-		 reason ? reason : err ? strerror(-err) : "closed");
 	/* Makes a receive or send in flight complete. */
 	shutdown(c->fd, SHUT_RDWR);
 	if (c->connecting && (sqe = lo_sqe(c->loop))) {
@@ -383,6 +380,21 @@ void lo_conn_close(struct lo_conn *c, int err, const char *reason)
 	}
 }
 
+void lo_conn_close(struct lo_conn *c, int err, const char *reason)
+{
+	if (c->closing || c->draining)
+		return;
+	c->close_err = err;
+	snprintf(c->reason, sizeof(c->reason), "%s",
+		 reason ? reason : err ? strerror(-err) : "closed");
+	/* A clean close sends what was queued first (an answer, a goodbye). */
+	if (!err && !c->connecting && lo_conn_queued(c)) {
+		c->draining = true;
+		return;
+	}
+	lo_conn_shut(c);
+}
+
 static void lo_conn_recv_done(struct lo_conn *c, int res)
 {
 	ssize_t used;
@@ -390,7 +402,12 @@ static void lo_conn_recv_done(struct lo_conn *c, int res)
 	if (c->closing)
 		return;
 	if (res <= 0) {
+		c->draining = false;	/* nobody to send to */
 		lo_conn_close(c, res, res ? NULL : "closed by the peer");
+		return;
+	}
+	if (c->draining) {		/* input after our goodbye: ignored */
+		lo_conn_arm_recv(c);
 		return;
 	}
 	c->in.len += res;
@@ -414,11 +431,14 @@ static void lo_conn_send_done(struct lo_conn *c, int res)
 	if (c->closing)
 		return;
 	if (res < 0) {
+		c->draining = false;
 		lo_conn_close(c, res, NULL);
 		return;
 	}
 	c->sent += res;
 	lo_conn_arm_send(c);
+	if (c->draining && !lo_conn_queued(c))
+		lo_conn_shut(c);
 }
 
 static void lo_conn_connect_done(struct lo_conn *c, int res)

@@ -84,7 +84,10 @@ void lo_conn_set_max_in(struct lo_conn *c, size_t max);
  */
 int lo_conn_send(struct lo_conn *c, const void *p, size_t n);
 size_t lo_conn_queued(const struct lo_conn *c);
-/* Closes (once); closed() runs from the loop, never from inside this call. */
+/*
+ * Closes (once); closed() runs from the loop, never from inside this call.
+ * With @err 0 what is queued is sent first; with an error it is dropped.
+ */
 void lo_conn_close(struct lo_conn *c, int err, const char *reason);
 
 /* Calls @fn every @ms milliseconds until the loop is freed. */
