@@ -27,12 +27,14 @@
  *
  * Versions: an object's version vector has one counter (this server,
  * index 0) and the StoreId of its last update. A root directory starts at
- * [1]@0:0 and a created object at [1]@client:recno. Every record applied
- * to an object — as the parent of a create, link, unlink, rename, rmdir;
- * as the object itself of any operation — bumps its counter and sets the
- * StoreId to {client, recno} of that record, once per record. So a client
- * predicts the version each of its records leaves, and the next record in
- * the same or a later batch names that predicted version as its base.
+ * [1]@0:0 and a created object at [1]@client:recno. A record applied
+ * bumps each object it names (dir, obj, dir2, target) that still exists
+ * after it, once even if named twice: counter + 1, StoreId = {client,
+ * recno}. That holds for a rename between two names of one object too,
+ * which changes nothing else. So a client predicts the version each of
+ * its records leaves, and its next record, in the same batch or a later
+ * one, names that version as its base. A RENAME within one directory
+ * (dir2 == dir) is checked against base_dir only.
  *
  * Bodies: see store.c's "Bodies and crashes".
  */
