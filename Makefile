@@ -111,6 +111,17 @@ tests/bin/unit-logwrites: tests/unit/check_logwrites.c $(LWLIB) \
 		tests/unit/check_logwrites.c tools/crash/logwrites.c \
 		$$(pkg-config --cflags --libs check)
 
+# lento server store: the server's metadata (SQLite) and file bodies, and
+# its unit tests.
+STORELIB := lento/store.c lento/store.h lento/vv.c lento/vv.h \
+	protocol/lento_types.h
+
+tests/bin/unit-store: tests/unit/check_store.c $(STORELIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Ilento -o $@ \
+		tests/unit/check_store.c lento/store.c lento/vv.c \
+		$$(pkg-config --cflags --libs check sqlite3)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -118,7 +129,8 @@ bench/bin/microbench: bench/microbench.c
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
-		tests/bin/unit-logwrites $(FUZZERS) | $(SETUP_STAMP)
+		tests/bin/unit-logwrites tests/bin/unit-store $(FUZZERS) | \
+		$(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)
