@@ -20,6 +20,9 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-fno-sanitize-recover=all
 
+# Unit tests (Check), each block below adds its own.
+UNITS := tests/bin/unit-tree tests/bin/unit-kml tests/bin/unit-logwrites
+
 TOOLS := tools/bin/kmlcat tools/bin/replay-log tools/bin/lentoctl
 TEST_PROGS := tests/bin/posix tests/bin/fsdiff tests/bin/treecmp \
 	tests/bin/presto-errors bench/bin/microbench
@@ -119,6 +122,8 @@ tools/bin/lentoctl: tools/lentoctl/lentoctl.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
 
+UNITS += tests/bin/unit-loop tests/bin/unit-ctl
+
 tests/bin/unit-loop: tests/unit/check_loop.c $(LOOPLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_loop.c \
@@ -132,14 +137,26 @@ tests/bin/unit-ctl: tests/unit/check_ctl.c $(LOOPLIB) $(CTLLIB) \
 		lento/loop.c lento/ctl.c lento/jw.c -luring \
 		$$(pkg-config --cflags --libs check)
 
+# lento server store: the server's metadata (SQLite) and file bodies, and
+# its unit tests.
+STORELIB := lento/store.c lento/store.h lento/vv.c lento/vv.h \
+	protocol/lento_types.h
+
+UNITS += tests/bin/unit-store
+
+tests/bin/unit-store: tests/unit/check_store.c $(STORELIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Ilento -o $@ \
+		tests/unit/check_store.c lento/store.c lento/vv.c \
+		$$(pkg-config --cflags --libs check sqlite3)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
 
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
-check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
-		tests/bin/unit-logwrites tests/bin/unit-loop tests/bin/unit-ctl $(FUZZERS) | $(SETUP_STAMP)
+check: all build/debug/presto.ko $(UNITS) $(FUZZERS) | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)

@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lento server's store: volumes, objects by fid, directory entries,
+ * xattrs and file bodies, and the one way they change — a client's batch
+ * of CML records (struct lento_rec) applied atomically by
+ * store_reintegrate(). A library for the server's network loop; no
+ * networking here, nothing printed.
+ *
+ * A store is a directory:
+ *
+ *   DIR/meta.db    SQLite (WAL, synchronous=FULL, foreign keys on; schema
+ *                  version in PRAGMA user_version)
+ *   DIR/bodies/    one file per regular file's content, named by the fid
+ *                  and the version of the content (see "Bodies" below)
+ *   DIR/tmp/       temporary files (incoming bodies: store_body_tmp());
+ *                  emptied at every open
+ *   DIR/lock       held (flock) while the store is open: one process only
+ *
+ * Conventions: every function returns 0 or a negative errno; SQLite's
+ * errors are mapped (SQLITE_FULL -> -ENOSPC, SQLITE_BUSY/LOCKED -> -EBUSY,
+ * SQLITE_NOMEM -> -ENOMEM, SQLITE_READONLY -> -EROFS, I/O errors -> the
+ * system errno or -EIO, corruption -> -EUCLEAN). A struct store is used by
+ * one thread at a time. Callbacks (readdir, volume list, xattrs) may read
+ * the store (store_getattr from a readdir callback is fine) but not
+ * change it (-EDEADLK); a callback's non-zero return stops the walk and
+ * is returned.
+ *
+ * Versions: an object's version vector has one counter (this server,
+ * index 0) and the StoreId of its last update. A root directory starts at
+ * [1]@0:0 and a created object at [1]@client:recno. A record applied
+ * bumps each object it names (dir, obj, dir2, target) that still exists
+ * after it, once even if named twice: counter + 1, StoreId = {client,
+ * recno}. That holds for a rename between two names of one object too,
+ * which changes nothing else. So a client predicts the version each of
+ * its records leaves, and its next record, in the same batch or a later
+ * one, names that version as its base. A RENAME within one directory
+ * (dir2 == dir) is checked against base_dir only.
+ *
+ * Bodies: see store.c's "Bodies and crashes".
+ */
+#ifndef LENTO_STORE_H
+#define LENTO_STORE_H
+
+#include "lento_types.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct store;
+struct sqlite3;
+
+/* The schema this code writes; a newer one is refused at open. */
+#define STORE_SCHEMA_VERSION	1
+
+/*
+ * A volume's usage: the bytes of its regular files' bodies and symlinks'
+ * targets, the bytes of its xattrs' names and values, and this much per
+ * object (its row, its directory entry, its attributes).
+ */
+#define STORE_OBJ_OVERHEAD	512
+
+/*
+ * Open (creating it if DIR or the database does not exist yet) the store
+ * in @dir. The store's epoch changes on every open. Bodies no object
+ * refers to and everything in DIR/tmp are removed (a crash's leftovers).
+ * -EBUSY if another process has it open; -EPROTONOSUPPORT if meta.db's
+ * schema is newer than this code's. @err (may be NULL) says why.
+ */
+int store_open(const char *dir, struct store **out, char *err, size_t errlen);
+
+/* Close and free. NULL is fine. */
+void store_close(struct store *s);
+
+/* The server's epoch: a u64 that differs at every open of the store. */
+uint64_t store_epoch(const struct store *s);
+
+/* What the last store_open found and cleaned up. */
+struct store_stats {
+	uint64_t epoch;
+	uint64_t bodies;		/* bodies referenced and present */
+	uint64_t bodies_collected;	/* orphan bodies removed at open */
+	uint64_t bodies_missing;	/* referenced but absent: damage */
+	uint64_t tmp_collected;		/* files removed from DIR/tmp */
+};
+void store_stats(const struct store *s, struct store_stats *st);
+
+/* -------------------------------------------------------------- volumes */
+
+struct store_volume {
+	uint32_t id;
+	char name[LENTO_VOLNAME_MAX + 1];
+	struct lento_fid root;		/* LENTO_ROOT_FID(id) */
+	uint64_t stamp;			/* bumped by every applied record */
+	uint64_t quota;			/* bytes; 0: none */
+	uint64_t usage;			/* bytes, as STORE_OBJ_OVERHEAD says */
+	uint64_t objects;
+	int64_t created_ns;
+};
+
+/* A volume name: 1..LENTO_VOLNAME_MAX printable ASCII bytes, no '/'. */
+bool store_volume_name_ok(const char *name);
+
+/*
+ * A new volume and its root directory (LENTO_ROOT_FID(id), mode 0755,
+ * owned by @uid:@gid). Volume ids are never reused. @out may be NULL.
+ * -EINVAL bad name, -EEXIST name taken.
+ */
+int store_volume_create(struct store *s, const char *name, uint64_t quota,
+			uint32_t uid, uint32_t gid, struct store_volume *out,
+			char *err, size_t errlen);
+
+typedef int (*store_volume_fn)(void *arg, const struct store_volume *v);
+
+/* Every volume, in id order. */
+int store_volume_list(struct store *s, store_volume_fn fn, void *arg);
+
+/* A volume by name or by id: -ENOENT if none. */
+int store_volume_lookup(struct store *s, const char *name,
+			struct store_volume *out);
+int store_volume_get(struct store *s, uint32_t id, struct store_volume *out);
+
+/* Change a volume's quota (0: none). Usage above it stays; it only stops
+ * batches that would grow it. */
+int store_volume_set_quota(struct store *s, const char *name, uint64_t quota,
+			   char *err, size_t errlen);
+
+/* Remove a volume: all its objects, entries, xattrs, clients' record
+ * numbers, then (after the commit) its bodies. */
+int store_volume_remove(struct store *s, const char *name, char *err,
+			size_t errlen);
+
+/* ---------------------------------------------------------------- reads */
+
+typedef int (*store_xattr_fn)(void *arg, const char *name, const void *value,
+			      size_t len);
+
+/*
+ * An object's status; a symlink's target into @target (NUL-terminated;
+ * @target_size >= LENTO_SYMLINK_MAX + 1 always fits; may be NULL; ""
+ * for other types; -ENAMETOOLONG if it does not fit); each xattr to @fn
+ * (may be NULL), in name order. -ENOENT if no such object.
+ */
+int store_getattr(struct store *s, const struct lento_fid *fid,
+		  struct lento_status *st, char *target, size_t target_size,
+		  store_xattr_fn fn, void *arg);
+
+typedef int (*store_dirent_fn)(void *arg, const struct lento_dirent *de);
+
+/*
+ * Each entry of directory @dir with its object's status, in name (byte)
+ * order; "." and ".." are not entries. One indexed query.
+ * -ENOENT, -ENOTDIR.
+ */
+int store_readdir(struct store *s, const struct lento_fid *dir,
+		  store_dirent_fn fn, void *arg);
+
+/*
+ * Open regular file @fid's content for reading: *fd (the caller closes
+ * it) and *size. If @expect is not NULL and the object's version is not
+ * that, -ESTALE and nothing opened; @vv (may be NULL) gets the current
+ * version either way. A file with no content (size 0) gets an empty
+ * memfd. The fd keeps reading the version it opened after later changes.
+ * -ENOENT, -EISDIR, -EINVAL (not a regular file), -EIO (body missing).
+ */
+int store_body_open(struct store *s, const struct lento_fid *fid,
+		    const struct lento_vv *expect, int *fd, uint64_t *size,
+		    struct lento_vv *vv);
+
+/*
+ * A new empty temporary file in DIR/tmp for an incoming body: returns its
+ * fd (O_RDWR, the caller closes it) and its path in @path. Write it,
+ * fsync it, and hand it to store_reintegrate by fd or by path.
+ */
+int store_body_tmp(struct store *s, char *path, size_t pathlen);
+
+/* ---------------------------------------------------------- validation */
+
+/* Is @stamp volume @volume's current stamp? *now gets it (may be NULL). */
+int store_validate(struct store *s, uint32_t volume, uint64_t stamp,
+		   bool *current, uint64_t *now);
+
+/*
+ * For each of @n objects, changed[i] = its version is no longer vvs[i]
+ * (or it is gone). Returns how many changed, or a negative errno.
+ */
+int store_validate_objects(struct store *s, const struct lento_fid *fids,
+			   const struct lento_vv *vvs, size_t n,
+			   bool *changed);
+
+/* ------------------------------------------------------- reintegration */
+
+/*
+ * The content a STORE record brings: a file already written and fsynced,
+ * on the store's file system (store_body_tmp() makes one), given either
+ * as an open @fd (>= 0; hard-linked into bodies/ through /proc/self/fd;
+ * the caller keeps and closes the fd) or, with fd < 0, as @path (renamed
+ * into bodies/ when the batch commits; renamed back if it does not). A
+ * body of a skipped or refused record is left where it was: the caller
+ * removes what is left. @size must be the file's size and the record's
+ * attr.size when that is valid.
+ */
+struct store_body {
+	int fd;
+	const char *path;
+	uint64_t size;
+};
+
+enum store_outcome {
+	STORE_APPLIED = 0,	/* committed (maybe nothing new: all skipped) */
+	STORE_CONFLICT,		/* a record's base version is not current */
+	STORE_FAILED,		/* an error: see err */
+};
+
+struct store_result {
+	enum store_outcome outcome;
+	size_t applied;		/* records applied (0 unless APPLIED) */
+	size_t skipped;		/* records with recno <= the last applied */
+	uint64_t last_recno;	/* the client's last applied record, after */
+	uint64_t stamp;		/* the volume's stamp, after */
+	/* Not APPLIED: */
+	int err;		/* the negative errno returned */
+	ssize_t rec;		/* index of the record to blame, or -1 */
+	struct lento_fid fid;	/* the object concerned (zero if none) */
+	struct lento_vv base;	/* CONFLICT: the version the record names */
+	struct lento_vv current;	/* CONFLICT: the server's version */
+	char msg[512];		/* why, for people */
+};
+
+/*
+ * Apply client @client's records @recs[0..n) to volume @volume in one
+ * SQLite transaction: all of them or none.
+ *
+ * Record numbers must be consecutive (recs[i].recno == recs[0].recno + i,
+ * from 1). Records numbered <= the last one applied for (client, volume)
+ * are skipped (res->skipped): a batch sent again is never applied twice.
+ * The first new record must be the last applied + 1: a gap is -EPROTO.
+ *
+ * Each new record is checked and applied in order: the objects it names
+ * exist (-ENOENT), its base versions are their current ones (else
+ * CONFLICT, -ESTALE: res names the record, the object, both versions),
+ * the record's uid/gid may make the change (owner/group/other mode bits,
+ * sticky directories; uid 0 passes; -EACCES/-EPERM), the change makes
+ * sense (-EEXIST, -ENOTEMPTY, -ENOTDIR, -EISDIR, -EXDEV, -EINVAL, ...).
+ * Then the volume's quota (-EDQUOT if the batch grows usage beyond it),
+ * then the bodies are put in place, then COMMIT. Any failure: nothing
+ * changed, res says which record and why. @bodies is indexed like @recs
+ * (only STORE records' entries are read); NULL if the batch has no STORE
+ * with content.
+ *
+ * Returns 0 (res->outcome APPLIED) or res->err.
+ */
+int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
+		      const struct lento_rec *recs, size_t n,
+		      const struct store_body *bodies,
+		      struct store_result *res);
+
+/* ------------------------------------------------------------- testing */
+
+/*
+ * Fault injection for tests: @fn is called at each point with the
+ * store's database handle; a negative return fails the operation there
+ * with that errno, as a real failure at that point would.
+ */
+enum store_fault {
+	STORE_FAULT_BEGIN,	/* reintegration: the transaction just began */
+	STORE_FAULT_BODY_LINK,	/* before each body is put into bodies/ */
+	STORE_FAULT_BODY_SYNC,	/* before bodies/ is fsynced */
+	STORE_FAULT_COMMIT,	/* bodies in place, before COMMIT */
+	STORE_FAULT_COMMITTED,	/* after COMMIT, before old bodies go */
+};
+typedef int (*store_fault_fn)(void *arg, enum store_fault where,
+			      struct sqlite3 *db);
+void store_set_fault(struct store *s, store_fault_fn fn, void *arg);
+
+#endif /* LENTO_STORE_H */
