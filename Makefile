@@ -129,6 +129,14 @@ tests/bin/unit-loop: tests/unit/check_loop.c $(LOOPLIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_loop.c \
 		lento/loop.c -luring $$(pkg-config --cflags --libs check)
 
+UNITS += tests/bin/unit-fidset
+
+tests/bin/unit-fidset: tests/unit/check_fidset.c lento/fidset.c lento/fidset.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Ilento -o $@ \
+		tests/unit/check_fidset.c lento/fidset.c \
+		$$(pkg-config --cflags --libs check)
+
 # Its tests run tools/bin/lentoctl against the control socket.
 tests/bin/unit-ctl: tests/unit/check_ctl.c $(LOOPLIB) $(CTLLIB) \
 		tools/bin/lentoctl
