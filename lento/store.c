@@ -14,6 +14,7 @@
  *             key (vol, dclient, dseq, name); index on the child
  *   xattrs   (vol, client, seq, name, value)   key (vol, client, seq, name)
  *   clients  (vol, client, last_recno)         key (vol, client)
+ *   identities (id, uuid, created_ns)          a client's id by its uuid
  *
  * Times are nanoseconds, u64s are stored as SQLite's i64 bit for bit, vv
  * is the counters as little-endian u64s (the StoreId in sid_*), names are
@@ -93,6 +94,7 @@ enum q {
 	Q_XATTR_LEN, Q_XATTR_COUNT, Q_XATTR_SET, Q_XATTR_DEL, Q_XATTR_LIST,
 	Q_CLIENT_GET, Q_CLIENT_SET,
 	Q_READDIR, Q_BODIES,
+	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT,
 	Q_N
 };
 
@@ -156,12 +158,16 @@ static const char *const sql[Q_N] = {
 	[Q_READDIR] = "SELECT e.name, o.client, o.seq, o.type, o.mode, o.uid, "
 		"o.gid, o.nlink, o.size, o.atime, o.mtime, o.ctime, o.rdev, "
 		"o.vv, o.sid_client, o.sid_seq, o.body_client, o.body_seq, "
-		"o.xattr_bytes FROM entries AS e JOIN objects AS o ON "
+		"o.xattr_bytes, o.target FROM entries AS e JOIN objects AS o ON "
 		"o.vol = e.vol AND o.client = e.cclient AND o.seq = e.cseq "
 		"WHERE e.vol = ?1 AND e.dclient = ?2 AND e.dseq = ?3 "
 		"ORDER BY e.name",
 	[Q_BODIES] = "SELECT vol, client, seq, body_client, body_seq FROM "
 		"objects WHERE body_client IS NOT NULL",
+	[Q_IDENT_BY_UUID] = "SELECT id FROM identities WHERE uuid = ?1",
+	[Q_IDENT_BY_ID] = "SELECT uuid FROM identities WHERE id = ?1",
+	[Q_IDENT_INSERT] = "INSERT INTO identities (uuid, created_ns) "
+		"VALUES (?1, ?2)",
 };
 
 static const char schema[] =
@@ -227,7 +233,12 @@ static const char schema[] =
 	"  client INTEGER NOT NULL,\n"
 	"  last_recno INTEGER NOT NULL,\n"
 	"  PRIMARY KEY (vol, client)\n"
-	") WITHOUT ROWID;\n";
+	") WITHOUT ROWID;\n"
+	"CREATE TABLE identities (\n"
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+	"  uuid BLOB NOT NULL UNIQUE,\n"
+	"  created_ns INTEGER NOT NULL\n"
+	");\n";
 
 struct store {
 	sqlite3 *db;
@@ -1508,7 +1519,8 @@ int store_readdir(struct store *s, const struct lento_fid *dir,
 			break;
 		status_from_obj(&o, &de.st);
 		s->cb_depth++;
-		r = fn(arg, &de);
+		r = fn(arg, &de, sqlite3_column_blob(st, 19),
+		       (uint32_t)sqlite3_column_bytes(st, 19));
 		s->cb_depth--;
 		if (r)
 			break;
@@ -3005,4 +3017,49 @@ fail:
 	if (!res->err)
 		batch_fail(&b, ret ? ret : -EIO, "failed");
 	return res->err;
+}
+
+/* ----------------------------------------------------------- identities */
+
+int store_client_register(struct store *s, const uint8_t uuid[16],
+			  uint32_t *id)
+{
+	sqlite3_stmt *st = s->q[Q_IDENT_BY_UUID];
+	int r;
+
+	USABLE(s);
+	sqlite3_bind_blob(st, 1, uuid, 16, SQLITE_STATIC);
+	r = row(s, st);
+	if (r == 1)
+		*id = (uint32_t)sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	if (r)
+		return r < 0 ? r : 0;
+	st = s->q[Q_IDENT_INSERT];
+	sqlite3_bind_blob(st, 1, uuid, 16, SQLITE_STATIC);
+	bind_u64(st, 2, (uint64_t)now_ns());
+	r = done(s, st);
+	if (r)
+		return r;
+	if (sqlite3_last_insert_rowid(s->db) > UINT32_MAX)
+		return -EOVERFLOW;
+	*id = (uint32_t)sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+int store_client_check(struct store *s, uint32_t id, const uint8_t uuid[16])
+{
+	sqlite3_stmt *st = s->q[Q_IDENT_BY_ID];
+	int r;
+
+	USABLE(s);
+	sqlite3_bind_int64(st, 1, id);
+	r = row(s, st);
+	if (r == 1)
+		r = sqlite3_column_bytes(st, 0) == 16 &&
+		    !memcmp(sqlite3_column_blob(st, 0), uuid, 16) ? 0 : -EPERM;
+	else if (r == 0)
+		r = -ENOENT;
+	sqlite3_reset(st);
+	return r;
 }

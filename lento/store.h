@@ -146,7 +146,9 @@ int store_getattr(struct store *s, const struct lento_fid *fid,
 		  struct lento_status *st, char *target, size_t target_size,
 		  store_xattr_fn fn, void *arg);
 
-typedef int (*store_dirent_fn)(void *arg, const struct lento_dirent *de);
+/* @target: a symlink's target (@target_len bytes, not NUL-ended), else NULL. */
+typedef int (*store_dirent_fn)(void *arg, const struct lento_dirent *de,
+			       const char *target, uint32_t target_len);
 
 /*
  * Each entry of directory @dir with its object's status, in name (byte)
@@ -255,6 +257,17 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 		      const struct lento_rec *recs, size_t n,
 		      const struct store_body *bodies,
 		      struct store_result *res);
+
+/* ----------------------------------------------------------- identities */
+
+/*
+ * A client's id by its persistent uuid: the one it has, or a new one
+ * (from 1, never reused). 0 or -errno.
+ */
+int store_client_register(struct store *s, const uint8_t uuid[16],
+			  uint32_t *id);
+/* Is @id the client with @uuid? 0, -ENOENT (no such id), -EPERM (another). */
+int store_client_check(struct store *s, uint32_t id, const uint8_t uuid[16]);
 
 /* ------------------------------------------------------------- testing */
 

@@ -350,16 +350,36 @@ struct find {
 	const char *name;
 	struct lento_fid fid;
 	size_t count;
+	char target[LENTO_SYMLINK_MAX + 1];	/* the entry's, if a symlink */
 };
 
-static int find_cb(void *arg, const struct lento_dirent *de)
+static int find_cb(void *arg, const struct lento_dirent *de,
+		   const char *target, uint32_t target_len)
 {
 	struct find *f = arg;
 
 	f->count++;
-	if (f->name && !strcmp(de->name, f->name))
+	ck_assert_int_eq(target != NULL, de->st.type == LENTO_T_SYMLINK);
+	if (f->name && !strcmp(de->name, f->name)) {
 		f->fid = de->st.fid;
+		if (target) {
+			ck_assert_uint_le(target_len, LENTO_SYMLINK_MAX);
+			memcpy(f->target, target, target_len);
+			f->target[target_len] = 0;
+		}
+	}
 	return 0;
+}
+
+/* The target of symlink @d/@name, as a listing of @d gives it. */
+static const char *listed_target(struct lento_fid d, const char *name)
+{
+	static struct find f;
+
+	memset(&f, 0, sizeof(f));
+	f.name = name;
+	ck_assert_int_eq(store_readdir(s, &d, find_cb, &f), 0);
+	return f.target;
 }
 
 static struct lento_fid lookup(struct lento_fid d, const char *name)
@@ -478,7 +498,9 @@ struct walk {
 	size_t n, cap;
 };
 
-static int collect_cb(void *arg, const struct lento_dirent *de)
+static int collect_cb(void *arg, const struct lento_dirent *de,
+		   const char *target __attribute__((unused)),
+		   uint32_t target_len __attribute__((unused)))
 {
 	struct walk *w = arg;
 
@@ -855,6 +877,7 @@ START_TEST(create_and_friends)
 				       NULL, NULL), 0);
 	ck_assert_uint_eq(st.type, LENTO_T_SYMLINK);
 	ck_assert_str_eq(target, "../some/target");
+	ck_assert_str_eq(listed_target(d, "link"), "../some/target");
 	ck_assert_uint_eq(st.attr.size, 14);
 	ck_assert_int_eq(store_getattr(s, &l, &st, target, 5, NULL, NULL),
 			 -ENAMETOOLONG);
@@ -2046,7 +2069,9 @@ struct big {
 	uint64_t seqsum;
 };
 
-static int big_cb(void *arg, const struct lento_dirent *de)
+static int big_cb(void *arg, const struct lento_dirent *de,
+		   const char *target __attribute__((unused)),
+		   uint32_t target_len __attribute__((unused)))
 {
 	struct big *b = arg;
 
@@ -2066,6 +2091,28 @@ static double secs(const struct timespec *a, const struct timespec *b)
 	return (double)(b->tv_sec - a->tv_sec) +
 	       (double)(b->tv_nsec - a->tv_nsec) / 1e9;
 }
+
+START_TEST(identities)
+{
+	uint8_t a[16] = { 1 }, b[16] = { 2 };
+	uint32_t ia, ib, again;
+
+	ck_assert_int_eq(store_client_register(s, a, &ia), 0);
+	ck_assert_int_eq(store_client_register(s, b, &ib), 0);
+	ck_assert_uint_ge(ia, 1);
+	ck_assert_uint_ne(ia, ib);
+	ck_assert_int_eq(store_client_register(s, a, &again), 0);
+	ck_assert_uint_eq(again, ia);
+	ck_assert_int_eq(store_client_check(s, ia, a), 0);
+	ck_assert_int_eq(store_client_check(s, ia, b), -EPERM);
+	ck_assert_int_eq(store_client_check(s, ib + 100, b), -ENOENT);
+	/* Kept across a reopen. */
+	reopen();
+	ck_assert_int_eq(store_client_register(s, b, &again), 0);
+	ck_assert_uint_eq(again, ib);
+	ck_assert_int_eq(store_client_check(s, ia, a), 0);
+}
+END_TEST
 
 START_TEST(readdir_100k)
 {
@@ -2148,7 +2195,9 @@ START_TEST(readdir_plan)
 }
 END_TEST
 
-static int nested_cb(void *arg, const struct lento_dirent *de)
+static int nested_cb(void *arg, const struct lento_dirent *de,
+		   const char *target __attribute__((unused)),
+		   uint32_t target_len __attribute__((unused)))
 {
 	struct lento_status st;
 	struct store_result res;
@@ -2215,6 +2264,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, crash_after_commit);
 	tcase_add_test(tc, disk_full);
 	tcase_add_test(tc, readdir_plan);
+	tcase_add_test(tc, identities);
 	tcase_add_test(tc, callbacks);
 	suite_add_tcase(su, tc);
 
