@@ -76,6 +76,20 @@ build/fuzz/logwrites: tools/crash/fuzz_logwrites.c $(LWLIB)
 	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
 		-Itools/crash -o $@ $< tools/crash/logwrites.c
 
+# lento wire protocol (protocol/PROTOCOL.md): the one codec client and
+# server share and its unit tests (ASan+UBSan).
+LPROTOLIB := protocol/lproto.c protocol/lproto.h protocol/lento_types.h
+LPROTO_RT := protocol/fuzz/lproto_roundtrip.c protocol/fuzz/lproto_roundtrip.h
+
+tests/bin/unit-lproto: tests/unit/check_lproto.c $(LPROTOLIB) $(LPROTO_RT)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Iprotocol/fuzz -o $@ \
+		tests/unit/check_lproto.c protocol/lproto.c \
+		protocol/fuzz/lproto_roundtrip.c \
+		$$(pkg-config --cflags --libs check libzstd)
+
+check: tests/bin/unit-lproto
+
 POSIX_SRC := $(wildcard tests/posix/*.c)
 tests/bin/posix: $(POSIX_SRC) tests/posix/posix.h
 	@mkdir -p $(@D)
