@@ -372,7 +372,7 @@ static void put_status(struct wr *w, const struct lento_status *st)
 }
 
 /* A C string from a fixed array of @size bytes, its NUL included. */
-static size_t put_cstr(struct wr *w, const char *s, size_t size)
+static void put_cstr(struct wr *w, const char *s, size_t size)
 {
 	size_t n = strnlen(s, size);
 
@@ -380,7 +380,6 @@ static size_t put_cstr(struct wr *w, const char *s, size_t size)
 		invalid(w, "name without its NUL");
 	else
 		put_str16(w, s, n);
-	return n;
 }
 
 static void begin(struct wr *w, struct lp_buf *b, unsigned int type,
@@ -392,6 +391,8 @@ static void begin(struct wr *w, struct lp_buf *b, unsigned int type,
 	w->start = b->len;
 	w->err = 0;
 	h = room(w, LP_HDR_SIZE);
+	if (type > UINT16_MAX)
+		invalid(w, "unknown frame type");
 	if (!h)
 		return;
 	memset(h, 0, LP_HDR_SIZE);

@@ -1416,6 +1416,8 @@ START_TEST(encoder_rolls_back)
 	ck_enc_refused(lp_encode_fid(&b, LP_BREAK, 5, &fid), "push");
 	ck_enc_refused(lp_encode_fid(&b, LP_FETCH, 5, &fid), "truncated");
 	ck_enc_refused(lp_encode_fid(&b, 200, 5, &fid), "unknown frame type");
+	ck_enc_refused(lp_encode_fid(&b, 0x10000 + LP_GETATTR, 5, &fid),
+		       "unknown frame type");
 	fid = (struct lento_fid){ 0, 0, 0 };
 	ck_enc_refused(lp_encode_fid(&b, LP_GETATTR, 1, &fid), "null fid");
 	ck_assert_uint_eq(b.len, len);
