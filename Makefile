@@ -79,6 +79,30 @@ build/fuzz/logwrites: tools/crash/fuzz_logwrites.c $(LWLIB)
 	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
 		-Itools/crash -o $@ $< tools/crash/logwrites.c
 
+# lento wire protocol (protocol/PROTOCOL.md): the one codec client and
+# server share, its unit tests (ASan+UBSan) and its fuzzer. The fuzzer's
+# seeds come from the tests: tests/bin/unit-lproto --write-corpus
+# protocol/fuzz/corpus/lproto
+LPROTOLIB := protocol/lproto.c protocol/lproto.h protocol/lento_types.h
+LPROTO_RT := protocol/fuzz/lproto_roundtrip.c protocol/fuzz/lproto_roundtrip.h
+FUZZERS += build/fuzz/lproto
+
+tests/bin/unit-lproto: tests/unit/check_lproto.c $(LPROTOLIB) $(LPROTO_RT)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Iprotocol/fuzz -o $@ \
+		tests/unit/check_lproto.c protocol/lproto.c \
+		protocol/fuzz/lproto_roundtrip.c \
+		$$(pkg-config --cflags --libs check libzstd)
+
+build/fuzz/lproto: protocol/fuzz/lproto_fuzz.c $(LPROTOLIB) $(LPROTO_RT)
+	@mkdir -p $(@D)
+	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
+		-Iprotocol -Iprotocol/fuzz -o $@ $< protocol/lproto.c \
+		protocol/fuzz/lproto_roundtrip.c \
+		$$(pkg-config --cflags --libs libzstd)
+
+UNITS += tests/bin/unit-lproto
+
 POSIX_SRC := $(wildcard tests/posix/*.c)
 tests/bin/posix: $(POSIX_SRC) tests/posix/posix.h
 	@mkdir -p $(@D)
