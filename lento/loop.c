@@ -439,6 +439,8 @@ static void lo_conn_send_done(struct lo_conn *c, int res)
 	lo_conn_arm_send(c);
 	if (c->draining && !lo_conn_queued(c))
 		lo_conn_shut(c);
+	else if (!c->draining && c->ops && c->ops->sent)
+		c->ops->sent(c);
 }
 
 static void lo_conn_connect_done(struct lo_conn *c, int res)

@@ -38,6 +38,11 @@ struct lo_conn_ops {
 	 * lo_conn_close(). Called once, after which the connection is freed.
 	 */
 	void (*closed)(struct lo_conn *c, int err, const char *reason);
+	/*
+	 * Some queued output went out (optional): a sender of long streams
+	 * queues more while lo_conn_queued() is low.
+	 */
+	void (*sent)(struct lo_conn *c);
 };
 
 /* Accepted a connection: set its ops with lo_conn_set(), or return -errno to refuse it. */
