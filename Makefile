@@ -23,7 +23,8 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer \
 # Unit tests (Check), each block below adds its own.
 UNITS := tests/bin/unit-tree tests/bin/unit-kml tests/bin/unit-logwrites
 
-TOOLS := tools/bin/kmlcat tools/bin/replay-log tools/bin/lentoctl
+TOOLS := tools/bin/kmlcat tools/bin/replay-log tools/bin/lentoctl \
+	tools/bin/lento tools/bin/lento-asan
 TEST_PROGS := tests/bin/posix tests/bin/fsdiff tests/bin/treecmp \
 	tests/bin/presto-errors bench/bin/microbench
 SETUP_STAMP := .venv/.setup-done
@@ -154,6 +155,23 @@ tests/bin/unit-loop: tests/unit/check_loop.c $(LOOPLIB)
 		lento/loop.c -luring $$(pkg-config --cflags --libs check)
 
 UNITS += tests/bin/unit-fidset
+
+# lento itself; lento-asan is the same under ASan+UBSan, for the tests.
+# (tools/bin: built, not kept.)
+LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
+	lento/loop.c lento/ctl.c lento/jw.c lento/log.c lento/fidset.c \
+	protocol/lproto.c
+LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h
+LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd)
+
+tools/bin/lento: $(LENTO_SRC) $(LENTO_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iprotocol -Ilento -o $@ $(LENTO_SRC) $(LENTO_LIBS)
+
+tools/bin/lento-asan: $(LENTO_SRC) $(LENTO_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Ilento -o $@ $(LENTO_SRC) \
+		$(LENTO_LIBS)
 
 tests/bin/unit-fidset: tests/unit/check_fidset.c lento/fidset.c lento/fidset.h
 	@mkdir -p $(@D)

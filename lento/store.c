@@ -852,7 +852,8 @@ static int schema_check(struct store *s, char *err, size_t errlen)
 		snprintf(set, sizeof(set),
 			 "INSERT INTO meta (key, value) VALUES ('epoch', %"
 			 PRIu64 "); PRAGMA user_version = %d; COMMIT",
-			 (uint64_t)seed << 32, STORE_SCHEMA_VERSION);
+			 /* below 2^63: SQL reads a larger literal as a REAL */
+			 (uint64_t)(seed >> 1) << 32, STORE_SCHEMA_VERSION);
 		r = exec(s, set);
 	}
 	if (r) {

@@ -1,0 +1,1811 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lento's server (server.h).
+ *
+ * One thread, one event loop (loop.h): every client connection is a
+ * session, which parses frames (lproto.h) and answers from the store
+ * (store.h). The state that is not in the store lives here and dies with
+ * the process, as the protocol says (a new epoch tells the clients):
+ *
+ *  - callbacks: per session, the fids it was promised (fidset.h) and the
+ *    volumes it validated whole. A change through another client breaks
+ *    them (BREAK, BREAK_VOLUME pushes); a session that goes loses them.
+ *  - permits: per volume, the client holding the write-back permit and
+ *    its lease. A grant breaks the volume's callbacks at every other
+ *    session. A request for a volume whose permit another client holds --
+ *    an ACQUIRE, or a read, which must see the holder's changes -- waits
+ *    (deferred) while the holder is asked to give it back (PERMIT_REVOKE):
+ *    it reintegrates and releases, or its lease runs out. A deferred
+ *    request that waits longer than two leases gets ETIMEDOUT.
+ *  - reintegration: a REINTEGRATE's records, then the bodies of its
+ *    STOREs in DATA frames, written to temporary files in the store; then
+ *    one store_reintegrate() (one SQLite transaction) and the answer.
+ *
+ * The store is used synchronously from the loop: a batch's transaction
+ * holds up the other sessions while it commits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "ctl.h"
+#include "fidset.h"
+#include "log.h"
+#include "loop.h"
+#include "lproto.h"
+#include "server.h"
+#include "store.h"
+#include "vv.h"
+
+#define TICK_MS			200
+#define FETCH_QUEUE_LOW		(4u << 20)	/* queue more DATA below this */
+#define DEFAULT_PORT_V4		"127.0.0.1:4770"
+#define DEFAULT_PORT_V6		"[::1]:4770"
+
+struct session;
+
+/* A request waiting for a volume's permit to come free. */
+struct deferred {
+	struct deferred *next;
+	struct session *s;
+	uint16_t type;
+	uint32_t tag;
+	uint32_t len;
+	uint64_t deadline_ms;
+	uint8_t body[];
+};
+
+struct permit {
+	struct permit *next;
+	uint32_t volume;
+	uint32_t holder;		/* client id; 0: free */
+	uint64_t expires_ms;
+	bool revoked;			/* PERMIT_REVOKE sent to this holder */
+	struct deferred *head, **tail;
+};
+
+/* A body being sent for a FETCH. */
+struct fetch_out {
+	struct fetch_out *next;
+	uint32_t tag;
+	int fd;
+	uint64_t off, size;
+	struct lp_fetch_reply reply;
+	bool started;
+};
+
+/* A REINTEGRATE whose bodies are arriving. */
+struct reint_in {
+	uint32_t tag, volume;
+	struct lento_rec *recs;
+	uint32_t n;
+	uint8_t **data;			/* records' data, owned */
+	struct store_body *bodies;	/* indexed like recs */
+	char (*paths)[256];		/* temporary files of the bodies */
+	uint32_t cur;			/* the STORE whose body comes */
+	int fd;				/* its temporary file, or -1 */
+	struct lp_stream stream;
+	void *chunk;			/* LP_CHUNK_MAX bytes */
+};
+
+struct session {
+	struct server *srv;
+	struct session *prev, *next;
+	struct lo_conn *conn;
+	bool ready;			/* HELLO done */
+	bool discard;			/* dropping DATA of a refused batch */
+	uint32_t client;
+	uint8_t uuid[16];
+	uint64_t heard_ms, since_ms;
+	struct fidset cbs;
+	uint32_t *vols;			/* volume callbacks */
+	size_t nvols, capvols;
+	struct fetch_out *fetch, **fetch_tail;
+	struct reint_in *ri;
+	uint64_t requests;
+};
+
+struct server {
+	const struct server_opts *opt;
+	struct lo_loop *loop;
+	struct store *st;
+	uint64_t epoch;
+	uint32_t lease_ms, heartbeat_ms, gone_ms;
+	struct session *sessions;
+	struct permit *permits;
+	struct lp_buf out;		/* the frames being made */
+	struct ctl_server ctl;
+	char listening[SERVER_LISTEN_MAX][120];
+	int nlistening;
+	int stop_signal;
+};
+
+static void sess_close(struct session *s, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------ sending */
+
+/* Send what srv->out holds to @s; a peer that does not read is closed. */
+static void sess_flush(struct session *s)
+{
+	struct lp_buf *b = &s->srv->out;
+	int err;
+
+	if (!b->len)
+		return;
+	err = lo_conn_send(s->conn, b->p, b->len);
+	b->len = 0;
+	if (err == -ENOBUFS)
+		sess_close(s, err, "it does not read what it is sent");
+}
+
+static void sess_error(struct session *s, uint32_t tag, int err,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void sess_error(struct session *s, uint32_t tag, int err,
+		       const char *fmt, ...)
+{
+	char msg[LP_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!lp_encode_error(&s->srv->out, tag, lp_err_from_errno(err), msg))
+		sess_flush(s);
+}
+
+static void sess_push_fid(struct session *s, unsigned int type,
+			  const struct lento_fid *fid)
+{
+	if (!lp_encode_fid(&s->srv->out, type, 0, fid))
+		sess_flush(s);
+}
+
+static void sess_push_volume(struct session *s, unsigned int type,
+			     uint32_t volume)
+{
+	if (!lp_encode_volume(&s->srv->out, type, 0, volume))
+		sess_flush(s);
+}
+
+/* ---------------------------------------------------------- callbacks */
+
+static bool sess_has_volume(const struct session *s, uint32_t volume)
+{
+	size_t i;
+
+	for (i = 0; i < s->nvols; i++)
+		if (s->vols[i] == volume)
+			return true;
+	return false;
+}
+
+static void sess_add_volume(struct session *s, uint32_t volume)
+{
+	uint32_t *v;
+
+	if (sess_has_volume(s, volume))
+		return;
+	if (s->nvols == s->capvols) {
+		size_t cap = s->capvols ? s->capvols * 2 : 4;
+
+		v = realloc(s->vols, cap * sizeof(*v));
+		if (!v)
+			return;	/* no promise made: the client asks again */
+		s->vols = v;
+		s->capvols = cap;
+	}
+	s->vols[s->nvols++] = volume;
+}
+
+static bool sess_drop_volume(struct session *s, uint32_t volume)
+{
+	size_t i;
+
+	for (i = 0; i < s->nvols; i++)
+		if (s->vols[i] == volume) {
+			s->vols[i] = s->vols[--s->nvols];
+			return true;
+		}
+	return false;
+}
+
+/* A promise to @s: @fid does not change without a BREAK first. */
+static void sess_promise(struct session *s, const struct lento_fid *fid)
+{
+	if (fidset_add(&s->cbs, fid) < 0)
+		log_warn("client %" PRIu32 ": out of memory for callbacks",
+			 s->client);
+}
+
+/* Every callback of @volume at sessions of other clients than @client. */
+static void break_volume(struct server *srv, uint32_t volume,
+			 uint32_t client)
+{
+	struct session *t;
+
+	for (t = srv->sessions; t; t = t->next) {
+		bool had;
+
+		if (!t->ready || t->client == client)
+			continue;
+		had = sess_drop_volume(t, volume);
+		had |= fidset_del_volume(&t->cbs, volume) > 0;
+		if (had)
+			sess_push_volume(t, LP_BREAK_VOLUME, volume);
+	}
+}
+
+/* @fid changes through @client: break the others' callbacks on it. */
+static void break_fid(struct server *srv, const struct lento_fid *fid,
+		      uint32_t client)
+{
+	struct session *t;
+
+	for (t = srv->sessions; t; t = t->next) {
+		if (!t->ready || t->client == client)
+			continue;
+		if (fidset_del(&t->cbs, fid))
+			sess_push_fid(t, LP_BREAK, fid);
+	}
+}
+
+/* ------------------------------------------------------------ permits */
+
+static struct permit *permit_get(struct server *srv, uint32_t volume,
+				 bool create)
+{
+	struct permit *p;
+
+	for (p = srv->permits; p; p = p->next)
+		if (p->volume == volume)
+			return p;
+	if (!create)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->volume = volume;
+	p->tail = &p->head;
+	p->next = srv->permits;
+	srv->permits = p;
+	return p;
+}
+
+static struct session *session_of(struct server *srv, uint32_t client)
+{
+	struct session *s;
+
+	for (s = srv->sessions; s; s = s->next)
+		if (s->ready && s->client == client)
+			return s;
+	return NULL;
+}
+
+/* The permit of @volume if a client other than @client holds it. */
+static struct permit *held_by_other(struct server *srv, uint32_t volume,
+				    uint32_t client)
+{
+	struct permit *p = permit_get(srv, volume, false);
+
+	if (!p || !p->holder || p->holder == client)
+		return NULL;
+	return p;
+}
+
+/* Ask the holder to give the permit back, once. */
+static void permit_revoke(struct server *srv, struct permit *p)
+{
+	struct session *h;
+
+	if (p->revoked)
+		return;
+	p->revoked = true;
+	h = session_of(srv, p->holder);
+	log_info("volume %" PRIu32 ": asking client %" PRIu32
+		 " to give its permit back%s", p->volume, p->holder,
+		 h ? "" : " (not connected: its lease must run out)");
+	if (h)
+		sess_push_volume(h, LP_PERMIT_REVOKE, p->volume);
+}
+
+/* Keep the request in @f until @p is free. */
+static int defer(struct session *s, struct permit *p,
+		 const struct lp_frame *f)
+{
+	struct deferred *d = malloc(sizeof(*d) + f->len);
+
+	if (!d)
+		return -ENOMEM;
+	d->next = NULL;
+	d->s = s;
+	d->type = f->type;
+	d->tag = f->tag;
+	d->len = f->len;
+	d->deadline_ms = lo_now_ms() + 2ull * s->srv->lease_ms;
+	memcpy(d->body, f->body, f->len);
+	*p->tail = d;
+	p->tail = &d->next;
+	permit_revoke(s->srv, p);
+	return 0;
+}
+
+static void handle_request(struct session *s, const struct lp_frame *f);
+
+/* The permit came free: run what waited for it, in order. */
+static void permit_run_deferred(struct server *srv, struct permit *p)
+{
+	struct deferred *d = p->head, *next;
+
+	p->head = NULL;
+	p->tail = &p->head;
+	for (; d; d = next) {
+		struct lp_frame f = { .type = d->type, .tag = d->tag,
+				      .len = d->len, .body = d->body };
+
+		next = d->next;
+		/* May wait again, behind a new holder. */
+		handle_request(d->s, &f);
+		free(d);
+		(void)srv;
+	}
+}
+
+static void permit_free_holder(struct server *srv, struct permit *p,
+			       const char *why)
+{
+	log_info("volume %" PRIu32 ": permit of client %" PRIu32 " %s",
+		 p->volume, p->holder, why);
+	p->holder = 0;
+	p->revoked = false;
+	permit_run_deferred(srv, p);
+}
+
+static void permit_grant(struct server *srv, struct permit *p,
+			 struct session *s)
+{
+	bool had = p->holder == s->client;
+
+	p->holder = s->client;
+	p->expires_ms = lo_now_ms() + srv->lease_ms;
+	if (!had) {
+		p->revoked = false;
+		log_info("volume %" PRIu32 ": permit granted to client %"
+			 PRIu32, p->volume, s->client);
+		/* Their next open asks us, and we revoke this holder first. */
+		break_volume(srv, p->volume, s->client);
+	}
+}
+
+/* Drop the requests of @s that wait for permits (it is going). */
+static void permits_forget_session(struct server *srv, struct session *s)
+{
+	struct permit *p;
+
+	for (p = srv->permits; p; p = p->next) {
+		struct deferred **dp = &p->head, *d;
+
+		while ((d = *dp)) {
+			if (d->s == s) {
+				*dp = d->next;
+				free(d);
+			} else {
+				dp = &d->next;
+			}
+		}
+		p->tail = dp;
+	}
+}
+
+/* -------------------------------------------------------------- reads */
+
+/*
+ * Before a read of @volume by @s: if another client holds its permit,
+ * the request waits (returns 1) while that holder is asked to give it
+ * back, so the reader sees what the holder changed.
+ */
+static int read_waits(struct session *s, uint32_t volume,
+		      const struct lp_frame *f)
+{
+	struct permit *p = held_by_other(s->srv, volume, s->client);
+
+	if (!p)
+		return 0;
+	if (defer(s, p, f)) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return 1;
+	}
+	return 1;
+}
+
+struct xattr_list {
+	struct lp_getattr_reply *m;
+	char *buf;		/* names and values, copied */
+	size_t used, cap;
+};
+
+static int collect_xattr(void *arg, const char *name, const void *value,
+			 size_t len)
+{
+	struct xattr_list *x = arg;
+	size_t nl = strlen(name);
+	struct lp_xattr *e;
+
+	if (x->m->nxattr == LENTO_XATTRS_MAX || x->used + nl + len > x->cap)
+		return -E2BIG;
+	e = &x->m->xattr[x->m->nxattr++];
+	memcpy(x->buf + x->used, name, nl);
+	e->name = x->buf + x->used;
+	e->name_len = nl;
+	x->used += nl;
+	memcpy(x->buf + x->used, value, len);
+	e->value = x->buf + x->used;
+	e->value_len = len;
+	x->used += len;
+	return 0;
+}
+
+static void do_getattr(struct session *s, const struct lp_frame *f)
+{
+	static char target[LENTO_SYMLINK_MAX + 1];
+	struct lp_getattr_reply m = { 0 };
+	struct xattr_list x = { .m = &m };
+	struct lento_fid fid;
+	const char *why;
+	int err;
+
+	if (lp_decode_fid(f, &fid, &why)) {
+		sess_close(s, -EBADMSG, "GETATTR: %s", why);
+		return;
+	}
+	if (read_waits(s, fid.volume, f))
+		return;
+	x.cap = LENTO_XATTRS_MAX * (LENTO_XATTR_NAME_MAX + 1) +
+		LENTO_XATTRS_MAX * (size_t)LENTO_XATTR_SIZE_MAX;
+	x.buf = malloc(x.cap);
+	if (!x.buf) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
+	}
+	err = store_getattr(s->srv->st, &fid, &m.st, target, sizeof(target),
+			    collect_xattr, &x);
+	if (err) {
+		free(x.buf);
+		sess_error(s, f->tag, err, "getattr: %s", strerror(-err));
+		return;
+	}
+	if (m.st.type == LENTO_T_SYMLINK) {
+		m.target = target;
+		m.target_len = strlen(target);
+	}
+	sess_promise(s, &fid);
+	if (!lp_encode_getattr_reply(&s->srv->out, f->tag, &m))
+		sess_flush(s);
+	else
+		sess_error(s, f->tag, -EIO, "cannot encode the reply");
+	free(x.buf);
+}
+
+/* A directory's entries, collected for READDIR_REPLY frames. */
+struct listing {
+	struct lp_dirent *e;
+	char *targets;		/* symlink targets, back to back */
+	size_t n, cap, tused, tcap;
+	int err;
+};
+
+static int collect_dirent(void *arg, const struct lento_dirent *de,
+			  const char *target, uint32_t target_len)
+{
+	struct listing *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct lp_dirent *e = realloc(l->e, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		l->e = e;
+		l->cap = cap;
+	}
+	if (target) {
+		if (l->tused + target_len > l->tcap) {
+			size_t cap = l->tcap ? l->tcap * 2 : 4096;
+			char *t;
+
+			while (cap < l->tused + target_len)
+				cap *= 2;
+			t = realloc(l->targets, cap);
+			if (!t)
+				return -ENOMEM;
+			l->targets = t;
+			l->tcap = cap;
+		}
+		memcpy(l->targets + l->tused, target, target_len);
+	}
+	l->e[l->n].de = *de;
+	/* An offset until the targets stop moving. */
+	l->e[l->n].target = target ? (const char *)(uintptr_t)l->tused : NULL;
+	l->e[l->n].target_len = target ? target_len : 0;
+	l->tused += target ? target_len : 0;
+	l->n++;
+	return 0;
+}
+
+static void do_readdir(struct session *s, const struct lp_frame *f)
+{
+	struct lp_readdir_reply m = { 0 };
+	struct listing l = { 0 };
+	struct lento_fid fid;
+	const char *why;
+	uint32_t done = 0;
+	size_t i;
+	int err;
+
+	if (lp_decode_fid(f, &fid, &why)) {
+		sess_close(s, -EBADMSG, "READDIR: %s", why);
+		return;
+	}
+	if (read_waits(s, fid.volume, f))
+		return;
+	err = store_getattr(s->srv->st, &fid, &m.dir, NULL, 0, NULL, NULL);
+	if (!err)
+		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
+	if (!err && l.n > LP_DIR_MAX)
+		err = -EFBIG;
+	if (err) {
+		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
+		goto out;
+	}
+	for (i = 0; i < l.n; i++)
+		if (l.e[i].target)
+			l.e[i].target = l.targets + (uintptr_t)l.e[i].target;
+	m.total = l.n;
+	sess_promise(s, &fid);
+	for (i = 0; i < l.n; i++)
+		sess_promise(s, &l.e[i].de.st.fid);
+	do {
+		int k;
+
+		m.first = done;
+		k = lp_encode_readdir_reply(&s->srv->out, f->tag, &m,
+					    l.e + done, l.n - done);
+		if (k < 0) {
+			s->srv->out.len = 0;
+			sess_close(s, k, "cannot encode a listing of %zu entries",
+				   l.n);
+			goto out;
+		}
+		done += k;
+		sess_flush(s);
+	} while (done < l.n);
+out:
+	free(l.e);
+	free(l.targets);
+}
+
+/* ---------------------------------------------------- FETCH: streaming */
+
+static void fetch_free(struct fetch_out *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	free(o);
+}
+
+/* Queue DATA frames of the FETCHes in order while the output is short. */
+static void fetch_pump(struct session *s)
+{
+	static uint8_t chunk[LP_CHUNK_MAX];
+
+	while (s->fetch && lo_conn_queued(s->conn) < FETCH_QUEUE_LOW) {
+		struct fetch_out *o = s->fetch;
+		struct lp_data d = { 0 };
+		size_t want = o->size - o->off < LP_CHUNK_MAX ?
+			      o->size - o->off : LP_CHUNK_MAX;
+		ssize_t n = 0;
+
+		if (!o->started) {
+			o->started = true;
+			if (lp_encode_fetch_reply(&s->srv->out, o->tag,
+						  &o->reply)) {
+				sess_close(s, -EIO, "cannot encode FETCH_REPLY");
+				return;
+			}
+			sess_flush(s);
+		}
+		while ((size_t)n < want) {
+			ssize_t k = pread(o->fd, chunk + n, want - n,
+					  o->off + n);
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				/* The reply is under way: all we can do. */
+				sess_close(s, k < 0 ? -errno : -EIO,
+					   "reading the body of %08" PRIx32
+					   "-%08" PRIx32 "-%016" PRIx64 ": %s",
+					   o->reply.st.fid.volume,
+					   o->reply.st.fid.client,
+					   o->reply.st.fid.seq,
+					   k < 0 ? strerror(errno) :
+					   "shorter than its size");
+				return;
+			}
+			n += k;
+		}
+		d.offset = o->off;
+		d.flags = o->off + n == o->size ? LP_DATA_LAST : 0;
+		d.more = !d.flags;
+		if (lp_encode_data(&s->srv->out, o->tag, &d, chunk, n)) {
+			sess_close(s, -EIO, "cannot compress a chunk");
+			return;
+		}
+		sess_flush(s);
+		o->off += n;
+		if (d.flags & LP_DATA_LAST) {
+			s->fetch = o->next;
+			if (!s->fetch)
+				s->fetch_tail = &s->fetch;
+			fetch_free(o);
+		}
+	}
+}
+
+static void do_fetch(struct session *s, const struct lp_frame *f)
+{
+	struct fetch_out *o;
+	struct lp_fetch m;
+	const char *why;
+	int err;
+
+	if (lp_decode_fetch(f, &m, &why)) {
+		sess_close(s, -EBADMSG, "FETCH: %s", why);
+		return;
+	}
+	if (read_waits(s, m.fid.volume, f))
+		return;
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
+	}
+	o->tag = f->tag;
+	o->fd = -1;
+	err = store_body_open(s->srv->st, &m.fid, m.expect.n ? &m.expect :
+			      NULL, &o->fd, &o->size, NULL);
+	if (!err)
+		err = store_getattr(s->srv->st, &m.fid, &o->reply.st, NULL, 0,
+				    NULL, NULL);
+	if (!err && o->reply.st.attr.size != o->size)
+		err = -EIO;	/* the store's own damage */
+	if (err) {
+		fetch_free(o);
+		sess_error(s, f->tag, err, "fetch: %s", strerror(-err));
+		return;
+	}
+	o->reply.size = o->size;
+	sess_promise(s, &m.fid);
+	*s->fetch_tail = o;
+	s->fetch_tail = &o->next;
+	fetch_pump(s);
+}
+
+/* ------------------------------------------------------------ volumes */
+
+static void do_volume_lookup(struct session *s, const struct lp_frame *f)
+{
+	char name[LENTO_VOLNAME_MAX + 1];
+	struct store_volume v;
+	struct lp_volume m;
+	const char *why;
+	int err;
+
+	if (lp_decode_volume_lookup(f, name, &why)) {
+		sess_close(s, -EBADMSG, "VOLUME_LOOKUP: %s", why);
+		return;
+	}
+	err = store_volume_lookup(s->srv->st, name, &v);
+	if (err) {
+		sess_error(s, f->tag, err, "volume %s: %s", name,
+			   err == -ENOENT ? "no such volume" : strerror(-err));
+		return;
+	}
+	m.volume = v.id;
+	m.root = v.root;
+	m.stamp = v.stamp;
+	if (!lp_encode_volume_lookup_reply(&s->srv->out, f->tag, &m))
+		sess_flush(s);
+}
+
+static void do_volume_validate(struct session *s, const struct lp_frame *f)
+{
+	struct lp_volstamp *v = NULL;
+	struct lp_list l, again;
+	struct lp_volstamp one;
+	const char *why;
+	uint32_t n = 0;
+
+	if (lp_decode_volume_validate(f, &l, &why)) {
+		sess_close(s, -EBADMSG, "VOLUME_VALIDATE: %s", why);
+		return;
+	}
+	again = l;
+	while (lp_next_volstamp(&again, &one) == 1)
+		if (read_waits(s, one.volume, f))
+			return;
+	v = calloc(l.left ? l.left : 1, sizeof(*v));
+	if (!v) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
+	}
+	while (lp_next_volstamp(&l, &v[n]) == 1) {
+		struct store_volume sv;
+		int err = store_volume_get(s->srv->st, v[n].volume, &sv);
+
+		if (err) {
+			v[n].result = LP_VOL_UNKNOWN;
+			v[n].stamp = 0;
+		} else if (sv.stamp == v[n].stamp) {
+			v[n].result = LP_VOL_VALID;
+			sess_add_volume(s, v[n].volume);
+		} else {
+			v[n].result = LP_VOL_CHANGED;
+			v[n].stamp = sv.stamp;
+		}
+		n++;
+	}
+	if (!lp_encode_volume_validate_reply(&s->srv->out, f->tag, v, n))
+		sess_flush(s);
+	free(v);
+}
+
+static void do_validate(struct session *s, const struct lp_frame *f)
+{
+	struct lp_list l, again;
+	struct lp_fidvv one;
+	struct lento_fid *fids;
+	struct lento_vv *vvs;
+	uint8_t *res;
+	const char *why;
+	uint32_t n = 0, i;
+	int err;
+
+	if (lp_decode_validate(f, &l, &why)) {
+		sess_close(s, -EBADMSG, "VALIDATE: %s", why);
+		return;
+	}
+	again = l;
+	while (lp_next_fidvv(&again, &one) == 1)
+		if (read_waits(s, one.fid.volume, f))
+			return;
+	fids = calloc(l.left, sizeof(*fids));
+	vvs = calloc(l.left, sizeof(*vvs));
+	res = calloc(l.left, 1);
+	err = !fids || !vvs || !res ? -ENOMEM : 0;
+	while (!err && lp_next_fidvv(&l, &one) == 1) {
+		fids[n] = one.fid;
+		vvs[n++] = one.vv;
+	}
+	if (!err) {
+		bool *changed = calloc(n ? n : 1, sizeof(*changed));
+
+		err = changed ? store_validate_objects(s->srv->st, fids, vvs,
+						       n, changed) : -ENOMEM;
+		for (i = 0; !err && i < n; i++) {
+			res[i] = changed[i] ? LP_OBJ_CHANGED : LP_OBJ_VALID;
+			if (res[i] == LP_OBJ_VALID)
+				sess_promise(s, &fids[i]);
+		}
+		free(changed);
+	}
+	if (err)
+		sess_error(s, f->tag, err, "validate: %s", strerror(-err));
+	else if (!lp_encode_validate_reply(&s->srv->out, f->tag, res, n))
+		sess_flush(s);
+	free(fids);
+	free(vvs);
+	free(res);
+}
+
+/* ------------------------------------------------------- permits: wire */
+
+static void send_permit(struct session *s, uint32_t tag, uint32_t volume,
+			uint32_t lease_ms)
+{
+	struct lp_permit m = { .volume = volume, .lease_ms = lease_ms };
+
+	if (!lp_encode_permit_reply(&s->srv->out, tag, &m))
+		sess_flush(s);
+}
+
+static void do_permit(struct session *s, const struct lp_frame *f)
+{
+	struct server *srv = s->srv;
+	struct store_volume v;
+	struct permit *p;
+	uint32_t volume;
+	const char *why;
+	int err;
+
+	if (lp_decode_volume(f, &volume, &why)) {
+		sess_close(s, -EBADMSG, "%s: %s", lp_type_name(f->type), why);
+		return;
+	}
+	err = store_volume_get(srv->st, volume, &v);
+	if (err) {
+		sess_error(s, f->tag, err, "volume %" PRIu32 ": %s", volume,
+			   err == -ENOENT ? "no such volume" : strerror(-err));
+		return;
+	}
+	p = permit_get(srv, volume, true);
+	if (!p) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
+	}
+	switch (f->type) {
+	case LP_PERMIT_ACQUIRE:
+		if (p->holder && p->holder != s->client) {
+			if (defer(s, p, f))
+				sess_error(s, f->tag, -ENOMEM, "out of memory");
+			return;
+		}
+		permit_grant(srv, p, s);
+		send_permit(s, f->tag, volume, srv->lease_ms);
+		return;
+	case LP_PERMIT_RENEW:
+		if (p->holder != s->client) {
+			sess_error(s, f->tag, -EPERM,
+				   "not the holder of volume %" PRIu32
+				   "'s permit", volume);
+			return;
+		}
+		p->expires_ms = lo_now_ms() + srv->lease_ms;
+		send_permit(s, f->tag, volume, srv->lease_ms);
+		return;
+	default:		/* LP_PERMIT_RELEASE */
+		send_permit(s, f->tag, volume, 0);
+		if (p->holder == s->client)
+			permit_free_holder(srv, p, "released");
+		return;
+	}
+}
+
+/* ------------------------------------------------------- reintegration */
+
+static void reint_free(struct reint_in *ri)
+{
+	uint32_t i;
+
+	if (!ri)
+		return;
+	if (ri->fd >= 0)
+		close(ri->fd);
+	for (i = 0; i < ri->n; i++) {
+		free(ri->data[i]);
+		/* A body the store did not take stays behind: remove it. */
+		if (ri->paths[i][0])
+			unlink(ri->paths[i]);
+	}
+	free(ri->recs);
+	free(ri->data);
+	free(ri->bodies);
+	free(ri->paths);
+	free(ri->chunk);
+	free(ri);
+}
+
+/* The fids a record names, for callbacks and the new versions. */
+static int rec_fids(const struct lento_rec *r, struct lento_fid out[4])
+{
+	const struct lento_fid *f[4] = { &r->dir, &r->obj, &r->dir2,
+					 &r->target };
+	int i, n = 0;
+
+	for (i = 0; i < 4; i++)
+		if (!lento_fid_is_null(f[i]))
+			out[n++] = *f[i];
+	return n;
+}
+
+static void reint_reply(struct session *s, struct reint_in *ri,
+			const struct store_result *res)
+{
+	struct server *srv = s->srv;
+	struct lp_reint_reply m = { 0 };
+	struct lp_fidvv *v = NULL;
+	struct fidset seen;
+	uint32_t nv = 0, i;
+
+	fidset_init(&seen);
+	m.applied = res->last_recno;
+	m.stamp = res->stamp;
+	m.index = LP_NO_INDEX;
+	if (res->outcome == STORE_APPLIED) {
+		m.code = LP_OK;
+		v = calloc(4 * (size_t)ri->n + 1, sizeof(*v));
+		for (i = 0; v && i < ri->n; i++) {
+			struct lento_fid fids[4];
+			int k, nf = rec_fids(&ri->recs[i], fids);
+
+			for (k = 0; k < nf; k++) {
+				struct lento_status st;
+
+				if (fidset_add(&seen, &fids[k]) != 1)
+					continue;
+				break_fid(srv, &fids[k], s->client);
+				if (store_getattr(srv->st, &fids[k], &st, NULL,
+						  0, NULL, NULL))
+					continue;	/* gone */
+				v[nv].fid = fids[k];
+				v[nv++].vv = st.vv;
+			}
+		}
+		/* The stamp moved: whole-volume promises are void. */
+		if (res->applied)
+			for (struct session *t = srv->sessions; t; t = t->next)
+				if (t->ready && t->client != s->client &&
+				    sess_drop_volume(t, ri->volume))
+					sess_push_volume(t, LP_BREAK_VOLUME,
+							 ri->volume);
+		log_info("client %" PRIu32 ": volume %" PRIu32 ": %zu records "
+			 "applied, %zu resent and skipped (up to %" PRIu64 ")",
+			 s->client, ri->volume, res->applied, res->skipped,
+			 res->last_recno);
+	} else {
+		m.code = res->outcome == STORE_CONFLICT ? LP_ECONFLICT :
+			 lp_err_from_errno(res->err);
+		m.index = res->rec >= 0 ? (uint32_t)res->rec : LP_NO_INDEX;
+		m.fid = res->fid;
+		m.base = res->base;
+		m.current = res->current;
+		m.msg = res->msg;
+		log_info("client %" PRIu32 ": volume %" PRIu32 ": batch "
+			 "refused: %s", s->client, ri->volume, res->msg);
+	}
+	if (!lp_encode_reintegrate_reply(&srv->out, ri->tag, &m, v, nv))
+		sess_flush(s);
+	else
+		sess_error(s, ri->tag, -EIO, "cannot encode the answer");
+	fidset_free(&seen);
+	free(v);
+}
+
+static void reint_apply(struct session *s)
+{
+	struct reint_in *ri = s->ri;
+	struct store_result res;
+	uint32_t i;
+
+	s->ri = NULL;
+	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
+			  ri->bodies, &res);
+	if (res.outcome == STORE_APPLIED)
+		for (i = 0; i < ri->n; i++)
+			ri->paths[i][0] = 0;	/* the store's now */
+	reint_reply(s, ri, &res);
+	reint_free(ri);
+}
+
+/* The next STORE whose body comes, from @from on; ri->n if none. */
+static uint32_t next_store(const struct reint_in *ri, uint32_t from)
+{
+	while (from < ri->n && ri->recs[from].op != LENTO_OP_STORE)
+		from++;
+	return from;
+}
+
+static bool last_store(const struct reint_in *ri, uint32_t i)
+{
+	return next_store(ri, i + 1) == ri->n;
+}
+
+/* Open the temporary file of the body of STORE @ri->cur. */
+static int reint_body_begin(struct session *s, struct reint_in *ri)
+{
+	uint32_t i = ri->cur;
+	int err;
+
+	err = store_body_tmp(s->srv->st, ri->paths[i], sizeof(ri->paths[i]));
+	if (err)
+		return err;
+	ri->fd = open(ri->paths[i], O_WRONLY | O_CLOEXEC);
+	if (ri->fd < 0)
+		return -errno;
+	lp_stream_init(&ri->stream, i, ri->recs[i].attr.size,
+		       last_store(ri, i));
+	return 0;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		p = (const char *)p + k;
+		n -= k;
+	}
+	return 0;
+}
+
+static void do_data(struct session *s, const struct lp_frame *f)
+{
+	struct reint_in *ri = s->ri;
+	struct lp_data d;
+	const char *why;
+	int r, err;
+
+	if (s->discard) {	/* of a batch already refused */
+		s->discard = f->flags & LP_F_MORE;
+		return;
+	}
+	if (!ri || f->tag != ri->tag) {
+		sess_close(s, -EBADMSG, "DATA: no batch of this tag wants a body");
+		return;
+	}
+	if (lp_decode_data(f, &d, &why) ||
+	    (r = lp_stream_data(&ri->stream, &d, &why)) < 0 ||
+	    lp_chunk_decompress(&d, ri->chunk, LP_CHUNK_MAX, &why)) {
+		sess_close(s, -EBADMSG, "DATA: %s", why ? why : "bad chunk");
+		return;
+	}
+	err = write_all(ri->fd, ri->chunk, d.raw_len);
+	if (!err && r == 1) {	/* the body is whole */
+		if (fsync(ri->fd))
+			err = -errno;
+		close(ri->fd);
+		ri->fd = -1;
+		ri->bodies[ri->cur].path = ri->paths[ri->cur];
+		ri->bodies[ri->cur].fd = -1;
+		ri->bodies[ri->cur].size = ri->recs[ri->cur].attr.size;
+		ri->cur = next_store(ri, ri->cur + 1);
+		if (!err && ri->cur < ri->n)
+			err = reint_body_begin(s, ri);
+	}
+	if (err) {
+		/* Our disk, not the peer: refuse the batch, keep the line. */
+		s->discard = f->flags & LP_F_MORE;
+		s->ri = NULL;
+		sess_error(s, ri->tag, err, "writing a body: %s",
+			   strerror(-err));
+		reint_free(ri);
+		return;
+	}
+	if (ri->cur == ri->n)
+		reint_apply(s);
+}
+
+static int reint_copy(struct reint_in *ri, struct lp_list *l)
+{
+	uint32_t i;
+
+	for (i = 0; i < ri->n; i++) {
+		struct lento_rec *r = &ri->recs[i];
+
+		if (lp_next_rec(l, r) != 1)
+			return -EBADMSG;
+		if (r->data_len) {
+			ri->data[i] = malloc(r->data_len);
+			if (!ri->data[i])
+				return -ENOMEM;
+			memcpy(ri->data[i], r->data, r->data_len);
+			r->data = ri->data[i];
+		}
+	}
+	return 0;
+}
+
+static void do_reintegrate(struct session *s, const struct lp_frame *f)
+{
+	struct server *srv = s->srv;
+	struct reint_in *ri;
+	struct lp_reint m;
+	struct permit *p;
+	const char *why;
+	int err = -ENOMEM;
+
+	if (lp_decode_reintegrate(f, &m, &why)) {
+		sess_close(s, -EBADMSG, "REINTEGRATE: %s", why);
+		return;
+	}
+	if (s->ri) {
+		sess_close(s, -EBADMSG,
+			   "REINTEGRATE: another batch is being sent");
+		return;
+	}
+	if (m.client != s->client) {
+		s->discard = m.more;
+		sess_error(s, f->tag, -EPERM, "a batch of client %" PRIu32
+			   " from client %" PRIu32, m.client, s->client);
+		return;
+	}
+	p = permit_get(srv, m.volume, false);
+	if (!p || p->holder != s->client) {
+		s->discard = m.more;
+		if (lp_encode_error(&srv->out, f->tag, LP_ENOPERMIT,
+				    "not the holder of the volume's permit"))
+			return;
+		sess_flush(s);
+		return;
+	}
+	ri = calloc(1, sizeof(*ri));
+	if (ri) {
+		ri->tag = f->tag;
+		ri->volume = m.volume;
+		ri->n = m.count;
+		ri->fd = -1;
+		ri->recs = calloc(m.count, sizeof(*ri->recs));
+		ri->data = calloc(m.count, sizeof(*ri->data));
+		ri->bodies = calloc(m.count, sizeof(*ri->bodies));
+		ri->paths = calloc(m.count, sizeof(*ri->paths));
+	}
+	if (ri && ri->recs && ri->data && ri->bodies && ri->paths)
+		err = reint_copy(ri, &m.recs);
+	if (!err && m.stores) {
+		ri->chunk = malloc(LP_CHUNK_MAX);
+		err = ri->chunk ? 0 : -ENOMEM;
+		if (!err) {
+			ri->cur = next_store(ri, 0);
+			err = reint_body_begin(s, ri);
+		}
+	}
+	if (err) {
+		s->discard = m.more;
+		sess_error(s, f->tag, err, "cannot take the batch: %s",
+			   strerror(-err));
+		reint_free(ri);
+		return;
+	}
+	s->ri = ri;
+	if (!m.stores)
+		reint_apply(s);
+}
+
+/* ------------------------------------------------------------ sessions */
+
+static void do_hello(struct session *s, const struct lp_frame *f)
+{
+	struct server *srv = s->srv;
+	struct lp_hello_reply r = { 0 };
+	struct lp_hello m;
+	const char *why;
+	unsigned int v;
+	int err;
+
+	if (lp_decode_hello(f, &m, &why)) {
+		sess_close(s, -EBADMSG, "HELLO: %s", why);
+		return;
+	}
+	v = lp_negotiate(&m);
+	if (!v) {
+		sess_error(s, f->tag, -EPROTONOSUPPORT,
+			   "this server speaks versions %d to %d",
+			   LP_VERSION_MIN, LP_VERSION_MAX);
+		sess_close(s, 0, "no protocol version in common");
+		return;
+	}
+	if (m.client) {
+		err = store_client_check(srv->st, m.client, m.uuid);
+		if (err == -EPERM || err == -ENOENT) {
+			sess_error(s, f->tag, -EEXIST, err == -EPERM ?
+				   "client id %" PRIu32 " belongs to another client" :
+				   "client id %" PRIu32 " is not one of this server's",
+				   m.client);
+			sess_close(s, 0, "client id %" PRIu32 " refused",
+				   m.client);
+			return;
+		}
+	} else {
+		err = store_client_register(srv->st, m.uuid, &m.client);
+	}
+	if (err) {
+		sess_error(s, f->tag, err, "client identity: %s",
+			   strerror(-err));
+		sess_close(s, 0, "client identity: %s", strerror(-err));
+		return;
+	}
+	s->client = m.client;
+	memcpy(s->uuid, m.uuid, sizeof(s->uuid));
+	s->ready = true;
+	r.version = v;
+	r.client = s->client;
+	r.epoch = srv->epoch;
+	r.heartbeat_ms = srv->heartbeat_ms;
+	if (!lp_encode_hello_reply(&srv->out, f->tag, &r))
+		sess_flush(s);
+	log_info("client %" PRIu32 " connected from %s (protocol %u)",
+		 s->client, lo_conn_peer(s->conn), v);
+}
+
+static void handle_request(struct session *s, const struct lp_frame *f)
+{
+	s->requests++;
+	switch (f->type) {
+	case LP_GETATTR:
+		do_getattr(s, f);
+		break;
+	case LP_READDIR:
+		do_readdir(s, f);
+		break;
+	case LP_FETCH:
+		do_fetch(s, f);
+		break;
+	case LP_VOLUME_LOOKUP:
+		do_volume_lookup(s, f);
+		break;
+	case LP_VOLUME_VALIDATE:
+		do_volume_validate(s, f);
+		break;
+	case LP_VALIDATE:
+		do_validate(s, f);
+		break;
+	case LP_PERMIT_ACQUIRE:
+	case LP_PERMIT_RENEW:
+	case LP_PERMIT_RELEASE:
+		do_permit(s, f);
+		break;
+	case LP_REINTEGRATE:
+		do_reintegrate(s, f);
+		break;
+	default:
+		sess_error(s, f->tag, -ENOSYS, "%s is not a request a server "
+			   "answers", lp_type_name(f->type));
+	}
+}
+
+static void handle_frame(struct session *s, const struct lp_frame *f)
+{
+	const char *why;
+	uint64_t nonce;
+
+	if (!s->ready) {
+		do_hello(s, f);
+		return;
+	}
+	switch (lp_type_kind(f->type)) {
+	case LP_K_REQUEST:
+		if (f->type == LP_PING) {
+			if (lp_decode_ping(f, &nonce, &why)) {
+				sess_close(s, -EBADMSG, "PING: %s", why);
+				return;
+			}
+			if (!lp_encode_ping(&s->srv->out, LP_PONG, f->tag,
+					    nonce))
+				sess_flush(s);
+			return;
+		}
+		if (f->type == LP_HELLO) {
+			sess_close(s, -EBADMSG, "HELLO: a second handshake");
+			return;
+		}
+		handle_request(s, f);
+		return;
+	case LP_K_DATA:
+		do_data(s, f);
+		return;
+	default:
+		sess_close(s, -EBADMSG, "%s: not something a client sends",
+			   lp_type_name(f->type));
+	}
+}
+
+static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
+{
+	struct session *s = lo_conn_ctx(c);
+	size_t off = 0;
+
+	s->heard_ms = lo_now_ms();
+	while (off < len) {
+		struct lp_frame f;
+		const char *why = NULL;
+		ssize_t n = lp_frame_parse(p + off, len - off, &f, &why);
+
+		if (n < 0) {
+			sess_close(s, -EBADMSG, "%s", why);
+			return -EBADMSG;
+		}
+		/* Before the handshake: a HELLO, and a small one. */
+		if (!s->ready && len - off >= LP_HDR_SIZE &&
+		    (f.type != LP_HELLO || f.len > LP_HELLO_MAX)) {
+			sess_close(s, -EBADMSG, "%s before the handshake",
+				   lp_type_name(f.type));
+			return -EBADMSG;
+		}
+		if (!n)
+			break;
+		handle_frame(s, &f);
+		off += n;
+		if (!s->conn)	/* closed by a handler */
+			return off;
+	}
+	return off;
+}
+
+static void sess_sent(struct lo_conn *c)
+{
+	struct session *s = lo_conn_ctx(c);
+
+	if (s->fetch)
+		fetch_pump(s);
+}
+
+static void session_free(struct session *s)
+{
+	struct server *srv = s->srv;
+
+	permits_forget_session(srv, s);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		srv->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	while (s->fetch) {
+		struct fetch_out *o = s->fetch;
+
+		s->fetch = o->next;
+		fetch_free(o);
+	}
+	reint_free(s->ri);
+	fidset_free(&s->cbs);
+	free(s->vols);
+	free(s);
+}
+
+static void sess_closed(struct lo_conn *c, int err, const char *reason)
+{
+	struct session *s = lo_conn_ctx(c);
+
+	if (s->ready)
+		log_info("client %" PRIu32 " (%s) gone: %s%s%s", s->client,
+			 lo_conn_peer(c), reason, err ? ": " : "",
+			 err ? strerror(-err) : "");
+	session_free(s);
+}
+
+static void sess_close(struct session *s, int err, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+
+	if (!s->conn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (err == -EBADMSG)
+		log_warn("closing connection from %s: %s",
+			 lo_conn_peer(s->conn), why);
+	lo_conn_close(s->conn, err, why);
+	/* Deferred requests of a closing session are not run. */
+	permits_forget_session(s->srv, s);
+}
+
+static const struct lo_conn_ops sess_ops = {
+	.data = sess_data, .closed = sess_closed, .sent = sess_sent,
+};
+
+static int accept_client(struct lo_listener *l, struct lo_conn *c, void *arg)
+{
+	struct server *srv = arg;
+	struct session *s = calloc(1, sizeof(*s));
+
+	(void)l;
+	if (!s)
+		return -ENOMEM;
+	s->srv = srv;
+	s->conn = c;
+	s->heard_ms = s->since_ms = lo_now_ms();
+	s->fetch_tail = &s->fetch;
+	fidset_init(&s->cbs);
+	s->next = srv->sessions;
+	if (srv->sessions)
+		srv->sessions->prev = s;
+	srv->sessions = s;
+	lo_conn_set_max_in(c, LP_HDR_SIZE + LP_FRAME_MAX);
+	lo_conn_set(c, &sess_ops, s);
+	return 0;
+}
+
+/* -------------------------------------------------------------- ticks */
+
+static void tick(struct lo_loop *loop, void *arg)
+{
+	struct server *srv = arg;
+	uint64_t now = lo_now_ms();
+	struct session *s, *next;
+	struct permit *p;
+
+	(void)loop;
+	for (p = srv->permits; p; p = p->next) {
+		struct deferred **dp, *d;
+
+		if (p->holder && now >= p->expires_ms)
+			permit_free_holder(srv, p, "expired (lease over)");
+		/* Requests that waited too long. */
+		for (dp = &p->head; (d = *dp);) {
+			if (now < d->deadline_ms) {
+				dp = &d->next;
+				continue;
+			}
+			*dp = d->next;
+			sess_error(d->s, d->tag, -ETIMEDOUT,
+				   "volume %" PRIu32 "'s permit holder did "
+				   "not give it back in time", p->volume);
+			free(d);
+		}
+		p->tail = dp;
+	}
+	for (s = srv->sessions; s; s = next) {
+		next = s->next;
+		if (s->conn && now - s->heard_ms > srv->gone_ms)
+			sess_close(s, -ETIMEDOUT, "silent for %" PRIu64 " ms",
+				   now - s->heard_ms);
+	}
+}
+
+static void on_signal(struct lo_loop *loop, int signo, void *arg)
+{
+	struct server *srv = arg;
+
+	srv->stop_signal = signo;
+	lo_stop(loop);
+}
+
+/* ------------------------------------------------------------ control */
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	case 't': case 'T': v <<= 40; end++; break;
+	}
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static void volume_json(struct jw *w, const struct store_volume *v)
+{
+	jw_obj_begin(w);
+	jw_key(w, "id");
+	jw_uint(w, v->id);
+	jw_key(w, "name");
+	jw_str(w, v->name);
+	jw_key(w, "stamp");
+	jw_uint(w, v->stamp);
+	jw_key(w, "quota");
+	jw_uint(w, v->quota);
+	jw_key(w, "usage");
+	jw_uint(w, v->usage);
+	jw_key(w, "objects");
+	jw_uint(w, v->objects);
+	jw_obj_end(w);
+}
+
+static int list_volume(void *arg, const struct store_volume *v)
+{
+	struct ctl_req *r = arg;
+	struct jw *w = ctl_out(r);
+
+	if (ctl_json(r))
+		volume_json(w, v);
+	else
+		jw_printf(w, "%-6" PRIu32 " %-20s %12" PRIu64 " %12" PRIu64
+			  " %10" PRIu64 " %10" PRIu64 "\n", v->id, v->name,
+			  v->usage, v->quota, v->objects, v->stamp);
+	return 0;
+}
+
+static int cmd_volume(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct server *srv = ctx;
+	struct store_volume v;
+	uint64_t quota = 0;
+	uint32_t uid = 0, gid = 0;
+	char err[256] = "";
+	int e, i;
+
+	if (!strcmp(argv[0], "list")) {
+		if (ctl_json(r))
+			jw_arr_begin(ctl_out(r));
+		else
+			jw_printf(ctl_out(r), "%-6s %-20s %12s %12s %10s %10s\n",
+				  "ID", "NAME", "USAGE", "QUOTA", "OBJECTS",
+				  "STAMP");
+		e = store_volume_list(srv->st, list_volume, r);
+		if (ctl_json(r)) {
+			jw_arr_end(ctl_out(r));
+			jw_raw(ctl_out(r), "\n", 1);
+		}
+		return e;
+	}
+	if (argc < 2) {
+		ctl_error(r, "usage: volume create|remove|quota NAME ...");
+		return -EINVAL;
+	}
+	if (!strcmp(argv[0], "create")) {
+		for (i = 2; i < argc; i++) {
+			if (!strncmp(argv[i], "quota=", 6) &&
+			    !parse_size(argv[i] + 6, &quota))
+				continue;
+			if (!strncmp(argv[i], "owner=", 6) &&
+			    sscanf(argv[i] + 6, "%" SCNu32 ":%" SCNu32, &uid,
+				   &gid) == 2)
+				continue;
+			ctl_error(r, "volume create NAME [quota=SIZE] "
+				  "[owner=UID:GID]: what is '%s'?", argv[i]);
+			return -EINVAL;
+		}
+		e = store_volume_create(srv->st, argv[1], quota, uid, gid, &v,
+					err, sizeof(err));
+		if (e) {
+			ctl_error(r, "%s", err[0] ? err : strerror(-e));
+			return e;
+		}
+		log_info("volume %s created (id %" PRIu32 ", quota %" PRIu64
+			 ")", v.name, v.id, v.quota);
+		if (ctl_json(r)) {
+			volume_json(ctl_out(r), &v);
+			jw_raw(ctl_out(r), "\n", 1);
+		} else {
+			jw_printf(ctl_out(r), "volume %s created, id %" PRIu32
+				  "\n", v.name, v.id);
+		}
+		return 0;
+	}
+	if (!strcmp(argv[0], "remove") && argc == 2) {
+		e = store_volume_lookup(srv->st, argv[1], &v);
+		if (!e)
+			e = store_volume_remove(srv->st, argv[1], err,
+						sizeof(err));
+		if (e) {
+			ctl_error(r, "%s", err[0] ? err : e == -ENOENT ?
+				  "no such volume" : strerror(-e));
+			return e;
+		}
+		break_volume(srv, v.id, 0);
+		log_info("volume %s removed", argv[1]);
+		jw_printf(ctl_out(r), ctl_json(r) ? "{}\n" :
+			  "volume %s removed\n", argv[1]);
+		return 0;
+	}
+	if (!strcmp(argv[0], "quota") && argc == 3) {
+		if (parse_size(argv[2], &quota)) {
+			ctl_error(r, "bad size %s", argv[2]);
+			return -EINVAL;
+		}
+		e = store_volume_set_quota(srv->st, argv[1], quota, err,
+					   sizeof(err));
+		if (e) {
+			ctl_error(r, "%s", err[0] ? err : strerror(-e));
+			return e;
+		}
+		jw_printf(ctl_out(r), ctl_json(r) ? "{}\n" :
+			  "volume %s: quota %" PRIu64 " bytes\n", argv[1],
+			  quota);
+		return 0;
+	}
+	ctl_error(r, "usage: volume list | create NAME [quota=SIZE] "
+		  "[owner=UID:GID] | remove NAME | quota NAME SIZE");
+	return -EINVAL;
+}
+
+static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct server *srv = ctx;
+	struct jw *w = ctl_out(r);
+	uint64_t now = lo_now_ms();
+	struct session *s;
+	struct permit *p;
+	int i;
+
+	(void)argc;
+	(void)argv;
+	if (!ctl_json(r)) {
+		jw_printf(w, "lento server, store %s, epoch %" PRIu64 "\n",
+			  srv->opt->store, srv->epoch);
+		for (i = 0; i < srv->nlistening; i++)
+			jw_printf(w, "listening on %s\n", srv->listening[i]);
+		jw_printf(w, "clients:\n");
+		for (s = srv->sessions; s; s = s->next)
+			if (s->ready)
+				jw_printf(w, "  client %-6" PRIu32 " %-28s "
+					  "%8zu callbacks, %" PRIu64
+					  " requests, idle %" PRIu64 " ms\n",
+					  s->client, lo_conn_peer(s->conn),
+					  s->cbs.count, s->requests,
+					  now - s->heard_ms);
+		jw_printf(w, "permits:\n");
+		for (p = srv->permits; p; p = p->next)
+			if (p->holder)
+				jw_printf(w, "  volume %-6" PRIu32 " client %-6"
+					  PRIu32 " %" PRIu64 " ms left%s\n",
+					  p->volume, p->holder,
+					  p->expires_ms - now,
+					  p->revoked ? ", revoked" : "");
+		return 0;
+	}
+	jw_obj_begin(w);
+	jw_key(w, "store");
+	jw_str(w, srv->opt->store);
+	jw_key(w, "epoch");
+	jw_uint(w, srv->epoch);
+	jw_key(w, "listening");
+	jw_arr_begin(w);
+	for (i = 0; i < srv->nlistening; i++)
+		jw_str(w, srv->listening[i]);
+	jw_arr_end(w);
+	jw_key(w, "clients");
+	jw_arr_begin(w);
+	for (s = srv->sessions; s; s = s->next) {
+		if (!s->ready)
+			continue;
+		jw_obj_begin(w);
+		jw_key(w, "client");
+		jw_uint(w, s->client);
+		jw_key(w, "peer");
+		jw_str(w, lo_conn_peer(s->conn));
+		jw_key(w, "callbacks");
+		jw_uint(w, s->cbs.count);
+		jw_key(w, "volume_callbacks");
+		jw_uint(w, s->nvols);
+		jw_key(w, "requests");
+		jw_uint(w, s->requests);
+		jw_key(w, "idle_ms");
+		jw_uint(w, now - s->heard_ms);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_key(w, "permits");
+	jw_arr_begin(w);
+	for (p = srv->permits; p; p = p->next) {
+		if (!p->holder)
+			continue;
+		jw_obj_begin(w);
+		jw_key(w, "volume");
+		jw_uint(w, p->volume);
+		jw_key(w, "client");
+		jw_uint(w, p->holder);
+		jw_key(w, "lease_left_ms");
+		jw_uint(w, p->expires_ms - now);
+		jw_key(w, "revoked");
+		jw_bool(w, p->revoked);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+	jw_raw(w, "\n", 1);
+	return 0;
+}
+
+static const struct ctl_cmd server_cmds[] = {
+	{ "status", NULL, "clients, permits, epoch", 0, 0, cmd_status },
+	{ "volume", "list|create|remove|quota ...",
+	  "administer volumes", 1, 5, cmd_volume },
+	{ 0 }
+};
+
+/* ---------------------------------------------------------------- main */
+
+static int server_listen(struct server *srv)
+{
+	const struct server_opts *o = srv->opt;
+	const char *defaults[] = { DEFAULT_PORT_V4, DEFAULT_PORT_V6 };
+	const char *const *addrs = o->nlisten ? o->listen : defaults;
+	int n = o->nlisten ? o->nlisten : 2, i;
+
+	for (i = 0; i < n; i++) {
+		struct lo_listener *l;
+		char err[256];
+		int e = lo_listen(srv->loop, addrs[i], accept_client, srv, &l,
+				  err, sizeof(err));
+
+		if (e) {
+			/* A host without IPv6 still serves the default v4. */
+			if (!o->nlisten && i == 1) {
+				log_info("%s (serving IPv4 only)", err);
+				continue;
+			}
+			log_err("%s", err);
+			return e;
+		}
+		snprintf(srv->listening[srv->nlistening++],
+			 sizeof(srv->listening[0]), "%s", lo_listener_addr(l));
+		log_info("listening on %s", lo_listener_addr(l));
+	}
+	return 0;
+}
+
+static void server_free(struct server *srv)
+{
+	while (srv->permits) {
+		struct permit *p = srv->permits;
+
+		srv->permits = p->next;
+		while (p->head) {
+			struct deferred *d = p->head;
+
+			p->head = d->next;
+			free(d);
+		}
+		free(p);
+	}
+	lo_loop_free(srv->loop);	/* the sessions go with it */
+	store_close(srv->st);
+	lp_buf_free(&srv->out);
+}
+
+int server_main(const struct server_opts *o)
+{
+	struct server srv = { .opt = o };
+	char err[512], path[4096];
+	int e;
+
+	srv.lease_ms = o->lease_ms ? o->lease_ms : SERVER_LEASE_MS;
+	srv.heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : LP_PING_MS;
+	srv.gone_ms = 3 * srv.heartbeat_ms;
+	e = store_open(o->store, &srv.st, err, sizeof(err));
+	if (e) {
+		log_err("%s", err);
+		return 1;
+	}
+	srv.epoch = store_epoch(srv.st);
+	e = lo_loop_new(&srv.loop);
+	if (e) {
+		log_err("io_uring: %s", strerror(-e));
+		store_close(srv.st);
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/control.sock", o->store);
+	srv.ctl.cmds = server_cmds;
+	srv.ctl.ctx = &srv;
+	e = server_listen(&srv);
+	if (!e)
+		e = ctl_listen(srv.loop, o->control ? o->control : path,
+			       &srv.ctl, err, sizeof(err));
+	if (e && !err[0])
+		snprintf(err, sizeof(err), "%s", strerror(-e));
+	if (!e)
+		e = lo_timer(srv.loop, TICK_MS, tick, &srv);
+	if (!e)
+		e = lo_signal(srv.loop, SIGTERM, on_signal, &srv);
+	if (!e)
+		e = lo_signal(srv.loop, SIGINT, on_signal, &srv);
+	if (e) {
+		log_err("cannot start: %s", err);
+		server_free(&srv);
+		return 1;
+	}
+	log_info("serving store %s, epoch %" PRIu64 ", lease %" PRIu32
+		 " ms, heartbeat %" PRIu32 " ms", o->store, srv.epoch,
+		 srv.lease_ms, srv.heartbeat_ms);
+	e = lo_run(srv.loop);
+	if (e)
+		log_err("event loop: %s", strerror(-e));
+	else
+		log_info("stopping (signal %d)", srv.stop_signal);
+	server_free(&srv);
+	return e ? 1 : 0;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lento in server mode: the store (store.h) served over the wire protocol
+ * (protocol/PROTOCOL.md) to clients, with callbacks, write-back permits
+ * and reintegration; administered through its control socket (lentoctl).
+ */
+#ifndef LENTO_SERVER_H
+#define LENTO_SERVER_H
+
+#include <stdint.h>
+
+#define SERVER_LISTEN_MAX	8
+#define SERVER_LEASE_MS		30000	/* a write-back permit's lease */
+
+struct server_opts {
+	const char *store;		/* the store directory */
+	const char *listen[SERVER_LISTEN_MAX];	/* addresses (loop.h) */
+	int nlisten;			/* 0: loopback, port 4770 */
+	const char *control;		/* NULL: STORE/control.sock */
+	uint32_t lease_ms;		/* 0: SERVER_LEASE_MS */
+	uint32_t heartbeat_ms;		/* 0: LP_PING_MS */
+};
+
+/* Runs until SIGTERM or SIGINT; returns the process's exit status. */
+int server_main(const struct server_opts *o);
+
+#endif /* LENTO_SERVER_H */
