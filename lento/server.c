@@ -98,6 +98,7 @@ struct session {
 	struct session *prev, *next;
 	struct lo_conn *conn;
 	bool ready;			/* HELLO done */
+	bool closing;			/* sess_close() was called */
 	bool discard;			/* dropping DATA of a refused batch */
 	uint32_t client;
 	uint8_t uuid[16];
@@ -352,7 +353,8 @@ static void permit_run_deferred(struct server *srv, struct permit *p)
 
 		next = d->next;
 		/* May wait again, behind a new holder. */
-		handle_request(d->s, &f);
+		if (!d->s->closing)
+			handle_request(d->s, &f);
 		free(d);
 		(void)srv;
 	}
@@ -1326,8 +1328,8 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 			break;
 		handle_frame(s, &f);
 		off += n;
-		if (!s->conn)	/* closed by a handler */
-			return off;
+		if (s->closing)	/* by a handler: the rest is not read */
+			return len;
 	}
 	return off;
 }
@@ -1379,8 +1381,9 @@ static void sess_close(struct session *s, int err, const char *fmt, ...)
 	char why[512];
 	va_list ap;
 
-	if (!s->conn)
+	if (s->closing)
 		return;
+	s->closing = true;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
@@ -1449,7 +1452,7 @@ static void tick(struct lo_loop *loop, void *arg)
 	}
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
-		if (s->conn && now - s->heard_ms > srv->gone_ms)
+		if (!s->closing && now - s->heard_ms > srv->gone_ms)
 			sess_close(s, -ETIMEDOUT, "silent for %" PRIu64 " ms",
 				   now - s->heard_ms);
 	}
