@@ -37,7 +37,8 @@
 #define LO_OUT_MAX	(256u << 20)
 #define LO_ACCEPT_RETRY_MS 100
 
-enum lo_kind { K_ACCEPT, K_RECV, K_SEND, K_CONNECT, K_TIMER, K_SIGNAL };
+enum lo_kind { K_ACCEPT, K_RECV, K_SEND, K_CONNECT, K_TIMER, K_SIGNAL,
+	       K_FILE };
 
 struct lo_op {
 	enum lo_kind kind;
@@ -102,6 +103,19 @@ struct lo_sig {
 	void *arg;
 };
 
+/* A write or fsync of a file in flight (lo_file_write, lo_file_fsync). */
+struct lo_file {
+	struct lo_op op;
+	struct lo_file *prev, *next;	/* loop->files */
+	int fd;
+	bool fsync;
+	const uint8_t *buf;
+	size_t len, done;
+	uint64_t off;
+	lo_file_fn fn;
+	void *arg;
+};
+
 struct lo_loop {
 	struct io_uring ring;
 	bool stop, dead;
@@ -109,6 +123,7 @@ struct lo_loop {
 	struct lo_listener *listeners;
 	struct lo_timer *timers;
 	struct lo_sig *sigs;
+	struct lo_file *files;
 };
 
 uint64_t lo_now_ms(void)
@@ -273,6 +288,20 @@ int lo_conn_peercred(const struct lo_conn *c, uid_t *uid, pid_t *pid)
 		return -errno;
 	*uid = cred.uid;
 	*pid = cred.pid;
+	return 0;
+}
+
+int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!c->local)
+		return -ENOTSOCK;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		return -errno;
+	*uid = cred.uid;
+	*gid = cred.gid;
 	return 0;
 }
 
@@ -825,6 +854,91 @@ int lo_signal(struct lo_loop *loop, int signo, lo_signal_fn fn, void *arg)
 	return 0;
 }
 
+/* ---- files ---- */
+
+static void lo_file_unlink(struct lo_loop *loop, struct lo_file *f)
+{
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		loop->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+}
+
+static int lo_file_arm(struct lo_loop *loop, struct lo_file *f)
+{
+	struct io_uring_sqe *sqe = lo_sqe(loop);
+
+	if (!sqe)
+		return -EAGAIN;
+	if (f->fsync)
+		io_uring_prep_fsync(sqe, f->fd, 0);
+	else
+		io_uring_prep_write(sqe, f->fd, f->buf + f->done,
+				    f->len - f->done > (1u << 30) ?
+				    (1u << 30) : (unsigned int)(f->len - f->done),
+				    f->off + f->done);
+	io_uring_sqe_set_data(sqe, &f->op);
+	return 0;
+}
+
+static int lo_file_new(struct lo_loop *loop, int fd, bool fsync,
+		       const void *buf, size_t len, uint64_t off,
+		       lo_file_fn fn, void *arg)
+{
+	struct lo_file *f = calloc(1, sizeof(*f));
+	int err;
+
+	if (!f)
+		return -ENOMEM;
+	f->op.kind = K_FILE;
+	f->fd = fd;
+	f->fsync = fsync;
+	f->buf = buf;
+	f->len = len;
+	f->off = off;
+	f->fn = fn;
+	f->arg = arg;
+	err = lo_file_arm(loop, f);
+	if (err) {
+		free(f);
+		return err;
+	}
+	f->next = loop->files;
+	if (loop->files)
+		loop->files->prev = f;
+	loop->files = f;
+	return 0;
+}
+
+int lo_file_write(struct lo_loop *loop, int fd, const void *buf, size_t len,
+		  uint64_t off, lo_file_fn fn, void *arg)
+{
+	return lo_file_new(loop, fd, false, buf, len, off, fn, arg);
+}
+
+int lo_file_fsync(struct lo_loop *loop, int fd, lo_file_fn fn, void *arg)
+{
+	return lo_file_new(loop, fd, true, NULL, 0, 0, fn, arg);
+}
+
+static void lo_file_done(struct lo_loop *loop, struct lo_file *f, int res)
+{
+	if (!f->fsync && res > 0) {
+		f->done += res;
+		/* A short write (a signal, a full page cache): go on. */
+		if (f->done < f->len && !lo_file_arm(loop, f))
+			return;
+		res = f->done < f->len ? -EAGAIN : 0;
+	} else if (!f->fsync && !res && f->len) {
+		res = -EIO;	/* nothing written and no error: give up */
+	}
+	lo_file_unlink(loop, f);
+	f->fn(f->arg, res < 0 ? res : 0);
+	free(f);
+}
+
 /* ---- the loop ---- */
 
 static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
@@ -851,6 +965,9 @@ static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 		lo_signal_arm(loop, s);
 		return;
 	}
+	case K_FILE:
+		lo_file_done(loop, container_of(op, struct lo_file, op), res);
+		return;
 	case K_RECV:
 		c = container_of(op, struct lo_conn, recv_op);
 		c->inflight--;
@@ -914,6 +1031,14 @@ void lo_loop_free(struct lo_loop *loop)
 	/* The ring goes first: nothing in flight can touch what follows. */
 	io_uring_queue_exit(&loop->ring);
 	loop->dead = true;
+	/* The ring is gone: their owners free what the I/O used. */
+	while (loop->files) {
+		struct lo_file *f = loop->files;
+
+		lo_file_unlink(loop, f);
+		f->fn(f->arg, -ECANCELED);
+		free(f);
+	}
 	while (loop->conns) {
 		struct lo_conn *c = loop->conns;
 

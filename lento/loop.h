@@ -81,6 +81,8 @@ void *lo_conn_ctx(const struct lo_conn *c);
 const char *lo_conn_peer(const struct lo_conn *c);
 /* The peer's credentials on a local socket (-ENOTSOCK otherwise). */
 int lo_conn_peercred(const struct lo_conn *c, uid_t *uid, pid_t *pid);
+/* The same with the group (SO_PEERCRED): the ids a change is made as. */
+int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid);
 /* Bytes the connection may buffer unread (default 64 MiB + 64). */
 void lo_conn_set_max_in(struct lo_conn *c, size_t max);
 /*
@@ -99,5 +101,18 @@ void lo_conn_close(struct lo_conn *c, int err, const char *reason);
 int lo_timer(struct lo_loop *loop, unsigned int ms, lo_timer_fn fn, void *arg);
 /* Blocks @signo for the process and calls @fn from the loop when it arrives. */
 int lo_signal(struct lo_loop *loop, int signo, lo_signal_fn fn, void *arg);
+
+/*
+ * File I/O through the ring, so that writing a large body does not hold
+ * up the sockets. @fn runs from the loop with 0 or -errno once the whole
+ * write (short writes are continued) or the fsync is done; if the loop is
+ * freed first, it runs from lo_loop_free() with -ECANCELED. @buf must stay
+ * valid and @fd open until then. 0 or -errno (nothing submitted, @fn is
+ * not called).
+ */
+typedef void (*lo_file_fn)(void *arg, int res);
+int lo_file_write(struct lo_loop *loop, int fd, const void *buf, size_t len,
+		  uint64_t off, lo_file_fn fn, void *arg);
+int lo_file_fsync(struct lo_loop *loop, int fd, lo_file_fn fn, void *arg);
 
 #endif /* LENTO_LOOP_H */

@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -482,6 +483,88 @@ START_TEST(signal_stops)
 }
 END_TEST
 
+/* ---- file writes and fsyncs through the ring ---- */
+
+struct fileio {
+	int pending, errors, last;
+};
+
+static void fileio_done(void *arg, int res)
+{
+	struct fileio *io = arg;
+
+	io->pending--;
+	io->last = res;
+	if (res)
+		io->errors++;
+}
+
+static void fileio_poll(struct lo_loop *loop, void *arg)
+{
+	struct fileio *io = arg;
+
+	if (!io->pending)
+		lo_stop(loop);
+}
+
+START_TEST(file_write_fsync)
+{
+	char path[] = "/tmp/check-loop-XXXXXX";
+	struct fileio io = { 0 };
+	struct lo_loop *loop;
+	size_t len = 3u << 20, i;
+	uint8_t *buf = malloc(len), *back = malloc(len);
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(back);
+	for (i = 0; i < len; i++)
+		buf[i] = pattern(i);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_timer(loop, 5, fileio_poll, &io), 0);
+	/* Three chunks, out of order, then an fsync. */
+	io.pending = 3;
+	ck_assert_int_eq(lo_file_write(loop, fd, buf + (2u << 20), 1u << 20,
+				       2u << 20, fileio_done, &io), 0);
+	ck_assert_int_eq(lo_file_write(loop, fd, buf, 1u << 20, 0,
+				       fileio_done, &io), 0);
+	ck_assert_int_eq(lo_file_write(loop, fd, buf + (1u << 20), 1u << 20,
+				       1u << 20, fileio_done, &io), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(io.pending, 0);
+	io.pending = 1;
+	ck_assert_int_eq(lo_file_fsync(loop, fd, fileio_done, &io), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(io.pending, 0);
+	ck_assert_int_eq(io.errors, 0);
+	ck_assert_int_eq(pread(fd, back, len, 0), (ssize_t)len);
+	ck_assert_int_eq(memcmp(buf, back, len), 0);
+
+	/* A write to a descriptor open for reading fails with its errno. */
+	close(fd);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	io.pending = 1;
+	ck_assert_int_eq(lo_file_write(loop, fd, buf, 10, 0, fileio_done,
+				       &io), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(io.last, -EBADF);
+
+	/* One still in flight when the loop goes hears -ECANCELED. */
+	io.pending = 1;
+	io.last = 0;
+	ck_assert_int_eq(lo_file_fsync(loop, fd, fileio_done, &io), 0);
+	lo_loop_free(loop);
+	ck_assert_int_eq(io.pending, 0);
+	ck_assert_int_eq(io.last, -ECANCELED);
+	close(fd);
+	unlink(path);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 static Suite *loop_suite(void)
 {
 	Suite *s = suite_create("loop");
@@ -501,6 +584,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, unix_reclaim);
 	tcase_add_test(tc, timer_period);
 	tcase_add_test(tc, signal_stops);
+	tcase_add_test(tc, file_write_fsync);
 	suite_add_tcase(s, tc);
 	return s;
 }
