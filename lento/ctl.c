@@ -12,6 +12,8 @@ struct ctl_req {
 	struct ctl_server *srv;
 	struct lo_conn *conn;	/* NULL once the client is gone */
 	bool json, started, later;
+	int peer_err;		/* 0: uid and gid are the peer's */
+	uint32_t uid, gid;
 	struct jw out;
 	char error[512];
 };
@@ -29,6 +31,15 @@ struct jw *ctl_out(struct ctl_req *r)
 bool ctl_gone(const struct ctl_req *r)
 {
 	return !r->conn;
+}
+
+int ctl_peer(const struct ctl_req *r, uint32_t *uid, uint32_t *gid)
+{
+	if (r->peer_err)
+		return r->peer_err;
+	*uid = r->uid;
+	*gid = r->gid;
+	return 0;
 }
 
 void ctl_error(struct ctl_req *r, const char *fmt, ...)
@@ -225,12 +236,17 @@ static const struct lo_conn_ops ctl_ops = {
 static int ctl_accept(struct lo_listener *l, struct lo_conn *c, void *arg)
 {
 	struct ctl_req *r = calloc(1, sizeof(*r));
+	uid_t uid = 0;
+	gid_t gid = 0;
 
 	(void)l;
 	if (!r)
 		return -ENOMEM;
 	r->srv = arg;
 	r->conn = c;
+	r->peer_err = lo_conn_peerids(c, &uid, &gid);
+	r->uid = uid;
+	r->gid = gid;
 	jw_init(&r->out);
 	lo_conn_set_max_in(c, CTL_REQ_MAX);
 	lo_conn_set(c, &ctl_ops, r);

@@ -64,5 +64,11 @@ void ctl_error(struct ctl_req *r, const char *fmt, ...)
 void ctl_reply(struct ctl_req *r, int err);
 /* Has the client of a CTL_LATER request gone? */
 bool ctl_gone(const struct ctl_req *r);
+/*
+ * Who asked: the uid and gid of the process at the other end (taken when
+ * it connected). A change made through the control socket is made as
+ * them. -ENOTSOCK if unknown.
+ */
+int ctl_peer(const struct ctl_req *r, uint32_t *uid, uint32_t *gid);
 
 #endif /* LENTO_CTL_H */
