@@ -111,6 +111,16 @@ tests/bin/unit-logwrites: tests/unit/check_logwrites.c $(LWLIB) \
 		tests/unit/check_logwrites.c tools/crash/logwrites.c \
 		$$(pkg-config --cflags --libs check)
 
+# lento client log
+CMLLIB := lento/cml.c lento/cml_opt.c lento/cml.h lento/cml_opt.h \
+	protocol/lento_types.h
+
+tests/bin/unit-cml: tests/unit/check_cml.c $(CMLLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -o $@ \
+		tests/unit/check_cml.c lento/cml.c lento/cml_opt.c \
+		$$(pkg-config --cflags --libs check sqlite3)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
@@ -118,7 +128,8 @@ bench/bin/microbench: bench/microbench.c
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko tests/bin/unit-tree tests/bin/unit-kml \
-		tests/bin/unit-logwrites $(FUZZERS) | $(SETUP_STAMP)
+		tests/bin/unit-logwrites tests/bin/unit-cml $(FUZZERS) | \
+		$(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)
