@@ -120,6 +120,7 @@ struct server {
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
+	char *xbuf;			/* one object's xattrs, for GETATTR */
 	struct ctl_server ctl;
 	char listening[SERVER_LISTEN_MAX][120];
 	int nlistening;
@@ -471,7 +472,9 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 		return;
 	x.cap = LENTO_XATTRS_MAX * (LENTO_XATTR_NAME_MAX + 1) +
 		LENTO_XATTRS_MAX * (size_t)LENTO_XATTR_SIZE_MAX;
-	x.buf = malloc(x.cap);
+	if (!s->srv->xbuf)
+		s->srv->xbuf = malloc(x.cap);
+	x.buf = s->srv->xbuf;
 	if (!x.buf) {
 		sess_error(s, f->tag, -ENOMEM, "out of memory");
 		return;
@@ -479,7 +482,6 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 	err = store_getattr(s->srv->st, &fid, &m.st, target, sizeof(target),
 			    collect_xattr, &x);
 	if (err) {
-		free(x.buf);
 		sess_error(s, f->tag, err, "getattr: %s", strerror(-err));
 		return;
 	}
@@ -492,7 +494,6 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 		sess_flush(s);
 	else
 		sess_error(s, f->tag, -EIO, "cannot encode the reply");
-	free(x.buf);
 }
 
 /* A directory's entries, collected for READDIR_REPLY frames. */
@@ -984,9 +985,19 @@ static void reint_apply(struct session *s)
 {
 	struct reint_in *ri = s->ri;
 	struct store_result res;
+	struct permit *p;
 	uint32_t i;
 
 	s->ri = NULL;
+	/* The lease may have run out while the bodies came. */
+	p = permit_get(s->srv, ri->volume, false);
+	if (!p || p->holder != s->client) {
+		if (!lp_encode_error(&s->srv->out, ri->tag, LP_ENOPERMIT,
+				     "the permit's lease ran out"))
+			sess_flush(s);
+		reint_free(ri);
+		return;
+	}
 	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
 			  ri->bodies, &res);
 	if (res.outcome == STORE_APPLIED)
@@ -1758,6 +1769,7 @@ static void server_free(struct server *srv)
 	lo_loop_free(srv->loop);	/* the sessions go with it */
 	store_close(srv->st);
 	lp_buf_free(&srv->out);
+	free(srv->xbuf);
 }
 
 int server_main(const struct server_opts *o)
