@@ -342,7 +342,7 @@ static int defer(struct session *s, struct permit *p,
 static void handle_request(struct session *s, const struct lp_frame *f);
 
 /* The permit came free: run what waited for it, in order. */
-static void permit_run_deferred(struct server *srv, struct permit *p)
+static void permit_run_deferred(struct permit *p)
 {
 	struct deferred *d = p->head, *next;
 
@@ -357,18 +357,16 @@ static void permit_run_deferred(struct server *srv, struct permit *p)
 		if (!d->s->closing)
 			handle_request(d->s, &f);
 		free(d);
-		(void)srv;
 	}
 }
 
-static void permit_free_holder(struct server *srv, struct permit *p,
-			       const char *why)
+static void permit_free_holder(struct permit *p, const char *why)
 {
 	log_info("volume %" PRIu32 ": permit of client %" PRIu32 " %s",
 		 p->volume, p->holder, why);
 	p->holder = 0;
 	p->revoked = false;
-	permit_run_deferred(srv, p);
+	permit_run_deferred(p);
 }
 
 static void permit_grant(struct server *srv, struct permit *p,
@@ -876,7 +874,7 @@ static void do_permit(struct session *s, const struct lp_frame *f)
 	default:		/* LP_PERMIT_RELEASE */
 		send_permit(s, f->tag, volume, 0);
 		if (p->holder == s->client)
-			permit_free_holder(srv, p, "released");
+			permit_free_holder(p, "released");
 		return;
 	}
 }
@@ -1446,7 +1444,7 @@ static void tick(struct lo_loop *loop, void *arg)
 		struct deferred **dp, *d;
 
 		if (p->holder && now >= p->expires_ms)
-			permit_free_holder(srv, p, "expired (lease over)");
+			permit_free_holder(p, "expired (lease over)");
 		/* Requests that waited too long. */
 		for (dp = &p->head; (d = *dp);) {
 			if (now < d->deadline_ms) {
