@@ -200,6 +200,18 @@ tests/bin/unit-store: tests/unit/check_store.c $(STORELIB)
 		tests/unit/check_store.c lento/store.c lento/vv.c \
 		$$(pkg-config --cflags --libs check sqlite3)
 
+# lento client log
+CMLLIB := lento/cml.c lento/cml_opt.c lento/cml.h lento/cml_opt.h \
+	protocol/lento_types.h
+
+UNITS += tests/bin/unit-cml
+
+tests/bin/unit-cml: tests/unit/check_cml.c $(CMLLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -o $@ \
+		tests/unit/check_cml.c lento/cml.c lento/cml_opt.c \
+		$$(pkg-config --cflags --libs check sqlite3)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<

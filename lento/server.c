@@ -120,6 +120,7 @@ struct server {
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
+	char *xbuf;			/* one object's xattrs, for GETATTR */
 	struct ctl_server ctl;
 	char listening[SERVER_LISTEN_MAX][120];
 	int nlistening;
@@ -341,7 +342,7 @@ static int defer(struct session *s, struct permit *p,
 static void handle_request(struct session *s, const struct lp_frame *f);
 
 /* The permit came free: run what waited for it, in order. */
-static void permit_run_deferred(struct server *srv, struct permit *p)
+static void permit_run_deferred(struct permit *p)
 {
 	struct deferred *d = p->head, *next;
 
@@ -356,18 +357,16 @@ static void permit_run_deferred(struct server *srv, struct permit *p)
 		if (!d->s->closing)
 			handle_request(d->s, &f);
 		free(d);
-		(void)srv;
 	}
 }
 
-static void permit_free_holder(struct server *srv, struct permit *p,
-			       const char *why)
+static void permit_free_holder(struct permit *p, const char *why)
 {
 	log_info("volume %" PRIu32 ": permit of client %" PRIu32 " %s",
 		 p->volume, p->holder, why);
 	p->holder = 0;
 	p->revoked = false;
-	permit_run_deferred(srv, p);
+	permit_run_deferred(p);
 }
 
 static void permit_grant(struct server *srv, struct permit *p,
@@ -471,7 +470,9 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 		return;
 	x.cap = LENTO_XATTRS_MAX * (LENTO_XATTR_NAME_MAX + 1) +
 		LENTO_XATTRS_MAX * (size_t)LENTO_XATTR_SIZE_MAX;
-	x.buf = malloc(x.cap);
+	if (!s->srv->xbuf)
+		s->srv->xbuf = malloc(x.cap);
+	x.buf = s->srv->xbuf;
 	if (!x.buf) {
 		sess_error(s, f->tag, -ENOMEM, "out of memory");
 		return;
@@ -479,7 +480,6 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 	err = store_getattr(s->srv->st, &fid, &m.st, target, sizeof(target),
 			    collect_xattr, &x);
 	if (err) {
-		free(x.buf);
 		sess_error(s, f->tag, err, "getattr: %s", strerror(-err));
 		return;
 	}
@@ -492,7 +492,6 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 		sess_flush(s);
 	else
 		sess_error(s, f->tag, -EIO, "cannot encode the reply");
-	free(x.buf);
 }
 
 /* A directory's entries, collected for READDIR_REPLY frames. */
@@ -875,7 +874,7 @@ static void do_permit(struct session *s, const struct lp_frame *f)
 	default:		/* LP_PERMIT_RELEASE */
 		send_permit(s, f->tag, volume, 0);
 		if (p->holder == s->client)
-			permit_free_holder(srv, p, "released");
+			permit_free_holder(p, "released");
 		return;
 	}
 }
@@ -984,9 +983,19 @@ static void reint_apply(struct session *s)
 {
 	struct reint_in *ri = s->ri;
 	struct store_result res;
+	struct permit *p;
 	uint32_t i;
 
 	s->ri = NULL;
+	/* The lease may have run out while the bodies came. */
+	p = permit_get(s->srv, ri->volume, false);
+	if (!p || p->holder != s->client) {
+		if (!lp_encode_error(&s->srv->out, ri->tag, LP_ENOPERMIT,
+				     "the permit's lease ran out"))
+			sess_flush(s);
+		reint_free(ri);
+		return;
+	}
 	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
 			  ri->bodies, &res);
 	if (res.outcome == STORE_APPLIED)
@@ -1435,7 +1444,7 @@ static void tick(struct lo_loop *loop, void *arg)
 		struct deferred **dp, *d;
 
 		if (p->holder && now >= p->expires_ms)
-			permit_free_holder(srv, p, "expired (lease over)");
+			permit_free_holder(p, "expired (lease over)");
 		/* Requests that waited too long. */
 		for (dp = &p->head; (d = *dp);) {
 			if (now < d->deadline_ms) {
@@ -1758,6 +1767,7 @@ static void server_free(struct server *srv)
 	lo_loop_free(srv->loop);	/* the sessions go with it */
 	store_close(srv->st);
 	lp_buf_free(&srv->out);
+	free(srv->xbuf);
 }
 
 int server_main(const struct server_opts *o)

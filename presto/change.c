@@ -582,9 +582,26 @@ int presto_log_recovered(struct super_block *sb, enum presto_kml_op op,
 	return 0;
 }
 
-/* fsync: wait until the log holds every record about @inode. */
-int presto_fsync_wait(struct inode *inode)
+/*
+ * fsync of @inode through its lower file @lower: the lower object and
+ * every record about @inode durable. The records are written back first;
+ * the lower fsync's cache flush (its jbd2 commit's, or the flush ext4
+ * issues when there is nothing to commit) then makes them durable along
+ * with the file, with no sync of the log of its own.
+ */
+int presto_fsync_lower(struct inode *inode, struct file *lower, loff_t start,
+		       loff_t end, int datasync)
 {
-	return presto_journal_wait(inode->i_sb,
-				   READ_ONCE(PRESTO_I(inode)->last_seq));
+	u64 seq = READ_ONCE(PRESTO_I(inode)->last_seq);
+	int flush, err;
+
+	flush = seq ? presto_journal_wait_written(inode->i_sb, seq) : 0;
+	if (flush < 0)
+		return flush;
+	err = vfs_fsync_range(lower, start, end, datasync);
+	if (err)
+		return err;
+	if (flush)
+		presto_journal_flushed(inode->i_sb, seq);
+	return 0;
 }

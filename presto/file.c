@@ -396,10 +396,8 @@ static int presto_fsync(struct file *file, loff_t start, loff_t end,
 	err = presto_store(file, false);
 	if (err)
 		return err;
-	err = presto_fsync_wait(file_inode(file));
-	if (err)
-		return err;
-	return vfs_fsync_range(lower, start, end, datasync);
+	return presto_fsync_lower(file_inode(file), lower, start, end,
+				  datasync);
 }
 
 static long presto_fallocate(struct file *file, int mode, loff_t offset,

@@ -22,12 +22,21 @@
  *
  * Every segment but the current one is complete and synced, so the log is
  * durable up to durable_seq once the current segment is synced.
+ *
+ * fsync of a file must make its records durable too, and a sync of the
+ * segment costs a jbd2 commit and two cache flushes on top of the file's
+ * own. So the thread keeps the current segment initialised ahead of its
+ * last record (zeros written and committed, PRESTO_KML_ZERO_AHEAD):
+ * records written there change no metadata, and once written back they
+ * are durable at the next cache flush -- which the fsync of the lower file
+ * that follows always issues (presto_journal_wait_written()).
  */
 #include <linux/crc32.h>
 #include <linux/falloc.h>
 #include <linux/freezer.h>
 #include <linux/kthread.h>
 #include <linux/namei.h>
+#include <linux/pagemap.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -42,6 +51,9 @@
 #define PRESTO_KML_BUF_SIZE	(256U << 10)
 /* What the mount scan reads at a time: at least two whole records. */
 #define PRESTO_KML_SCAN_BUF	(256U << 10)
+/* Initialised segment kept ahead of the last record, and a step of it. */
+#define PRESTO_KML_ZERO_AHEAD	(1U << 20)
+#define PRESTO_KML_ZERO_STEP	PRESTO_KML_BUF_SIZE
 /* Queued bytes that wake the thread before its next round. */
 #define PRESTO_KML_WAKE_BYTES	(128U << 10)
 /*
@@ -59,6 +71,7 @@ struct presto_kml_seg {
 	u64 first_seq;		/* of its first record */
 	u64 size;		/* bytes preallocated, header included */
 	u64 used;		/* bytes written, header included */
+	u64 zeroed;		/* initialised and committed up to here */
 	struct file *file;	/* open while current or spare */
 };
 
@@ -77,6 +90,8 @@ struct presto_journal {
 	u64 durable_seq;		/* synced */
 	u64 acked_seq;			/* consumed; may be retired */
 	u64 sync_want;			/* someone waits for this to be durable */
+	u64 wb_want;			/* ... for this to be written back */
+	u64 wb_seq;			/* written back where no metadata moves */
 	u64 reserved;			/* bytes of records not yet written */
 	u64 avail;			/* bytes that may be reserved */
 	u64 disk_bytes;			/* bytes in segments not retired */
@@ -127,7 +142,8 @@ static bool presto_journal_urgent(struct presto_journal *j)
 	/* A broken log has nothing left to do but wait for the umount. */
 	urgent = !j->error &&
 		 (j->want_spare || j->queued_bytes >= PRESTO_KML_WAKE_BYTES ||
-		  (j->sync_want > j->durable_seq &&
+		  ((j->sync_want > j->durable_seq ||
+		    j->wb_want > max(j->durable_seq, j->wb_seq)) &&
 		   (j->written_seq > j->durable_seq || !list_empty(&j->queue))));
 	spin_unlock(&j->lock);
 	return urgent;
@@ -158,6 +174,8 @@ static struct presto_kml_seg *presto_seg_create(struct presto_journal *j,
 		kfree(s);
 		return ERR_PTR(err);
 	}
+	/* Writes to the log need not move its times: no metadata to commit. */
+	s->file->f_mode |= FMODE_NOCMTIME;
 	s->segno = segno;
 	s->used = PRESTO_KML_HDR_SIZE;
 	s->size = PRESTO_KML_HDR_SIZE;
@@ -274,6 +292,7 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 	if (ret)
 		return ret;
 	s->first_seq = first_seq;
+	s->zeroed = PRESTO_KML_HDR_SIZE;
 	return 0;
 }
 
@@ -311,10 +330,11 @@ static int presto_journal_roll(struct presto_journal *j, u64 first_seq)
 		if (!j->spare)
 			return j->spare_err ? j->spare_err : -ENOSPC;
 	}
+	/* Before the new header's sync, which commits the trim too. */
+	presto_seg_trim(&old->file->f_path, old->used);
 	err = presto_seg_write_header(j->spare, first_seq);
 	if (err)
 		return err;
-	presto_seg_trim(&old->file->f_path, old->used);
 	fput(old->file);
 	old->file = NULL;
 	list_add_tail(&j->spare->list, &j->segs);
@@ -392,6 +412,64 @@ static int presto_journal_write(struct presto_journal *j)
 	return err;
 }
 
+/*
+ * Initialise the next step of the current segment past its last record
+ * (zeros, then a sync that commits them and makes every record so far
+ * durable), once the log is in use and the initialised part is less than
+ * PRESTO_KML_ZERO_AHEAD ahead.
+ */
+static int presto_journal_zero_ahead(struct presto_journal *j)
+{
+	struct presto_kml_seg *s = j->cur;
+	loff_t pos = max(s->zeroed, s->used);
+	size_t len;
+	ssize_t ret;
+	int err;
+
+	if (s->used == PRESTO_KML_HDR_SIZE || s->zeroed >= s->size ||
+	    s->zeroed >= s->used + PRESTO_KML_ZERO_AHEAD)
+		return 0;
+	len = min_t(u64, PRESTO_KML_ZERO_STEP, s->size - pos);
+	memset(j->buf, 0, len);
+	ret = kernel_write(s->file, j->buf, len, &pos);
+	if (ret >= 0 && ret != len)
+		ret = -EIO;
+	if (ret < 0)
+		return ret;
+	err = presto_journal_sync_cur(j);
+	if (err)
+		return err;
+	s->zeroed = pos;
+	return 0;
+}
+
+/*
+ * Write back the current segment's records for someone who waits for
+ * them: where they lie in its initialised part, writing back is all they
+ * need before a cache flush; elsewhere, the segment is synced.
+ */
+static int presto_journal_write_back(struct presto_journal *j)
+{
+	struct presto_kml_seg *s = j->cur;
+	u64 seq;
+	int err;
+
+	spin_lock(&j->lock);
+	seq = j->written_seq;
+	spin_unlock(&j->lock);
+	if (s->used > s->zeroed)
+		return presto_journal_sync_cur(j);
+	err = filemap_write_and_wait_range(s->file->f_mapping,
+					   PRESTO_KML_HDR_SIZE, s->used - 1);
+	if (err)
+		return err;
+	spin_lock(&j->lock);
+	j->wb_seq = max(j->wb_seq, seq);
+	spin_unlock(&j->lock);
+	wake_up_all(&j->done);
+	return 0;
+}
+
 /* Remove the segments whose records are all acknowledged. */
 static void presto_journal_retire(struct presto_journal *j)
 {
@@ -435,7 +513,7 @@ static void presto_journal_fail(struct presto_journal *j, int err)
 
 static void presto_journal_work(struct presto_journal *j, bool stop)
 {
-	bool spare, write, sync;
+	bool spare, write, sync, wb;
 	int err = 0;
 
 	spin_lock(&j->lock);
@@ -453,13 +531,18 @@ static void presto_journal_work(struct presto_journal *j, bool stop)
 		presto_journal_make_spare(j);
 	if (write)
 		err = presto_journal_write(j);
+	if (!err && !stop)
+		err = presto_journal_zero_ahead(j);
 	spin_lock(&j->lock);
 	sync = j->written_seq > j->durable_seq &&
 	       (j->sync_want > j->durable_seq || stop ||
 		time_after(jiffies, j->last_sync + PRESTO_KML_SYNC));
+	wb = !sync && j->wb_want > max(j->durable_seq, j->wb_seq);
 	spin_unlock(&j->lock);
 	if (!err && sync)
 		err = presto_journal_sync_cur(j);
+	if (!err && wb)
+		err = presto_journal_write_back(j);
 	if (err) {
 		presto_journal_fail(j, err);
 		return;
@@ -640,6 +723,57 @@ int presto_journal_wait(struct super_block *sb, u64 seq)
 	err = wait_event_killable(j->done, READ_ONCE(j->durable_seq) >= seq ||
 				  READ_ONCE(j->error));
 	return err ?: READ_ONCE(j->error);
+}
+
+/*
+ * fsync's half of the log: wait until every record up to @seq is durable
+ * (returns 0) or written back where a write changes no metadata (returns
+ * 1: it is durable after the next cache flush of the disk, which the
+ * caller's fsync of a lower file then issues, before it calls
+ * presto_journal_flushed()). Or -errno.
+ */
+int presto_journal_wait_written(struct super_block *sb, u64 seq)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	int err;
+
+	spin_lock(&j->lock);
+	if (WARN_ON_ONCE(seq >= j->next_seq))
+		seq = j->next_seq - 1;
+	if (j->durable_seq >= seq || j->wb_seq >= seq || j->error) {
+		err = j->error ?: j->durable_seq < seq;
+		spin_unlock(&j->lock);
+		return err;
+	}
+	j->wb_want = max(j->wb_want, seq);
+	spin_unlock(&j->lock);
+	wake_up(&j->wait);
+	err = wait_event_killable(j->done, READ_ONCE(j->durable_seq) >= seq ||
+				  READ_ONCE(j->wb_seq) >= seq ||
+				  READ_ONCE(j->error));
+	if (err)
+		return err;
+	spin_lock(&j->lock);
+	err = j->error ?: j->durable_seq < seq;
+	spin_unlock(&j->lock);
+	return err;
+}
+
+/* The disk's cache was flushed after records up to @seq were written back. */
+void presto_journal_flushed(struct super_block *sb, u64 seq)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	bool news;
+
+	spin_lock(&j->lock);
+	news = seq > j->durable_seq;
+	if (news)
+		j->durable_seq = seq;
+	spin_unlock(&j->lock);
+	if (news) {
+		wake_up_all(&j->done);
+		presto_intent_durable(sb, seq);
+	}
 }
 
 /* Wait until every record committed so far is on disk. */

@@ -198,6 +198,8 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e);
 u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e);
 int presto_journal_wait(struct super_block *sb, u64 seq);
+int presto_journal_wait_written(struct super_block *sb, u64 seq);
+void presto_journal_flushed(struct super_block *sb, u64 seq);
 int presto_journal_sync(struct super_block *sb);
 void presto_journal_state(struct super_block *sb, struct presto_kml_state *st);
 int presto_journal_ack(struct super_block *sb, u64 seq);
@@ -271,7 +273,8 @@ int presto_log_recovered(struct super_block *sb, enum presto_kml_op op,
 			 struct inode *dir, struct inode *obj,
 			 const char *name, size_t name_len,
 			 const void *data, size_t data_len, u32 valid);
-int presto_fsync_wait(struct inode *inode);
+int presto_fsync_lower(struct inode *inode, struct file *lower, loff_t start,
+		       loff_t end, int datasync);
 
 /* @inode's last record is @seq (0: none was logged). */
 static inline void presto_stamp(struct inode *inode, u64 seq)

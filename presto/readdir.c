@@ -83,10 +83,8 @@ static int presto_dir_release(struct inode *inode, struct file *file)
 static int presto_dir_fsync(struct file *file, loff_t start, loff_t end,
 			    int datasync)
 {
-	int err;
-
-	err = vfs_fsync_range(presto_lower_file(file), start, end, datasync);
-	return err ?: presto_fsync_wait(file_inode(file));
+	return presto_fsync_lower(file_inode(file), presto_lower_file(file),
+				  start, end, datasync);
 }
 
 const struct file_operations presto_dir_fops = {

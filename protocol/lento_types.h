@@ -149,6 +149,14 @@ enum lento_op {
 /* struct lento_rec.flags */
 #define LENTO_R_NOREPLACE	0x0001	/* RENAME: fail if the target exists */
 #define LENTO_R_EXCHANGE	0x0002	/* RENAME: swap source and target */
+/*
+ * UNLINK: the object had no name left after it; RENAME with a target: the
+ * target had no name left. The client sets it when it knows (the KML's
+ * UNLINK carries nlink); the CML optimiser drops a removed object's
+ * earlier changes only then, so an object with another name never loses
+ * its data.
+ */
+#define LENTO_R_LASTLINK	0x0004
 
 /*
  * One CML record. Which fields an operation uses:

@@ -1567,11 +1567,13 @@ static const struct shape {
 	[LENTO_OP_SYMLINK] = { U_DIR | U_OBJ, 0, N_ENTRY, 0, D_TARGET,
 			       T(SYMLINK), 0 },
 	[LENTO_OP_LINK] = { U_DIR | U_OBJ, 0, N_ENTRY, 0, 0, 0, 0 },
-	[LENTO_OP_UNLINK] = { U_DIR | U_OBJ, 0, N_ENTRY, 0, 0, 0, 0 },
+	[LENTO_OP_UNLINK] = { U_DIR | U_OBJ, 0, N_ENTRY, 0, 0, 0,
+			      LENTO_R_LASTLINK },
 	[LENTO_OP_RMDIR] = { U_DIR | U_OBJ, 0, N_ENTRY, 0, 0, 0, 0 },
 	[LENTO_OP_RENAME] = { U_DIR | U_OBJ | U_DIR2, U_TARGET, N_ENTRY,
 			      N_ENTRY, 0, 0,
-			      LENTO_R_NOREPLACE | LENTO_R_EXCHANGE },
+			      LENTO_R_NOREPLACE | LENTO_R_EXCHANGE |
+			      LENTO_R_LASTLINK },
 	[LENTO_OP_SETATTR] = { U_OBJ, 0, 0, 0, 0, 0, 0 },
 	[LENTO_OP_SETXATTR] = { U_OBJ, 0, N_XATTR, 0, D_VALUE, 0, 0 },
 	[LENTO_OP_REMOVEXATTR] = { U_OBJ, 0, N_XATTR, 0, 0, 0, 0 },
@@ -1641,6 +1643,9 @@ const char *lp_rec_invalid(const struct lento_rec *r)
 		return "record flag its op does not take";
 	if ((r->flags & LENTO_R_NOREPLACE) && (r->flags & LENTO_R_EXCHANGE))
 		return "RENAME both NOREPLACE and EXCHANGE";
+	if (r->op == LENTO_OP_RENAME && (r->flags & LENTO_R_LASTLINK) &&
+	    lento_fid_is_null(&r->target))
+		return "RENAME LASTLINK without a target";
 	if (s->types ? !(valid_type(r->type) && s->types & 1U << r->type) :
 		       r->type)
 		return "record type not one its op makes";

@@ -1972,7 +1972,7 @@ START_TEST(bad_record)
 		{ LENTO_OP_LINK, "type not one its op makes" },
 		{ LENTO_OP_MKDIR, "type not one its op makes" },
 		{ LENTO_OP_CREATE, "flag its op does not take" },
-		{ LENTO_OP_RENAME, "flag its op does not take" },
+		{ LENTO_OP_RENAME, "LASTLINK without a target" },
 		{ LENTO_OP_RENAME, "both NOREPLACE and EXCHANGE" },
 		{ LENTO_OP_SETATTR, "SETATTR that sets nothing" },
 		{ LENTO_OP_STORE, "STORE without its size" },
@@ -1980,6 +1980,7 @@ START_TEST(bad_record)
 		{ LENTO_OP_CREATE, "mode beyond the permission bits" },
 		{ LENTO_OP_LINK, "LENTO_VV_MAX" },
 		{ LENTO_OP_CREATE, "name without its NUL" },
+		{ LENTO_OP_UNLINK, "flag its op does not take" },
 	};
 	struct lp_reint m = { .volume = 1, .client = 1 };
 	struct lento_rec r;
@@ -2010,7 +2011,7 @@ START_TEST(bad_record)
 	case 22: r.type = LENTO_T_REG; break;
 	case 23: r.type = 200; break;
 	case 24: r.flags = LENTO_R_NOREPLACE; break;
-	case 25: r.flags = 0x4; break;
+	case 25: r.flags = LENTO_R_LASTLINK; break;
 	case 26: r.flags = LENTO_R_NOREPLACE | LENTO_R_EXCHANGE; break;
 	case 27: r.attr.valid = 0; break;
 	case 28: r.attr.valid = LENTO_A_MTIME; break;
@@ -2018,6 +2019,7 @@ START_TEST(bad_record)
 	case 30: r.attr.mode = 040755; break;
 	case 31: r.base_dir.n = LENTO_VV_MAX + 1; break;
 	case 32: memset(r.name, 'a', sizeof(r.name)); break;
+	case 33: r.flags = 0x8; break;
 	}
 	ck_assert_msg(lp_rec_invalid(&r) &&
 		      strstr(lp_rec_invalid(&r), cases[_i].reason),
@@ -2275,7 +2277,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, zip_bombs);
 	tcase_add_test(tc, bad_volume_lookup);
 	tcase_add_test(tc, bad_validate);
-	tcase_add_loop_test(tc, bad_record, 0, 33);
+	tcase_add_loop_test(tc, bad_record, 0, 34);
 	tcase_add_test(tc, bad_batch);
 	tcase_add_test(tc, bad_reint_reply);
 	tcase_add_test(tc, type_table);

@@ -1,0 +1,1152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The client modification log in SQLite: append, batches, acknowledgement,
+ * statistics, the client's identity and fid counter, and loading and
+ * storing the records the optimiser (cml_opt.c) rewrites.
+ *
+ * Storage. Fids are 16-byte blobs (volume, client, seq; little-endian),
+ * NULL for an unused slot; version vectors are blobs (n: 4, n counters of
+ * 8, StoreId client: 4, seq: 8), NULL for an unused slot; names and data
+ * are blobs of their bytes (no NUL); attributes are columns. Every change
+ * runs in a savepoint, so it joins a transaction the caller opened.
+ */
+#include "cml.h"
+#include "cml_opt.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+enum {
+	CML_PENDING = 0,
+	CML_SHIPPED = 1,
+};
+
+enum stmt {
+	S_BEGIN,
+	S_RELEASE,
+	S_ROLLBACK,
+	S_META_GET,
+	S_META_SET,
+	S_NEXT_RECNO,
+	S_INSERT,
+	S_MINT,
+	S_MINTED,
+	S_PENDING,
+	S_ALL,
+	S_SHIP,
+	S_REQUEUE,
+	S_ACK,
+	S_STATS,
+	S_WINDOW,
+	S_BASES,
+	S_UPDATE,
+	S_DELETE,
+	S_COUNT,
+};
+
+/* The columns of a record, in the order every SELECT of one gives them. */
+#define REC_COLS							\
+	"recno, op, flags, uid, gid, time, dir, obj, dir2, target, "	\
+	"base_dir, base_obj, base_dir2, base_target, type, a_valid, "	\
+	"a_mode, a_uid, a_gid, a_size, a_atime, a_mtime, a_ctime, a_rdev, " \
+	"name, name2, data, body_size"
+
+#define REC_BYTES							\
+	"(" CML_STR(CML_REC_HDR_BYTES) " + coalesce(length(name), 0) + " \
+	"coalesce(length(name2), 0) + coalesce(length(data), 0) + body_size)"
+#define CML_STR2(x) #x
+#define CML_STR(x) CML_STR2(x)
+
+static const char *const sql[S_COUNT] = {
+	[S_BEGIN] = "SAVEPOINT cml",
+	[S_RELEASE] = "RELEASE cml",
+	[S_ROLLBACK] = "ROLLBACK TO cml",
+	[S_META_GET] = "SELECT value FROM cml_meta WHERE key = ?1",
+	[S_META_SET] = "INSERT OR REPLACE INTO cml_meta(key, value) VALUES (?1, ?2)",
+	[S_NEXT_RECNO] = "UPDATE cml_meta SET value = value + 1 "
+			 "WHERE key = 'last_recno' RETURNING value",
+	[S_INSERT] = "INSERT INTO cml(" REC_COLS ", volume, state) VALUES ("
+		     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+		     "?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
+		     "?25, ?26, ?27, ?28, ?29, 0)",
+	[S_MINT] = "INSERT INTO cml_fidseq(volume, last) VALUES (?1, 1) "
+		   "ON CONFLICT(volume) DO UPDATE SET last = last + 1 "
+		   "RETURNING last",
+	[S_MINTED] = "SELECT count(*) FROM cml_fidseq",
+	[S_PENDING] = "SELECT " REC_COLS ", " REC_BYTES " FROM cml "
+		      "WHERE volume = ?1 AND state = 0 ORDER BY recno",
+	[S_ALL] = "SELECT " REC_COLS ", " REC_BYTES " FROM cml "
+		  "WHERE volume = ?1 ORDER BY recno",
+	[S_SHIP] = "UPDATE cml SET state = 1 WHERE volume = ?1 AND state = 0 "
+		   "AND recno BETWEEN ?2 AND ?3",
+	[S_REQUEUE] = "UPDATE cml SET state = 0 WHERE volume = ?1 AND state = 1",
+	[S_ACK] = "DELETE FROM cml WHERE volume = ?1 AND recno <= ?2",
+	[S_STATS] = "SELECT count(*), coalesce(sum(" REC_BYTES "), 0), "
+		    "coalesce(sum(state <> 0), 0), coalesce(min(time), 0) "
+		    "FROM cml WHERE volume = ?1",
+	[S_WINDOW] = "SELECT " REC_COLS " FROM cml WHERE volume = ?1 "
+		     "AND state = 0 AND recno > (SELECT coalesce(max(recno), 0) "
+		     "FROM cml WHERE volume = ?1 AND state <> 0) ORDER BY recno",
+	[S_BASES] = "SELECT base_dir, base_obj, base_dir2, base_target "
+		    "FROM cml WHERE recno = ?1",
+	[S_UPDATE] = "UPDATE cml SET op = ?2, flags = ?3, time = ?4, dir = ?5, "
+		     "obj = ?6, dir2 = ?7, target = ?8, base_dir = ?9, "
+		     "base_obj = ?10, base_dir2 = ?11, base_target = ?12, "
+		     "a_valid = ?13, a_mode = ?14, a_uid = ?15, a_gid = ?16, "
+		     "a_size = ?17, a_atime = ?18, a_mtime = ?19, a_ctime = ?20, "
+		     "a_rdev = ?21, name = ?22, name2 = ?23 WHERE recno = ?1",
+	[S_DELETE] = "DELETE FROM cml WHERE recno = ?1",
+};
+
+static const char schema[] =
+	"CREATE TABLE IF NOT EXISTS cml_meta("
+	"  key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS cml_fidseq("
+	"  volume INTEGER PRIMARY KEY, last INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS cml("
+	"  recno INTEGER PRIMARY KEY,"
+	"  volume INTEGER NOT NULL,"
+	"  state INTEGER NOT NULL,"
+	"  op INTEGER NOT NULL, flags INTEGER NOT NULL,"
+	"  uid INTEGER NOT NULL, gid INTEGER NOT NULL, time INTEGER NOT NULL,"
+	"  dir BLOB, obj BLOB NOT NULL, dir2 BLOB, target BLOB,"
+	"  base_dir BLOB, base_obj BLOB, base_dir2 BLOB, base_target BLOB,"
+	"  type INTEGER NOT NULL,"
+	"  a_valid INTEGER NOT NULL, a_mode INTEGER NOT NULL,"
+	"  a_uid INTEGER NOT NULL, a_gid INTEGER NOT NULL,"
+	"  a_size INTEGER NOT NULL, a_atime INTEGER NOT NULL,"
+	"  a_mtime INTEGER NOT NULL, a_ctime INTEGER NOT NULL,"
+	"  a_rdev INTEGER NOT NULL,"
+	"  name BLOB, name2 BLOB, data BLOB,"
+	"  body_size INTEGER NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS cml_volume ON cml(volume, recno);";
+
+struct cml {
+	sqlite3 *db;
+	bool own_db;
+	uint32_t client;
+	uint8_t uuid[CML_UUID_SIZE];
+	sqlite3_stmt *st[S_COUNT];
+};
+
+#define FID_BLOB	16
+#define VV_BLOB_MAX	(4 + 8 * LENTO_VV_MAX + 12)
+
+/* -errno for an SQLite result code. */
+static int sql_err(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_TOOBIG:
+		return -E2BIG;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EUCLEAN;
+	case SQLITE_INTERRUPT:
+		return -EINTR;
+	default:
+		return -EIO;
+	}
+}
+
+/* Run a cached statement that returns no row (or whose rows are not read). */
+static int run(struct cml *cml, enum stmt s)
+{
+	int rc = sqlite3_step(cml->st[s]);
+
+	sqlite3_reset(cml->st[s]);
+	sqlite3_clear_bindings(cml->st[s]);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sql_err(rc);
+}
+
+static void done(struct cml *cml, enum stmt s)
+{
+	sqlite3_reset(cml->st[s]);
+	sqlite3_clear_bindings(cml->st[s]);
+}
+
+static int begin(struct cml *cml)
+{
+	return run(cml, S_BEGIN);
+}
+
+/* End the savepoint: keep its changes if @err is 0, else undo them. */
+static int end(struct cml *cml, int err)
+{
+	if (!err)
+		err = run(cml, S_RELEASE);
+	if (err) {
+		run(cml, S_ROLLBACK);
+		run(cml, S_RELEASE);
+	}
+	return err;
+}
+
+/* Encodings ------------------------------------------------------------ */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+static int bind_fid(sqlite3_stmt *st, int col, const struct lento_fid *f)
+{
+	uint8_t b[FID_BLOB];
+
+	if (lento_fid_is_null(f))
+		return sqlite3_bind_null(st, col);
+	put32(b, f->volume);
+	put32(b + 4, f->client);
+	put64(b + 8, f->seq);
+	return sqlite3_bind_blob(st, col, b, sizeof(b), SQLITE_TRANSIENT);
+}
+
+static int col_fid(sqlite3_stmt *st, int col, struct lento_fid *f)
+{
+	const uint8_t *b = sqlite3_column_blob(st, col);
+	int len = sqlite3_column_bytes(st, col);
+
+	memset(f, 0, sizeof(*f));
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return 0;
+	if (len != FID_BLOB || !b)
+		return -EUCLEAN;
+	f->volume = get32(b);
+	f->client = get32(b + 4);
+	f->seq = get64(b + 8);
+	return 0;
+}
+
+static size_t vv_encode(uint8_t *b, const struct lento_vv *vv)
+{
+	size_t len = 0;
+
+	put32(b, vv->n);
+	len += 4;
+	for (uint32_t i = 0; i < vv->n; i++, len += 8)
+		put64(b + len, vv->v[i]);
+	put32(b + len, vv->store.client);
+	put64(b + len + 4, vv->store.seq);
+	return len + 12;
+}
+
+static int vv_decode(const uint8_t *b, size_t len, struct lento_vv *vv)
+{
+	memset(vv, 0, sizeof(*vv));
+	if (!len)
+		return 0;
+	if (len < 16 || !b)
+		return -EUCLEAN;
+	vv->n = get32(b);
+	if (vv->n > LENTO_VV_MAX || len != 16 + 8 * (size_t)vv->n)
+		return -EUCLEAN;
+	for (uint32_t i = 0; i < vv->n; i++)
+		vv->v[i] = get64(b + 4 + 8 * i);
+	vv->store.client = get32(b + 4 + 8 * vv->n);
+	vv->store.seq = get64(b + 8 + 8 * vv->n);
+	return 0;
+}
+
+/* A base for a slot: NULL when the slot is unused. */
+static int bind_vv(sqlite3_stmt *st, int col, const struct lento_fid *f,
+		   const struct lento_vv *vv)
+{
+	uint8_t b[VV_BLOB_MAX];
+
+	if (lento_fid_is_null(f))
+		return sqlite3_bind_null(st, col);
+	return sqlite3_bind_blob(st, col, b, (int)vv_encode(b, vv),
+				 SQLITE_TRANSIENT);
+}
+
+static int col_vv(sqlite3_stmt *st, int col, struct lento_vv *vv)
+{
+	const void *b = sqlite3_column_blob(st, col);
+
+	return vv_decode(b, (size_t)sqlite3_column_bytes(st, col), vv);
+}
+
+/* A name: its bytes without the NUL, NULL when empty. */
+static int bind_name(sqlite3_stmt *st, int col, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!len)
+		return sqlite3_bind_null(st, col);
+	return sqlite3_bind_blob(st, col, name, (int)len, SQLITE_TRANSIENT);
+}
+
+static int col_name(sqlite3_stmt *st, int col, char *name)
+{
+	const void *b = sqlite3_column_blob(st, col);
+	int len = sqlite3_column_bytes(st, col);
+
+	if (len > LENTO_NAME_MAX || (len && !b) || (len && memchr(b, 0, len)))
+		return -EUCLEAN;
+	if (len)
+		memcpy(name, b, len);
+	name[len] = 0;
+	return 0;
+}
+
+/* Record shape --------------------------------------------------------- */
+
+static bool is_create(uint16_t op)
+{
+	return op == LENTO_OP_CREATE || op == LENTO_OP_MKDIR ||
+	       op == LENTO_OP_MKNOD || op == LENTO_OP_SYMLINK;
+}
+
+static int check_name(const char *name, bool need)
+{
+	size_t len = strnlen(name, LENTO_NAME_MAX + 1);
+
+	if (len > LENTO_NAME_MAX || (need && !len))
+		return -EINVAL;
+	return 0;
+}
+
+static int check_rec(const struct lento_rec *r, uint64_t body_size)
+{
+	const struct lento_fid *fids[] = { &r->dir, &r->obj, &r->dir2,
+					   &r->target };
+	bool dir = false, dir2 = false, target = false, name = false,
+	     name2 = false;
+	uint16_t flags = 0;
+	uint32_t data_max = 0;
+	int err;
+
+	if (r->op < LENTO_OP_CREATE || r->op > LENTO_OP_STORE)
+		return -EINVAL;
+	if (lento_fid_is_null(&r->obj))
+		return -EINVAL;
+	for (size_t i = 0; i < 4; i++)
+		if (!lento_fid_is_null(fids[i]) &&
+		    fids[i]->volume != r->obj.volume)
+			return -EXDEV;
+	if (is_create(r->op)) {
+		dir = name = true;
+		if (r->type < LENTO_T_REG || r->type > LENTO_T_BLK ||
+		    (r->op == LENTO_OP_MKDIR) != (r->type == LENTO_T_DIR) ||
+		    (r->op == LENTO_OP_SYMLINK) != (r->type == LENTO_T_SYMLINK) ||
+		    (r->op == LENTO_OP_CREATE && r->type != LENTO_T_REG))
+			return -EINVAL;
+		if (r->op == LENTO_OP_SYMLINK)
+			data_max = LENTO_SYMLINK_MAX;
+	} else if (r->op == LENTO_OP_LINK || r->op == LENTO_OP_UNLINK ||
+		   r->op == LENTO_OP_RMDIR) {
+		dir = name = true;
+		if (r->op == LENTO_OP_UNLINK)
+			flags = LENTO_R_LASTLINK;
+	} else if (r->op == LENTO_OP_RENAME) {
+		dir = dir2 = name = name2 = true;
+		target = !lento_fid_is_null(&r->target);
+		flags = LENTO_R_NOREPLACE | LENTO_R_EXCHANGE | LENTO_R_LASTLINK;
+		if ((r->flags & LENTO_R_EXCHANGE) &&
+		    (!target || (r->flags & (LENTO_R_NOREPLACE |
+					     LENTO_R_LASTLINK))))
+			return -EINVAL;
+		if (target && (r->flags & LENTO_R_NOREPLACE))
+			return -EINVAL;
+		if (!target && (r->flags & LENTO_R_LASTLINK))
+			return -EINVAL;
+	} else if (r->op == LENTO_OP_SETXATTR || r->op == LENTO_OP_REMOVEXATTR) {
+		name = true;
+		if (r->op == LENTO_OP_SETXATTR)
+			data_max = LENTO_XATTR_SIZE_MAX;
+	}
+	if (r->flags & ~flags)
+		return -EINVAL;
+	if (dir == lento_fid_is_null(&r->dir) ||
+	    dir2 == lento_fid_is_null(&r->dir2) ||
+	    (!target && !lento_fid_is_null(&r->target)))
+		return -EINVAL;
+	err = check_name(r->name, name);
+	if (!err)
+		err = check_name(r->name2, name2);
+	if (err)
+		return err;
+	if ((!name && r->name[0]) || (!name2 && r->name2[0]))
+		return -EINVAL;
+	if (r->data_len > data_max || (r->data_len && !r->data))
+		return -EINVAL;
+	if (body_size && r->op != LENTO_OP_STORE)
+		return -EINVAL;
+	return 0;
+}
+
+uint64_t cml_rec_bytes(const struct lento_rec *rec, uint64_t body_size)
+{
+	return CML_REC_HDR_BYTES +
+	       strnlen(rec->name, LENTO_NAME_MAX + 1) +
+	       strnlen(rec->name2, LENTO_NAME_MAX + 1) + rec->data_len +
+	       body_size;
+}
+
+/* Open and close ------------------------------------------------------- */
+
+static int meta_get(struct cml *cml, const char *key, sqlite3_int64 *v,
+		    uint8_t *blob, size_t blob_len)
+{
+	sqlite3_stmt *st = cml->st[S_META_GET];
+	int rc, err = 0;
+
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (blob) {
+			if ((size_t)sqlite3_column_bytes(st, 0) != blob_len ||
+			    sqlite3_column_type(st, 0) != SQLITE_BLOB)
+				err = -EUCLEAN;
+			else
+				memcpy(blob, sqlite3_column_blob(st, 0),
+				       blob_len);
+		} else {
+			if (sqlite3_column_type(st, 0) != SQLITE_INTEGER)
+				err = -EUCLEAN;
+			*v = sqlite3_column_int64(st, 0);
+		}
+	} else {
+		err = rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+	}
+	done(cml, S_META_GET);
+	return err;
+}
+
+static int meta_set(struct cml *cml, const char *key, sqlite3_int64 v,
+		    const uint8_t *blob, size_t blob_len)
+{
+	sqlite3_stmt *st = cml->st[S_META_SET];
+
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	if (blob)
+		sqlite3_bind_blob(st, 2, blob, (int)blob_len, SQLITE_STATIC);
+	else
+		sqlite3_bind_int64(st, 2, v);
+	return run(cml, S_META_SET);
+}
+
+static int random_bytes(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* A new log: its format, its record counter and the client's identity. */
+static int create_ident(struct cml *cml)
+{
+	uint32_t client = 0;
+	int err;
+
+	while (!client) {
+		err = random_bytes(&client, sizeof(client));
+		if (err)
+			return err;
+	}
+	err = random_bytes(cml->uuid, sizeof(cml->uuid));
+	if (err)
+		return err;
+	cml->uuid[6] = (cml->uuid[6] & 0x0f) | 0x40;	/* version 4 */
+	cml->uuid[8] = (cml->uuid[8] & 0x3f) | 0x80;	/* RFC 4122 variant */
+	cml->client = client;
+	err = meta_set(cml, "format", CML_FORMAT, NULL, 0);
+	if (!err)
+		err = meta_set(cml, "last_recno", 0, NULL, 0);
+	if (!err)
+		err = meta_set(cml, "client", client, NULL, 0);
+	if (!err)
+		err = meta_set(cml, "uuid", 0, cml->uuid, sizeof(cml->uuid));
+	return err;
+}
+
+static int load_ident(struct cml *cml)
+{
+	sqlite3_int64 format, client, last;
+	int err;
+
+	err = meta_get(cml, "format", &format, NULL, 0);
+	if (err == -ENOENT)
+		return create_ident(cml);
+	if (err)
+		return err;
+	if (format != CML_FORMAT)
+		return format > CML_FORMAT ? -EPROTO : -EUCLEAN;
+	err = meta_get(cml, "client", &client, NULL, 0);
+	if (!err)
+		err = meta_get(cml, "uuid", NULL, cml->uuid, sizeof(cml->uuid));
+	if (!err)
+		err = meta_get(cml, "last_recno", &last, NULL, 0);
+	if (err)
+		return err == -ENOENT ? -EUCLEAN : err;
+	if (client <= 0 || client > UINT32_MAX || last < 0)
+		return -EUCLEAN;
+	cml->client = (uint32_t)client;
+	return 0;
+}
+
+static void finalize_all(struct cml *cml)
+{
+	for (int i = 0; i < S_COUNT; i++) {
+		sqlite3_finalize(cml->st[i]);
+		cml->st[i] = NULL;
+	}
+}
+
+int cml_open(struct cml **cmlp, sqlite3 *db)
+{
+	struct cml *cml;
+	int err, rc;
+
+	*cmlp = NULL;
+	if (!db)
+		return -EINVAL;
+	cml = calloc(1, sizeof(*cml));
+	if (!cml)
+		return -ENOMEM;
+	cml->db = db;
+	/*
+	 * The schema first (in a savepoint of its own, so a caller's open
+	 * transaction is joined), then the statements that use it.
+	 */
+	rc = sqlite3_exec(db, "SAVEPOINT cml_open", NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, schema, NULL, NULL, NULL);
+	for (int i = 0; rc == SQLITE_OK && i < S_COUNT; i++)
+		rc = sqlite3_prepare_v3(db, sql[i], -1,
+					SQLITE_PREPARE_PERSISTENT,
+					&cml->st[i], NULL);
+	err = sql_err(rc);
+	if (!err)
+		err = load_ident(cml);
+	if (!err)
+		err = sql_err(sqlite3_exec(db, "RELEASE cml_open", NULL, NULL,
+					   NULL));
+	if (err) {
+		sqlite3_exec(db, "ROLLBACK TO cml_open", NULL, NULL, NULL);
+		sqlite3_exec(db, "RELEASE cml_open", NULL, NULL, NULL);
+		finalize_all(cml);
+		free(cml);
+		return err;
+	}
+	*cmlp = cml;
+	return 0;
+}
+
+int cml_open_path(struct cml **cmlp, const char *path)
+{
+	sqlite3 *db = NULL;
+	int rc, err;
+
+	*cmlp = NULL;
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE |
+			     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_busy_timeout(db, 10000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL; "
+				  "PRAGMA synchronous = FULL;", NULL, NULL,
+				  NULL);
+	err = sql_err(rc);
+	if (!err)
+		err = cml_open(cmlp, db);
+	if (err) {
+		sqlite3_close(db);
+		return err;
+	}
+	(*cmlp)->own_db = true;
+	return 0;
+}
+
+void cml_close(struct cml *cml)
+{
+	if (!cml)
+		return;
+	finalize_all(cml);
+	if (cml->own_db)
+		sqlite3_close(cml->db);
+	free(cml);
+}
+
+sqlite3 *cml_db(struct cml *cml)
+{
+	return cml->db;
+}
+
+/* Identity and fids ---------------------------------------------------- */
+
+int cml_ident(struct cml *cml, uint32_t *client, uint8_t uuid[CML_UUID_SIZE])
+{
+	if (client)
+		*client = cml->client;
+	if (uuid)
+		memcpy(uuid, cml->uuid, CML_UUID_SIZE);
+	return 0;
+}
+
+int cml_set_client(struct cml *cml, uint32_t client)
+{
+	sqlite3_stmt *st = cml->st[S_MINTED];
+	int err, rc;
+
+	if (!client)
+		return -EINVAL;
+	err = begin(cml);
+	if (err)
+		return err;
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW)
+		err = sql_err(rc);
+	else if (sqlite3_column_int64(st, 0))
+		err = -EBUSY;
+	done(cml, S_MINTED);
+	if (!err)
+		err = meta_set(cml, "client", client, NULL, 0);
+	err = end(cml, err);
+	if (!err)
+		cml->client = client;
+	return err;
+}
+
+int cml_mint_fid(struct cml *cml, uint32_t volume, struct lento_fid *fid)
+{
+	sqlite3_stmt *st = cml->st[S_MINT];
+	sqlite3_int64 seq = 0;
+	int err, rc;
+
+	err = begin(cml);
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, volume);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		seq = sqlite3_column_int64(st, 0);
+	else
+		err = rc == SQLITE_DONE ? -EIO : sql_err(rc);
+	/* RETURNING's row is out; step to the end so the change is made. */
+	if (!err && sqlite3_step(st) != SQLITE_DONE)
+		err = -EIO;
+	done(cml, S_MINT);
+	if (!err && seq <= 0)
+		err = -EOVERFLOW;
+	err = end(cml, err);
+	if (err)
+		return err;
+	fid->volume = volume;
+	fid->client = cml->client;
+	fid->seq = (uint64_t)seq;
+	return 0;
+}
+
+/* Append --------------------------------------------------------------- */
+
+static void bind_attr(sqlite3_stmt *st, int col, const struct lento_attr *a)
+{
+	sqlite3_bind_int64(st, col, a->valid);
+	sqlite3_bind_int64(st, col + 1, a->mode);
+	sqlite3_bind_int64(st, col + 2, a->uid);
+	sqlite3_bind_int64(st, col + 3, a->gid);
+	sqlite3_bind_int64(st, col + 4, (sqlite3_int64)a->size);
+	sqlite3_bind_int64(st, col + 5, a->atime_ns);
+	sqlite3_bind_int64(st, col + 6, a->mtime_ns);
+	sqlite3_bind_int64(st, col + 7, a->ctime_ns);
+	sqlite3_bind_int64(st, col + 8, (sqlite3_int64)a->rdev);
+}
+
+static void col_attr(sqlite3_stmt *st, int col, struct lento_attr *a)
+{
+	a->valid = (uint32_t)sqlite3_column_int64(st, col);
+	a->mode = (uint32_t)sqlite3_column_int64(st, col + 1);
+	a->uid = (uint32_t)sqlite3_column_int64(st, col + 2);
+	a->gid = (uint32_t)sqlite3_column_int64(st, col + 3);
+	a->size = (uint64_t)sqlite3_column_int64(st, col + 4);
+	a->atime_ns = sqlite3_column_int64(st, col + 5);
+	a->mtime_ns = sqlite3_column_int64(st, col + 6);
+	a->ctime_ns = sqlite3_column_int64(st, col + 7);
+	a->rdev = (uint64_t)sqlite3_column_int64(st, col + 8);
+}
+
+static int next_recno(struct cml *cml, uint64_t *recno)
+{
+	sqlite3_stmt *st = cml->st[S_NEXT_RECNO];
+	sqlite3_int64 v = 0;
+	int rc, err = 0;
+
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	else
+		err = rc == SQLITE_DONE ? -EUCLEAN : sql_err(rc);
+	if (!err && sqlite3_step(st) != SQLITE_DONE)
+		err = -EIO;
+	done(cml, S_NEXT_RECNO);
+	if (!err && v <= 0)
+		err = -EOVERFLOW;
+	*recno = (uint64_t)v;
+	return err;
+}
+
+int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
+{
+	sqlite3_stmt *st = cml->st[S_INSERT];
+	uint64_t recno;
+	int err;
+
+	err = check_rec(rec, body_size);
+	if (err)
+		return err;
+	if (body_size > INT64_MAX)
+		return -EFBIG;
+	err = begin(cml);
+	if (err)
+		return err;
+	err = next_recno(cml, &recno);
+	if (!err) {
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)recno);
+		sqlite3_bind_int64(st, 2, rec->op);
+		sqlite3_bind_int64(st, 3, rec->flags);
+		sqlite3_bind_int64(st, 4, rec->uid);
+		sqlite3_bind_int64(st, 5, rec->gid);
+		sqlite3_bind_int64(st, 6, rec->time_ns);
+		bind_fid(st, 7, &rec->dir);
+		bind_fid(st, 8, &rec->obj);
+		bind_fid(st, 9, &rec->dir2);
+		bind_fid(st, 10, &rec->target);
+		bind_vv(st, 11, &rec->dir, &rec->base_dir);
+		bind_vv(st, 12, &rec->obj, &rec->base_obj);
+		bind_vv(st, 13, &rec->dir2, &rec->base_dir2);
+		bind_vv(st, 14, &rec->target, &rec->base_target);
+		sqlite3_bind_int64(st, 15, rec->type);
+		bind_attr(st, 16, &rec->attr);
+		bind_name(st, 25, rec->name);
+		bind_name(st, 26, rec->name2);
+		if (rec->data_len)
+			sqlite3_bind_blob(st, 27, rec->data, (int)rec->data_len,
+					  SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 27);
+		sqlite3_bind_int64(st, 28, (sqlite3_int64)body_size);
+		sqlite3_bind_int64(st, 29, rec->obj.volume);
+		err = run(cml, S_INSERT);
+	}
+	err = end(cml, err);
+	if (!err)
+		rec->recno = recno;
+	return err;
+}
+
+/* Reading -------------------------------------------------------------- */
+
+/* A row of REC_COLS into @r; r->data points into the statement's row. */
+static int col_rec(sqlite3_stmt *st, struct lento_rec *r, uint64_t *body_size)
+{
+	int err = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->recno = (uint64_t)sqlite3_column_int64(st, 0);
+	r->op = (uint16_t)sqlite3_column_int(st, 1);
+	r->flags = (uint16_t)sqlite3_column_int(st, 2);
+	r->uid = (uint32_t)sqlite3_column_int64(st, 3);
+	r->gid = (uint32_t)sqlite3_column_int64(st, 4);
+	r->time_ns = sqlite3_column_int64(st, 5);
+	err = err ?: col_fid(st, 6, &r->dir);
+	err = err ?: col_fid(st, 7, &r->obj);
+	err = err ?: col_fid(st, 8, &r->dir2);
+	err = err ?: col_fid(st, 9, &r->target);
+	err = err ?: col_vv(st, 10, &r->base_dir);
+	err = err ?: col_vv(st, 11, &r->base_obj);
+	err = err ?: col_vv(st, 12, &r->base_dir2);
+	err = err ?: col_vv(st, 13, &r->base_target);
+	r->type = (uint8_t)sqlite3_column_int(st, 14);
+	col_attr(st, 15, &r->attr);
+	err = err ?: col_name(st, 24, r->name);
+	err = err ?: col_name(st, 25, r->name2);
+	if (sqlite3_column_type(st, 26) != SQLITE_NULL) {
+		r->data = sqlite3_column_blob(st, 26);
+		r->data_len = (uint32_t)sqlite3_column_bytes(st, 26);
+	}
+	if (body_size)
+		*body_size = (uint64_t)sqlite3_column_int64(st, 27);
+	if (!err && r->op >= LENTO_OP_CREATE && r->op <= LENTO_OP_STORE &&
+	    !lento_fid_is_null(&r->obj))
+		return 0;
+	return err ?: -EUCLEAN;
+}
+
+/* Call @fn for records of @s; stop at the limits. Returns the count. */
+static int walk(struct cml *cml, enum stmt s, uint32_t volume,
+		uint32_t max_records, uint64_t max_bytes, cml_rec_fn *fn,
+		void *arg, uint64_t *first, uint64_t *last)
+{
+	sqlite3_stmt *st = cml->st[s];
+	struct lento_rec *rec;
+	uint64_t bytes = 0, body;
+	int n = 0, rc, err = 0;
+
+	rec = malloc(sizeof(*rec));
+	if (!rec)
+		return -ENOMEM;
+	sqlite3_bind_int64(st, 1, volume);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t b = (uint64_t)sqlite3_column_int64(st, 28);
+
+		if (n && ((max_records && (uint32_t)n >= max_records) ||
+			  (max_bytes && bytes + b > max_bytes)))
+			break;
+		if (n == INT_MAX)
+			break;
+		err = col_rec(st, rec, &body);
+		if (!err)
+			err = fn(arg, rec, body);
+		if (err)
+			break;
+		if (!n && first)
+			*first = rec->recno;
+		if (last)
+			*last = rec->recno;
+		bytes += b;
+		n++;
+	}
+	if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	done(cml, s);
+	free(rec);
+	return err ?: n;
+}
+
+int cml_batch(struct cml *cml, uint32_t volume, uint32_t max_records,
+	      uint64_t max_bytes, cml_rec_fn *fn, void *arg)
+{
+	uint64_t first = 0, last = 0;
+	int n, err;
+
+	err = begin(cml);
+	if (err)
+		return err;
+	n = walk(cml, S_PENDING, volume, max_records, max_bytes, fn, arg,
+		 &first, &last);
+	err = n < 0 ? n : 0;
+	if (n > 0) {
+		sqlite3_stmt *st = cml->st[S_SHIP];
+
+		sqlite3_bind_int64(st, 1, volume);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64)first);
+		sqlite3_bind_int64(st, 3, (sqlite3_int64)last);
+		err = run(cml, S_SHIP);
+	}
+	err = end(cml, err);
+	return err ?: n;
+}
+
+int cml_list(struct cml *cml, uint32_t volume, cml_rec_fn *fn, void *arg)
+{
+	return walk(cml, S_ALL, volume, 0, 0, fn, arg, NULL, NULL);
+}
+
+int cml_requeue(struct cml *cml, uint32_t volume)
+{
+	sqlite3_bind_int64(cml->st[S_REQUEUE], 1, volume);
+	return run(cml, S_REQUEUE);
+}
+
+int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)
+{
+	int err;
+
+	if (upto > INT64_MAX)
+		upto = INT64_MAX;
+	sqlite3_bind_int64(cml->st[S_ACK], 1, volume);
+	sqlite3_bind_int64(cml->st[S_ACK], 2, (sqlite3_int64)upto);
+	err = run(cml, S_ACK);
+	return err ?: sqlite3_changes(cml->db);
+}
+
+int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
+{
+	sqlite3_stmt *st = cml->st[S_STATS];
+	int rc, err = 0;
+
+	memset(out, 0, sizeof(*out));
+	sqlite3_bind_int64(st, 1, volume);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		out->records = (uint64_t)sqlite3_column_int64(st, 0);
+		out->bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		out->shipped = (uint64_t)sqlite3_column_int64(st, 2);
+		out->oldest_ns = sqlite3_column_int64(st, 3);
+	} else {
+		err = sql_err(rc) ?: -EIO;
+	}
+	done(cml, S_STATS);
+	return err;
+}
+
+/* The optimiser's load and store --------------------------------------- */
+
+struct window {
+	struct cml_onode *nodes;
+	char **names;		/* per node: name and name2, one allocation */
+	uint32_t n, cap;
+};
+
+static void window_free(struct window *w)
+{
+	for (uint32_t i = 0; i < w->n; i++)
+		free(w->names[i]);
+	free(w->names);
+	free(w->nodes);
+}
+
+static int window_load(struct cml *cml, uint32_t volume, struct window *w)
+{
+	sqlite3_stmt *st = cml->st[S_WINDOW];
+	struct lento_rec *rec;
+	int rc, err = 0;
+
+	rec = malloc(sizeof(*rec));
+	if (!rec)
+		return -ENOMEM;
+	sqlite3_bind_int64(st, 1, volume);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct cml_onode *o;
+		size_t l1, l2;
+		char *names;
+
+		if (w->n == UINT32_MAX - 1) {
+			err = -E2BIG;
+			break;
+		}
+		if (w->n == w->cap) {
+			uint32_t cap = w->cap ? w->cap * 2 : 256;
+			void *p = realloc(w->nodes, cap * sizeof(*w->nodes));
+
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			w->nodes = p;
+			p = realloc(w->names, cap * sizeof(*w->names));
+			if (!p) {
+				err = -ENOMEM;
+				break;
+			}
+			w->names = p;
+			w->cap = cap;
+		}
+		err = col_rec(st, rec, NULL);
+		if (err)
+			break;
+		l1 = strlen(rec->name);
+		l2 = strlen(rec->name2);
+		names = malloc(l1 + l2 + 2);
+		if (!names) {
+			err = -ENOMEM;
+			break;
+		}
+		memcpy(names, rec->name, l1 + 1);
+		memcpy(names + l1 + 1, rec->name2, l2 + 1);
+		w->names[w->n] = names;
+		o = &w->nodes[w->n];
+		memset(o, 0, sizeof(*o));
+		o->recno = rec->recno;
+		o->op = rec->op;
+		o->flags = rec->flags;
+		o->uid = rec->uid;
+		o->gid = rec->gid;
+		o->time_ns = rec->time_ns;
+		o->fid[CML_DIR] = rec->dir;
+		o->fid[CML_OBJ] = rec->obj;
+		o->fid[CML_DIR2] = rec->dir2;
+		o->fid[CML_TARGET] = rec->target;
+		o->type = rec->type;
+		o->attr = rec->attr;
+		o->name = names;
+		o->name2 = names + l1 + 1;
+		for (int s = 0; s < CML_NSLOT; s++) {
+			o->base_node[s] = w->n;
+			o->base_slot[s] = (uint8_t)s;
+		}
+		w->n++;
+	}
+	if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	done(cml, S_WINDOW);
+	free(rec);
+	return err;
+}
+
+/* The base blobs a rewritten node gets, read before anything changes. */
+struct bases {
+	uint8_t b[CML_NSLOT][VV_BLOB_MAX];
+	int len[CML_NSLOT];	/* -1: NULL */
+};
+
+static int read_base(struct cml *cml, uint64_t recno, int slot, uint8_t *b,
+		     int *len)
+{
+	sqlite3_stmt *st = cml->st[S_BASES];
+	int rc, err = 0;
+
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)recno);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int l = sqlite3_column_bytes(st, slot);
+
+		if (sqlite3_column_type(st, slot) == SQLITE_NULL) {
+			*len = -1;
+		} else if (l > VV_BLOB_MAX) {
+			err = -EUCLEAN;
+		} else {
+			if (l)
+				memcpy(b, sqlite3_column_blob(st, slot), l);
+			*len = l;
+		}
+	} else {
+		err = rc == SQLITE_DONE ? -EUCLEAN : sql_err(rc);
+	}
+	done(cml, S_BASES);
+	return err;
+}
+
+static int window_store(struct cml *cml, struct window *w)
+{
+	struct bases *bases = NULL;
+	uint32_t *dirty, nd = 0;
+	int err = 0;
+
+	dirty = malloc(((size_t)w->n + 1) * sizeof(*dirty));
+	if (!dirty)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n; i++)
+		if (w->nodes[i].dirty && !w->nodes[i].dead)
+			dirty[nd++] = i;
+	if (nd) {
+		bases = malloc(nd * sizeof(*bases));
+		if (!bases)
+			err = -ENOMEM;
+	}
+	/* Every base as it was loaded, before any row changes. */
+	for (uint32_t k = 0; !err && k < nd; k++) {
+		struct cml_onode *o = &w->nodes[dirty[k]];
+
+		for (int s = 0; !err && s < CML_NSLOT; s++) {
+			bases[k].len[s] = -1;
+			if (lento_fid_is_null(&o->fid[s]))
+				continue;
+			err = read_base(cml, w->nodes[o->base_node[s]].recno,
+					o->base_slot[s], bases[k].b[s],
+					&bases[k].len[s]);
+		}
+	}
+	for (uint32_t k = 0; !err && k < nd; k++) {
+		struct cml_onode *o = &w->nodes[dirty[k]];
+		sqlite3_stmt *st = cml->st[S_UPDATE];
+
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)o->recno);
+		sqlite3_bind_int64(st, 2, o->op);
+		sqlite3_bind_int64(st, 3, o->flags);
+		sqlite3_bind_int64(st, 4, o->time_ns);
+		for (int s = 0; s < CML_NSLOT; s++) {
+			bind_fid(st, 5 + s, &o->fid[s]);
+			if (bases[k].len[s] < 0)
+				sqlite3_bind_null(st, 9 + s);
+			else
+				sqlite3_bind_blob(st, 9 + s, bases[k].b[s],
+						  bases[k].len[s],
+						  SQLITE_STATIC);
+		}
+		bind_attr(st, 13, &o->attr);
+		bind_name(st, 22, o->name);
+		bind_name(st, 23, o->name2);
+		err = run(cml, S_UPDATE);
+	}
+	for (uint32_t i = 0; !err && i < w->n; i++) {
+		if (!w->nodes[i].dead)
+			continue;
+		sqlite3_bind_int64(cml->st[S_DELETE], 1,
+				   (sqlite3_int64)w->nodes[i].recno);
+		err = run(cml, S_DELETE);
+	}
+	free(bases);
+	free(dirty);
+	return err;
+}
+
+int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st)
+{
+	struct cml_opt_stats local;
+	struct window w = { 0 };
+	int err;
+
+	memset(&local, 0, sizeof(local));
+	err = begin(cml);
+	if (err)
+		return err;
+	err = window_load(cml, volume, &w);
+	if (!err && w.n)
+		err = cml_opt_run(w.nodes, w.n, &local);
+	if (!err && w.n)
+		err = window_store(cml, &w);
+	err = end(cml, err);
+	window_free(&w);
+	if (!err && st)
+		*st = local;
+	return err;
+}
