@@ -1022,14 +1022,17 @@ static bool last_store(const struct reint_in *ri, uint32_t i)
 static int reint_body_begin(struct session *s, struct reint_in *ri)
 {
 	uint32_t i = ri->cur;
-	int err;
 
-	err = store_body_tmp(s->srv->st, ri->paths[i], sizeof(ri->paths[i]));
-	if (err)
+	/* The descriptor it returns is the file's: no second open. */
+	ri->fd = store_body_tmp(s->srv->st, ri->paths[i],
+				sizeof(ri->paths[i]));
+	if (ri->fd < 0) {
+		int err = ri->fd;
+
+		ri->fd = -1;
+		ri->paths[i][0] = 0;
 		return err;
-	ri->fd = open(ri->paths[i], O_WRONLY | O_CLOEXEC);
-	if (ri->fd < 0)
-		return -errno;
+	}
 	lp_stream_init(&ri->stream, i, ri->recs[i].attr.size,
 		       last_store(ri, i));
 	return 0;
