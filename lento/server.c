@@ -800,6 +800,8 @@ static void do_validate(struct session *s, const struct lp_frame *f)
 
 		err = changed ? store_validate_objects(s->srv->st, fids, vvs,
 						       n, changed) : -ENOMEM;
+		if (err > 0)	/* how many changed: not an error */
+			err = 0;
 		for (i = 0; !err && i < n; i++) {
 			res[i] = changed[i] ? LP_OBJ_CHANGED : LP_OBJ_VALID;
 			if (res[i] == LP_OBJ_VALID)
