@@ -1,0 +1,1312 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The lento client's cache (cache.h): its SQLite tables, and the files,
+ * directories and symlinks it materialises under DIR.
+ *
+ * Storage: fids are 16-byte blobs (volume, client, seq, little-endian),
+ * version vectors blobs of n (4 bytes), n counters (8), StoreId client (4)
+ * and seq (8) -- the CML's encoding, so one reader could read both.
+ */
+#include "cache.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "cml.h"
+
+#define FID_BLOB	16
+#define VV_BLOB_MAX	(4 + 8 * LENTO_VV_MAX + 12)
+#define PATH_DEPTH_MAX	2048	/* a path longer than this is a loop */
+
+enum stmt {
+	S_META_GET,
+	S_META_SET,
+	S_VOL_PUT,
+	S_VOL_GET,
+	S_VOL_FIND,
+	S_VOL_LIST,
+	S_OBJ_GET,
+	S_OBJ_PUT,
+	S_OBJ_DEL,
+	S_OBJ_DEL_NAMES,
+	S_OBJ_DEL_HANDLES,
+	S_OBJ_STATE,
+	S_OBJ_VV,
+	S_OBJ_TOUCH,
+	S_OBJ_WALK,
+	S_VOL_INVAL,
+	S_DIRTY_CLEAR,
+	S_DIRTY_SET,
+	S_PURGE,
+	S_PURGE_HANDLES,
+	S_LOOKUP,
+	S_DIRENT_PUT,
+	S_DIRENT_DEL,
+	S_READDIR,
+	S_DIR_COUNT,
+	S_NAME_COUNT,
+	S_NAME_OF,
+	S_SHIP_ADD,
+	S_SHIP_OF,
+	S_SHIP_UPTO,
+	S_SHIP_DROP,
+	S_SHIP_COUNT,
+	S_STATS,
+	S_LRU,
+	S_HANDLE_DEL,
+	S_HANDLE_PUT,
+	S_HANDLE_GET,
+	S_COUNT
+};
+
+#define OBJ_COLS "fid, type, nlink, a_valid, mode, uid, gid, size, atime, " \
+	"mtime, ctime, rdev, vv, valid, data, dirty, used, target"
+
+static const char *const sql[S_COUNT] = {
+	[S_META_GET] = "SELECT value FROM cache_meta WHERE key = ?1",
+	[S_META_SET] = "INSERT OR REPLACE INTO cache_meta(key, value) "
+		       "VALUES (?1, ?2)",
+	[S_VOL_PUT] = "INSERT OR REPLACE INTO volumes(id, name, root, stamp, "
+		      "applied) VALUES (?1, ?2, ?3, ?4, ?5)",
+	[S_VOL_GET] = "SELECT id, name, root, stamp, applied FROM volumes "
+		      "WHERE id = ?1",
+	[S_VOL_FIND] = "SELECT id, name, root, stamp, applied FROM volumes "
+		       "WHERE name = ?1",
+	[S_VOL_LIST] = "SELECT id, name, root, stamp, applied FROM volumes "
+		       "ORDER BY id",
+	[S_OBJ_GET] = "SELECT " OBJ_COLS " FROM cache WHERE fid = ?1",
+	/* A symlink's target stays when none is given. */
+	[S_OBJ_PUT] = "INSERT INTO cache(volume, " OBJ_COLS ") "
+		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+		      "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
+		      "ON CONFLICT(fid) DO UPDATE SET volume = excluded.volume, "
+		      "type = excluded.type, nlink = excluded.nlink, "
+		      "a_valid = excluded.a_valid, mode = excluded.mode, "
+		      "uid = excluded.uid, gid = excluded.gid, "
+		      "size = excluded.size, atime = excluded.atime, "
+		      "mtime = excluded.mtime, ctime = excluded.ctime, "
+		      "rdev = excluded.rdev, vv = excluded.vv, "
+		      "valid = excluded.valid, data = excluded.data, "
+		      "dirty = excluded.dirty, used = excluded.used, "
+		      "target = coalesce(excluded.target, target)",
+	[S_OBJ_DEL] = "DELETE FROM cache WHERE fid = ?1",
+	[S_OBJ_DEL_NAMES] = "DELETE FROM dirents WHERE fid = ?1 OR dir = ?1",
+	[S_OBJ_DEL_HANDLES] = "DELETE FROM handles WHERE fid = ?1",
+	[S_OBJ_STATE] = "UPDATE cache SET valid = ?2, data = ?3 WHERE fid = ?1",
+	[S_OBJ_VV] = "UPDATE cache SET vv = ?2 WHERE fid = ?1",
+	[S_OBJ_TOUCH] = "UPDATE cache SET used = ?2 WHERE fid = ?1",
+	[S_OBJ_WALK] = "SELECT " OBJ_COLS " FROM cache WHERE volume = ?1 "
+		       "ORDER BY fid",
+	[S_VOL_INVAL] = "UPDATE cache SET valid = 0 WHERE volume = ?1",
+	[S_DIRTY_CLEAR] = "UPDATE cache SET dirty = 0 WHERE volume = ?1 "
+			  "AND dirty <> 0",
+	[S_DIRTY_SET] = "UPDATE cache SET dirty = 1 WHERE fid = ?1",
+	[S_PURGE_HANDLES] = "DELETE FROM handles WHERE fid IN (SELECT fid "
+			    "FROM cache WHERE volume = ?1 AND nlink = 0 AND "
+			    "dirty = 0)",
+	[S_PURGE] = "DELETE FROM cache WHERE volume = ?1 AND nlink = 0 AND "
+		    "dirty = 0",
+	[S_LOOKUP] = "SELECT fid FROM dirents WHERE dir = ?1 AND name = ?2",
+	[S_DIRENT_PUT] = "INSERT OR REPLACE INTO dirents(dir, name, fid) "
+			 "VALUES (?1, ?2, ?3)",
+	[S_DIRENT_DEL] = "DELETE FROM dirents WHERE dir = ?1 AND name = ?2",
+	[S_READDIR] = "SELECT name, fid FROM dirents WHERE dir = ?1 "
+		      "ORDER BY name",
+	[S_DIR_COUNT] = "SELECT count(*) FROM dirents WHERE dir = ?1",
+	[S_NAME_COUNT] = "SELECT count(*) FROM dirents WHERE fid = ?1",
+	[S_NAME_OF] = "SELECT dir, name FROM dirents WHERE fid = ?1 "
+		      "ORDER BY dir, name LIMIT 1",
+	[S_SHIP_ADD] = "INSERT INTO ship(volume, shipno, recno) "
+		       "VALUES (?1, ?2, ?3)",
+	[S_SHIP_OF] = "SELECT shipno FROM ship WHERE volume = ?1 AND recno = ?2",
+	[S_SHIP_UPTO] = "SELECT coalesce(max(recno), 0) FROM ship "
+			"WHERE volume = ?1 AND shipno <= ?2",
+	[S_SHIP_DROP] = "DELETE FROM ship WHERE volume = ?1 AND shipno <= ?2",
+	[S_SHIP_COUNT] = "SELECT count(*) FROM ship WHERE volume = ?1",
+	[S_STATS] = "SELECT count(*), "
+		    "coalesce(sum(type = 1 AND data <> 0), 0), "
+		    "coalesce(sum(CASE WHEN type = 1 AND (data <> 0 OR "
+		    "dirty <> 0) THEN size ELSE 0 END), 0), "
+		    "coalesce(sum(dirty <> 0), 0), "
+		    "coalesce(sum(CASE WHEN type = 1 AND dirty <> 0 THEN size "
+		    "ELSE 0 END), 0) FROM cache",
+	[S_LRU] = "SELECT " OBJ_COLS " FROM cache WHERE type = 1 AND "
+		  "data <> 0 AND dirty = 0 ORDER BY used",
+	[S_HANDLE_DEL] = "DELETE FROM handles WHERE fid = ?1",
+	[S_HANDLE_PUT] = "INSERT OR REPLACE INTO handles(htype, handle, ino, "
+			 "fid) VALUES (?1, ?2, ?3, ?4)",
+	[S_HANDLE_GET] = "SELECT fid FROM handles WHERE htype = ?1 AND "
+			 "handle = ?2",
+};
+
+static const char schema[] =
+	"CREATE TABLE IF NOT EXISTS cache_meta("
+	"  key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS volumes("
+	"  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+	"  root BLOB NOT NULL, stamp INTEGER NOT NULL,"
+	"  applied INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS cache("
+	"  fid BLOB PRIMARY KEY, volume INTEGER NOT NULL,"
+	"  type INTEGER NOT NULL, nlink INTEGER NOT NULL,"
+	"  a_valid INTEGER NOT NULL, mode INTEGER NOT NULL,"
+	"  uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL,"
+	"  atime INTEGER NOT NULL, mtime INTEGER NOT NULL,"
+	"  ctime INTEGER NOT NULL, rdev INTEGER NOT NULL,"
+	"  vv BLOB NOT NULL, valid INTEGER NOT NULL, data INTEGER NOT NULL,"
+	"  dirty INTEGER NOT NULL, used INTEGER NOT NULL, target BLOB)"
+	"  WITHOUT ROWID;"
+	"CREATE INDEX IF NOT EXISTS cache_volume ON cache(volume);"
+	"CREATE INDEX IF NOT EXISTS cache_lru ON cache(type, data, dirty, used);"
+	"CREATE TABLE IF NOT EXISTS dirents("
+	"  dir BLOB NOT NULL, name BLOB NOT NULL, fid BLOB NOT NULL,"
+	"  PRIMARY KEY(dir, name)) WITHOUT ROWID;"
+	"CREATE INDEX IF NOT EXISTS dirents_fid ON dirents(fid);"
+	"CREATE TABLE IF NOT EXISTS handles("
+	"  htype INTEGER NOT NULL, handle BLOB NOT NULL, ino INTEGER NOT NULL,"
+	"  fid BLOB NOT NULL, PRIMARY KEY(htype, handle)) WITHOUT ROWID;"
+	"CREATE INDEX IF NOT EXISTS handles_fid ON handles(fid);"
+	"CREATE TABLE IF NOT EXISTS ship("
+	"  volume INTEGER NOT NULL, shipno INTEGER NOT NULL,"
+	"  recno INTEGER NOT NULL UNIQUE,"
+	"  PRIMARY KEY(volume, shipno)) WITHOUT ROWID;";
+
+struct cache {
+	sqlite3 *db;
+	struct cml *cml;
+	int dirfd;
+	sqlite3_stmt *st[S_COUNT];
+};
+
+/* ------------------------------------------------------------- helpers */
+
+static int sql_err(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EUCLEAN;
+	default:
+		return -EIO;
+	}
+}
+
+static sqlite3_stmt *stmt(struct cache *c, enum stmt s)
+{
+	return c->st[s];
+}
+
+static void reset(struct cache *c, enum stmt s)
+{
+	sqlite3_reset(c->st[s]);
+	sqlite3_clear_bindings(c->st[s]);
+}
+
+/* Run a statement whose rows (if any) are not read. */
+static int run(struct cache *c, enum stmt s)
+{
+	int rc = sqlite3_step(c->st[s]);
+
+	reset(c, s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sql_err(rc);
+}
+
+/* The first column of the one row of a counting statement. */
+static int count(struct cache *c, enum stmt s, int64_t *v)
+{
+	int rc = sqlite3_step(c->st[s]);
+	int err = 0;
+
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(c->st[s], 0);
+	else
+		err = rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+	reset(c, s);
+	return err;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+static void bind_fid(sqlite3_stmt *st, int col, const struct lento_fid *f)
+{
+	uint8_t b[FID_BLOB];
+
+	put32(b, f->volume);
+	put32(b + 4, f->client);
+	put64(b + 8, f->seq);
+	sqlite3_bind_blob(st, col, b, sizeof(b), SQLITE_TRANSIENT);
+}
+
+static int col_fid(sqlite3_stmt *st, int col, struct lento_fid *f)
+{
+	const uint8_t *b = sqlite3_column_blob(st, col);
+
+	if (sqlite3_column_bytes(st, col) != FID_BLOB || !b)
+		return -EUCLEAN;
+	f->volume = get32(b);
+	f->client = get32(b + 4);
+	f->seq = get64(b + 8);
+	return 0;
+}
+
+static void bind_vv(sqlite3_stmt *st, int col, const struct lento_vv *vv)
+{
+	uint8_t b[VV_BLOB_MAX];
+	size_t len = 4;
+	uint32_t n = vv->n > LENTO_VV_MAX ? LENTO_VV_MAX : vv->n;
+
+	put32(b, n);
+	for (uint32_t i = 0; i < n; i++, len += 8)
+		put64(b + len, vv->v[i]);
+	put32(b + len, vv->store.client);
+	put64(b + len + 4, vv->store.seq);
+	sqlite3_bind_blob(st, col, b, (int)len + 12, SQLITE_TRANSIENT);
+}
+
+static int col_vv(sqlite3_stmt *st, int col, struct lento_vv *vv)
+{
+	const uint8_t *b = sqlite3_column_blob(st, col);
+	size_t len = (size_t)sqlite3_column_bytes(st, col);
+
+	memset(vv, 0, sizeof(*vv));
+	if (len < 16 || !b)
+		return -EUCLEAN;
+	vv->n = get32(b);
+	if (vv->n > LENTO_VV_MAX || len != 16 + 8 * (size_t)vv->n)
+		return -EUCLEAN;
+	for (uint32_t i = 0; i < vv->n; i++)
+		vv->v[i] = get64(b + 4 + 8 * i);
+	vv->store.client = get32(b + 4 + 8 * vv->n);
+	vv->store.seq = get64(b + 8 + 8 * vv->n);
+	return 0;
+}
+
+static void bind_name(sqlite3_stmt *st, int col, const char *name)
+{
+	sqlite3_bind_blob(st, col, name, (int)strlen(name), SQLITE_TRANSIENT);
+}
+
+static int col_name(sqlite3_stmt *st, int col, char name[LENTO_NAME_MAX + 1])
+{
+	const void *b = sqlite3_column_blob(st, col);
+	int len = sqlite3_column_bytes(st, col);
+
+	if (len < 1 || len > LENTO_NAME_MAX || !b || memchr(b, 0, len))
+		return -EUCLEAN;
+	memcpy(name, b, len);
+	name[len] = 0;
+	return 0;
+}
+
+/* ---------------------------------------------------------- open/close */
+
+static int meta_check(struct cache *c, char *err, size_t errlen)
+{
+	int64_t format;
+	int e = cache_meta_get(c, "format", &format);
+
+	if (e == -ENOENT)
+		return cache_meta_set(c, "format", CACHE_FORMAT);
+	if (e)
+		return e;
+	if (format > CACHE_FORMAT) {
+		snprintf(err, errlen, "the cache's format is %lld, newer than "
+			 "this lento's (%d)", (long long)format, CACHE_FORMAT);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
+{
+	char path[CACHE_PATH_MAX];
+	int rc, e;
+
+	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
+	rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE |
+			     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_busy_timeout(c->db, 10000);
+	/* What the CML says is what survives a crash (I-2). */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(c->db, "PRAGMA journal_mode = WAL; "
+				  "PRAGMA synchronous = FULL;", NULL, NULL,
+				  NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(c->db, schema, NULL, NULL, NULL);
+	for (int i = 0; rc == SQLITE_OK && i < S_COUNT; i++)
+		rc = sqlite3_prepare_v3(c->db, sql[i], -1,
+					SQLITE_PREPARE_PERSISTENT, &c->st[i],
+					NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(c->db));
+		return sql_err(rc) ?: -EIO;
+	}
+	e = meta_check(c, err, errlen);
+	if (e)
+		return e;
+	e = cml_open(&c->cml, c->db);
+	if (e)
+		snprintf(err, errlen, "%s: the modification log: %s", path,
+			 strerror(-e));
+	return e;
+}
+
+/* Leftovers of a crash in .lento/tmp: nobody refers to them. */
+static int empty_tmp(struct cache *c)
+{
+	int fd = openat(c->dirfd, ".lento/tmp", O_RDONLY | O_DIRECTORY |
+			O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			unlinkat(fd, de->d_name, 0);
+	closedir(d);
+	return 0;
+}
+
+static int make_dirs(const char *dir, char *err, size_t errlen)
+{
+	static const char *const sub[] = { "", "/.lento", "/.lento/tmp",
+					   "/.lento/shadow" };
+	char path[CACHE_PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+		if (snprintf(path, sizeof(path), "%s%s", dir, sub[i]) >=
+		    (int)sizeof(path)) {
+			snprintf(err, errlen, "%s: path too long", dir);
+			return -ENAMETOOLONG;
+		}
+		if (mkdir(path, 0700) && errno != EEXIST) {
+			int e = -errno;
+
+			snprintf(err, errlen, "cannot make %s: %s", path,
+				 strerror(-e));
+			return e;
+		}
+	}
+	return 0;
+}
+
+int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
+{
+	struct cache *c;
+	int e;
+
+	*out = NULL;
+	e = make_dirs(dir, err, errlen);
+	if (e)
+		return e;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (c->dirfd < 0) {
+		e = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(-e));
+		cache_close(c);
+		return e;
+	}
+	e = db_open(c, dir, err, errlen);
+	if (!e) {
+		e = empty_tmp(c);
+		if (e)
+			snprintf(err, errlen, "%s/.lento/tmp: %s", dir,
+				 strerror(-e));
+	}
+	if (e) {
+		cache_close(c);
+		return e;
+	}
+	*out = c;
+	return 0;
+}
+
+void cache_close(struct cache *c)
+{
+	if (!c)
+		return;
+	cml_close(c->cml);
+	for (int i = 0; i < S_COUNT; i++)
+		sqlite3_finalize(c->st[i]);
+	if (c->db)
+		sqlite3_close(c->db);
+	if (c->dirfd >= 0)
+		close(c->dirfd);
+	free(c);
+}
+
+struct cml *cache_cml(struct cache *c)
+{
+	return c->cml;
+}
+
+struct sqlite3 *cache_db(struct cache *c)
+{
+	return c->db;
+}
+
+int cache_dirfd(const struct cache *c)
+{
+	return c->dirfd;
+}
+
+int cache_begin(struct cache *c)
+{
+	return sql_err(sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL,
+				    NULL));
+}
+
+int cache_commit(struct cache *c)
+{
+	int e = sql_err(sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL));
+
+	if (e)
+		cache_rollback(c);
+	return e;
+}
+
+void cache_rollback(struct cache *c)
+{
+	if (!sqlite3_get_autocommit(c->db))
+		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int cache_meta_get(struct cache *c, const char *key, int64_t *v)
+{
+	sqlite3_bind_text(stmt(c, S_META_GET), 1, key, -1, SQLITE_STATIC);
+	return count(c, S_META_GET, v);
+}
+
+int cache_meta_set(struct cache *c, const char *key, int64_t v)
+{
+	sqlite3_stmt *st = stmt(c, S_META_SET);
+
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, v);
+	return run(c, S_META_SET);
+}
+
+/* ------------------------------------------------------------- volumes */
+
+bool cache_volname_ok(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!len || len > LENTO_VOLNAME_MAX || !strcmp(name, ".") ||
+	    !strcmp(name, "..") || !strcmp(name, ".lento"))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (name[i] < 0x20 || name[i] > 0x7e || name[i] == '/')
+			return false;
+	return true;
+}
+
+int cache_vol_put(struct cache *c, const struct cache_vol *v)
+{
+	sqlite3_stmt *st = stmt(c, S_VOL_PUT);
+
+	sqlite3_bind_int64(st, 1, v->id);
+	sqlite3_bind_text(st, 2, v->name, -1, SQLITE_TRANSIENT);
+	bind_fid(st, 3, &v->root);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)v->stamp);
+	sqlite3_bind_int64(st, 5, (sqlite3_int64)v->applied);
+	return run(c, S_VOL_PUT);
+}
+
+static int col_vol(sqlite3_stmt *st, struct cache_vol *v)
+{
+	const unsigned char *name = sqlite3_column_text(st, 1);
+
+	memset(v, 0, sizeof(*v));
+	v->id = (uint32_t)sqlite3_column_int64(st, 0);
+	if (!name || strlen((const char *)name) > LENTO_VOLNAME_MAX)
+		return -EUCLEAN;
+	strcpy(v->name, (const char *)name);
+	v->stamp = (uint64_t)sqlite3_column_int64(st, 3);
+	v->applied = (uint64_t)sqlite3_column_int64(st, 4);
+	return col_fid(st, 2, &v->root);
+}
+
+static int vol_one(struct cache *c, enum stmt s, struct cache_vol *v)
+{
+	int rc = sqlite3_step(stmt(c, s));
+	int err = rc == SQLITE_ROW ? col_vol(stmt(c, s), v) :
+		  rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+
+	reset(c, s);
+	return err;
+}
+
+int cache_vol_get(struct cache *c, uint32_t id, struct cache_vol *v)
+{
+	sqlite3_bind_int64(stmt(c, S_VOL_GET), 1, id);
+	return vol_one(c, S_VOL_GET, v);
+}
+
+int cache_vol_find(struct cache *c, const char *name, struct cache_vol *v)
+{
+	sqlite3_bind_text(stmt(c, S_VOL_FIND), 1, name, -1, SQLITE_TRANSIENT);
+	return vol_one(c, S_VOL_FIND, v);
+}
+
+int cache_vol_list(struct cache *c, cache_vol_fn fn, void *arg)
+{
+	sqlite3_stmt *st = stmt(c, S_VOL_LIST);
+	struct cache_vol v;
+	int rc, err = 0;
+
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = col_vol(st, &v);
+		if (!err)
+			err = fn(arg, &v);
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, S_VOL_LIST);
+	return err;
+}
+
+/* ------------------------------------------------------------- objects */
+
+static int col_obj(sqlite3_stmt *st, struct cache_obj *o, char *target,
+		   size_t target_size)
+{
+	struct lento_attr *a = &o->attr;
+	int err;
+
+	memset(o, 0, sizeof(*o));
+	err = col_fid(st, 0, &o->fid);
+	o->type = (uint8_t)sqlite3_column_int(st, 1);
+	o->nlink = (uint32_t)sqlite3_column_int64(st, 2);
+	a->valid = (uint32_t)sqlite3_column_int64(st, 3);
+	a->mode = (uint32_t)sqlite3_column_int64(st, 4);
+	a->uid = (uint32_t)sqlite3_column_int64(st, 5);
+	a->gid = (uint32_t)sqlite3_column_int64(st, 6);
+	a->size = (uint64_t)sqlite3_column_int64(st, 7);
+	a->atime_ns = sqlite3_column_int64(st, 8);
+	a->mtime_ns = sqlite3_column_int64(st, 9);
+	a->ctime_ns = sqlite3_column_int64(st, 10);
+	a->rdev = (uint64_t)sqlite3_column_int64(st, 11);
+	err = err ?: col_vv(st, 12, &o->vv);
+	o->valid = sqlite3_column_int(st, 13);
+	o->data = sqlite3_column_int(st, 14);
+	o->dirty = sqlite3_column_int(st, 15);
+	o->used_ms = sqlite3_column_int64(st, 16);
+	if (target && target_size) {
+		const void *t = sqlite3_column_blob(st, 17);
+		size_t len = (size_t)sqlite3_column_bytes(st, 17);
+
+		if (len >= target_size)
+			return -ENAMETOOLONG;
+		if (len)
+			memcpy(target, t, len);
+		target[len] = 0;
+	}
+	return err;
+}
+
+int cache_obj_get(struct cache *c, const struct lento_fid *fid,
+		  struct cache_obj *o, char *target, size_t target_size)
+{
+	sqlite3_stmt *st = stmt(c, S_OBJ_GET);
+	int rc, err;
+
+	bind_fid(st, 1, fid);
+	rc = sqlite3_step(st);
+	err = rc == SQLITE_ROW ? col_obj(st, o, target, target_size) :
+	      rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+	reset(c, S_OBJ_GET);
+	return err;
+}
+
+int cache_obj_put(struct cache *c, const struct cache_obj *o,
+		  const char *target, size_t target_len)
+{
+	sqlite3_stmt *st = stmt(c, S_OBJ_PUT);
+	const struct lento_attr *a = &o->attr;
+
+	sqlite3_bind_int64(st, 1, o->fid.volume);
+	bind_fid(st, 2, &o->fid);
+	sqlite3_bind_int(st, 3, o->type);
+	sqlite3_bind_int64(st, 4, o->nlink);
+	sqlite3_bind_int64(st, 5, a->valid);
+	sqlite3_bind_int64(st, 6, a->mode);
+	sqlite3_bind_int64(st, 7, a->uid);
+	sqlite3_bind_int64(st, 8, a->gid);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)a->size);
+	sqlite3_bind_int64(st, 10, a->atime_ns);
+	sqlite3_bind_int64(st, 11, a->mtime_ns);
+	sqlite3_bind_int64(st, 12, a->ctime_ns);
+	sqlite3_bind_int64(st, 13, (sqlite3_int64)a->rdev);
+	bind_vv(st, 14, &o->vv);
+	sqlite3_bind_int(st, 15, o->valid);
+	sqlite3_bind_int(st, 16, o->data);
+	sqlite3_bind_int(st, 17, o->dirty);
+	sqlite3_bind_int64(st, 18, o->used_ms);
+	if (target)
+		sqlite3_bind_blob(st, 19, target, (int)target_len,
+				  SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 19);
+	return run(c, S_OBJ_PUT);
+}
+
+static int fid_run(struct cache *c, enum stmt s, const struct lento_fid *fid)
+{
+	bind_fid(stmt(c, s), 1, fid);
+	return run(c, s);
+}
+
+int cache_obj_del(struct cache *c, const struct lento_fid *fid)
+{
+	return fid_run(c, S_OBJ_DEL, fid) ?:
+	       fid_run(c, S_OBJ_DEL_NAMES, fid) ?:
+	       fid_run(c, S_OBJ_DEL_HANDLES, fid);
+}
+
+int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
+			bool valid, bool data)
+{
+	sqlite3_stmt *st = stmt(c, S_OBJ_STATE);
+
+	bind_fid(st, 1, fid);
+	sqlite3_bind_int(st, 2, valid);
+	sqlite3_bind_int(st, 3, data);
+	return run(c, S_OBJ_STATE);
+}
+
+int cache_obj_set_vv(struct cache *c, const struct lento_fid *fid,
+		     const struct lento_vv *vv)
+{
+	sqlite3_stmt *st = stmt(c, S_OBJ_VV);
+
+	bind_fid(st, 1, fid);
+	bind_vv(st, 2, vv);
+	return run(c, S_OBJ_VV);
+}
+
+int cache_obj_touch(struct cache *c, const struct lento_fid *fid,
+		    int64_t used_ms)
+{
+	sqlite3_stmt *st = stmt(c, S_OBJ_TOUCH);
+
+	bind_fid(st, 1, fid);
+	sqlite3_bind_int64(st, 2, used_ms);
+	return run(c, S_OBJ_TOUCH);
+}
+
+/* Each object a statement yields, to @fn, until it returns non-zero. */
+static int obj_rows(struct cache *c, enum stmt s, cache_obj_fn fn, void *arg)
+{
+	sqlite3_stmt *st = stmt(c, s);
+	struct cache_obj o;
+	int rc, err = 0;
+
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = col_obj(st, &o, NULL, 0);
+		if (!err)
+			err = fn(arg, &o);
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, s);
+	return err;
+}
+
+int cache_obj_walk(struct cache *c, uint32_t volume, cache_obj_fn fn,
+		   void *arg)
+{
+	sqlite3_bind_int64(stmt(c, S_OBJ_WALK), 1, volume);
+	return obj_rows(c, S_OBJ_WALK, fn, arg);
+}
+
+int cache_volume_invalidate(struct cache *c, uint32_t volume)
+{
+	sqlite3_bind_int64(stmt(c, S_VOL_INVAL), 1, volume);
+	return run(c, S_VOL_INVAL);
+}
+
+int cache_dirty_clear(struct cache *c, uint32_t volume)
+{
+	sqlite3_bind_int64(stmt(c, S_DIRTY_CLEAR), 1, volume);
+	return run(c, S_DIRTY_CLEAR);
+}
+
+int cache_dirty_set(struct cache *c, const struct lento_fid *fid)
+{
+	return fid_run(c, S_DIRTY_SET, fid);
+}
+
+int cache_purge(struct cache *c, uint32_t volume)
+{
+	int err;
+
+	sqlite3_bind_int64(stmt(c, S_PURGE_HANDLES), 1, volume);
+	err = run(c, S_PURGE_HANDLES);
+	if (err)
+		return err;
+	sqlite3_bind_int64(stmt(c, S_PURGE), 1, volume);
+	return run(c, S_PURGE);
+}
+
+/* ------------------------------------------------------------ listings */
+
+int cache_lookup(struct cache *c, const struct lento_fid *dir,
+		 const char *name, struct lento_fid *fid)
+{
+	sqlite3_stmt *st = stmt(c, S_LOOKUP);
+	int rc, err;
+
+	bind_fid(st, 1, dir);
+	bind_name(st, 2, name);
+	rc = sqlite3_step(st);
+	err = rc == SQLITE_ROW ? col_fid(st, 0, fid) :
+	      rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+	reset(c, S_LOOKUP);
+	return err;
+}
+
+int cache_dirent_put(struct cache *c, const struct lento_fid *dir,
+		     const char *name, const struct lento_fid *fid)
+{
+	sqlite3_stmt *st = stmt(c, S_DIRENT_PUT);
+
+	bind_fid(st, 1, dir);
+	bind_name(st, 2, name);
+	bind_fid(st, 3, fid);
+	return run(c, S_DIRENT_PUT);
+}
+
+int cache_dirent_del(struct cache *c, const struct lento_fid *dir,
+		     const char *name)
+{
+	sqlite3_stmt *st = stmt(c, S_DIRENT_DEL);
+
+	bind_fid(st, 1, dir);
+	bind_name(st, 2, name);
+	return run(c, S_DIRENT_DEL);
+}
+
+int cache_readdir(struct cache *c, const struct lento_fid *dir,
+		  cache_dirent_fn fn, void *arg)
+{
+	sqlite3_stmt *st = stmt(c, S_READDIR);
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid fid;
+	int rc, err = 0;
+
+	bind_fid(st, 1, dir);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = col_name(st, 0, name) ?: col_fid(st, 1, &fid);
+		if (!err)
+			err = fn(arg, name, &fid);
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, S_READDIR);
+	return err;
+}
+
+static int fid_count(struct cache *c, enum stmt s, const struct lento_fid *f)
+{
+	int64_t n = 0;
+	int err;
+
+	bind_fid(stmt(c, s), 1, f);
+	err = count(c, s, &n);
+	return err ?: (int)(n > INT32_MAX ? INT32_MAX : n);
+}
+
+int cache_dir_count(struct cache *c, const struct lento_fid *dir)
+{
+	return fid_count(c, S_DIR_COUNT, dir);
+}
+
+int cache_name_count(struct cache *c, const struct lento_fid *fid)
+{
+	return fid_count(c, S_NAME_COUNT, fid);
+}
+
+int cache_name_of(struct cache *c, const struct lento_fid *fid,
+		  struct lento_fid *dir, char name[LENTO_NAME_MAX + 1])
+{
+	sqlite3_stmt *st = stmt(c, S_NAME_OF);
+	int rc, err;
+
+	bind_fid(st, 1, fid);
+	rc = sqlite3_step(st);
+	err = rc == SQLITE_ROW ? col_fid(st, 0, dir) ?: col_name(st, 1, name) :
+	      rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+	reset(c, S_NAME_OF);
+	return err;
+}
+
+/* Prepend "/@name" (or "@name" at the very front) to the path at @pos. */
+static int prepend(char *buf, size_t *pos, const char *name, bool slash)
+{
+	size_t len = strlen(name) + slash;
+
+	if (len > *pos)
+		return -ENAMETOOLONG;
+	*pos -= len;
+	memcpy(buf + *pos, name, strlen(name));
+	if (slash)
+		buf[*pos + len - 1] = '/';
+	return 0;
+}
+
+int cache_path(struct cache *c, const struct lento_fid *fid, char *buf,
+	       size_t size)
+{
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid cur = *fid, dir;
+	struct cache_vol v;
+	size_t pos;
+	int err, depth;
+
+	if (size < 2)
+		return -ENAMETOOLONG;
+	err = cache_vol_get(c, fid->volume, &v);
+	if (err)
+		return err;
+	pos = size - 1;
+	buf[pos] = 0;
+	for (depth = 0; !lento_fid_eq(&cur, &v.root); depth++) {
+		if (depth == PATH_DEPTH_MAX)
+			return -ELOOP;
+		err = cache_name_of(c, &cur, &dir, name);
+		if (err)
+			return err;
+		/* The first name written has no slash after it. */
+		err = prepend(buf, &pos, name, pos != size - 1);
+		if (err)
+			return err;
+		cur = dir;
+	}
+	err = prepend(buf, &pos, v.name, pos != size - 1);
+	if (err)
+		return err;
+	memmove(buf, buf + pos, size - pos);
+	return 0;
+}
+
+/* ----------------------------------------------------- shipped numbers */
+
+int cache_ship_add(struct cache *c, uint32_t volume, uint64_t shipno,
+		   uint64_t recno)
+{
+	sqlite3_stmt *st = stmt(c, S_SHIP_ADD);
+
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)shipno);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)recno);
+	return run(c, S_SHIP_ADD);
+}
+
+int cache_ship_of(struct cache *c, uint32_t volume, uint64_t recno,
+		  uint64_t *shipno)
+{
+	sqlite3_stmt *st = stmt(c, S_SHIP_OF);
+	int64_t v = 0;
+	int err;
+
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)recno);
+	err = count(c, S_SHIP_OF, &v);
+	*shipno = (uint64_t)v;
+	return err;
+}
+
+static sqlite3_int64 clamp64(uint64_t v)
+{
+	return v > INT64_MAX ? INT64_MAX : (sqlite3_int64)v;
+}
+
+int cache_ship_recno_upto(struct cache *c, uint32_t volume, uint64_t shipno,
+			  uint64_t *recno)
+{
+	sqlite3_stmt *st = stmt(c, S_SHIP_UPTO);
+	int64_t v = 0;
+	int err;
+
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, clamp64(shipno));
+	err = count(c, S_SHIP_UPTO, &v);
+	*recno = (uint64_t)v;
+	return err;
+}
+
+int cache_ship_drop(struct cache *c, uint32_t volume, uint64_t shipno)
+{
+	sqlite3_stmt *st = stmt(c, S_SHIP_DROP);
+
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, clamp64(shipno));
+	return run(c, S_SHIP_DROP);
+}
+
+int cache_ship_count(struct cache *c, uint32_t volume)
+{
+	int64_t n = 0;
+	int err;
+
+	sqlite3_bind_int64(stmt(c, S_SHIP_COUNT), 1, volume);
+	err = count(c, S_SHIP_COUNT, &n);
+	return err ?: (int)n;
+}
+
+/* ---------------------------------------------------------- statistics */
+
+int cache_stats(struct cache *c, struct cache_stats *out)
+{
+	sqlite3_stmt *st = stmt(c, S_STATS);
+	int rc, err = 0;
+
+	memset(out, 0, sizeof(*out));
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		out->objects = (uint64_t)sqlite3_column_int64(st, 0);
+		out->files_cached = (uint64_t)sqlite3_column_int64(st, 1);
+		out->bytes = (uint64_t)sqlite3_column_int64(st, 2);
+		out->dirty = (uint64_t)sqlite3_column_int64(st, 3);
+		out->dirty_bytes = (uint64_t)sqlite3_column_int64(st, 4);
+	} else {
+		err = sql_err(rc) ?: -EIO;
+	}
+	reset(c, S_STATS);
+	return err;
+}
+
+int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg)
+{
+	return obj_rows(c, S_LRU, fn, arg);
+}
+
+/* ------------------------------------------------------------- handles */
+
+int cache_handle_update(struct cache *c, const struct lento_fid *fid,
+			const char *path)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} h;
+	sqlite3_stmt *st;
+	struct stat sb;
+	int mount_id, err;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(c->dirfd, path, &h.fh, &mount_id, 0) ||
+	    fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	err = fid_run(c, S_HANDLE_DEL, fid);
+	if (err)
+		return err;
+	st = stmt(c, S_HANDLE_PUT);
+	sqlite3_bind_int(st, 1, h.fh.handle_type);
+	sqlite3_bind_blob(st, 2, h.fh.f_handle, (int)h.fh.handle_bytes,
+			  SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)sb.st_ino);
+	bind_fid(st, 4, fid);
+	return run(c, S_HANDLE_PUT);
+}
+
+int cache_handle_lookup(struct cache *c, int type, const void *handle,
+			size_t len, struct lento_fid *fid)
+{
+	sqlite3_stmt *st = stmt(c, S_HANDLE_GET);
+	int rc, err;
+
+	sqlite3_bind_int(st, 1, type);
+	sqlite3_bind_blob(st, 2, handle, (int)len, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	err = rc == SQLITE_ROW ? col_fid(st, 0, fid) :
+	      rc == SQLITE_DONE ? -ENOENT : sql_err(rc);
+	reset(c, S_HANDLE_GET);
+	return err;
+}
+
+/* ------------------------------------------------------- materialising */
+
+static int newfile(struct cache *c, const char *dir, char *path)
+{
+	static unsigned int counter;
+
+	for (int tries = 0; tries < 100; tries++) {
+		int fd;
+
+		snprintf(path, CACHE_PATH_MAX, "%s/%d.%u", dir, (int)getpid(),
+			 ++counter);
+		fd = openat(c->dirfd, path, O_RDWR | O_CREAT | O_EXCL |
+			    O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
+int cache_tmpfile(struct cache *c, char *path)
+{
+	return newfile(c, ".lento/tmp", path);
+}
+
+int cache_shadowfile(struct cache *c, char *path)
+{
+	return newfile(c, ".lento/shadow", path);
+}
+
+/* The directory part of @path, opened, to fsync a rename in it. */
+static int sync_parent(struct cache *c, const char *path)
+{
+	char dir[CACHE_PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd, err = 0;
+
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else {
+		if ((size_t)(slash - path) >= sizeof(dir))
+			return -ENAMETOOLONG;
+		memcpy(dir, path, slash - path);
+		dir[slash - path] = 0;
+	}
+	fd = openat(c->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+static struct timespec ts_of(int64_t ns)
+{
+	struct timespec ts = { .tv_sec = ns / 1000000000,
+			       .tv_nsec = ns % 1000000000 };
+
+	if (ts.tv_nsec < 0) {
+		ts.tv_sec--;
+		ts.tv_nsec += 1000000000;
+	}
+	return ts;
+}
+
+int cache_set_attrs(struct cache *c, const char *path,
+		    const struct cache_obj *o)
+{
+	const struct lento_attr *a = &o->attr;
+	struct timespec ts[2] = { ts_of(a->atime_ns), ts_of(a->mtime_ns) };
+
+	/* Only root can give files away; others keep them as lento's. */
+	if (geteuid() == 0 && (a->valid & (LENTO_A_UID | LENTO_A_GID)) &&
+	    fchownat(c->dirfd, path, a->valid & LENTO_A_UID ? a->uid : -1u,
+		     a->valid & LENTO_A_GID ? a->gid : -1u,
+		     AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (o->type != LENTO_T_SYMLINK && (a->valid & LENTO_A_MODE) &&
+	    fchmodat(c->dirfd, path, a->mode & 07777, 0))
+		return -errno;
+	if (!(a->valid & LENTO_A_ATIME))
+		ts[0].tv_nsec = UTIME_OMIT;
+	if (!(a->valid & LENTO_A_MTIME))
+		ts[1].tv_nsec = UTIME_OMIT;
+	if (utimensat(c->dirfd, path, ts, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	return 0;
+}
+
+int cache_install(struct cache *c, const char *tmp, const char *path,
+		  const struct cache_obj *o)
+{
+	int err = cache_set_attrs(c, tmp, o);
+
+	if (err)
+		return err;
+	if (renameat(c->dirfd, tmp, c->dirfd, path))
+		return -errno;
+	return sync_parent(c, path);
+}
+
+static int placeholder_file(struct cache *c, const char *path,
+			    const struct cache_obj *o)
+{
+	char tmp[CACHE_PATH_MAX];
+	int fd = cache_tmpfile(c, tmp), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (ftruncate(fd, (off_t)o->attr.size))
+		err = -errno;
+	close(fd);
+	if (!err)
+		err = cache_install(c, tmp, path, o);
+	if (err)
+		unlinkat(c->dirfd, tmp, 0);
+	return err;
+}
+
+static int placeholder_symlink(struct cache *c, const char *path,
+			       const struct cache_obj *o, const char *target)
+{
+	char tmp[CACHE_PATH_MAX];
+	int fd = cache_tmpfile(c, tmp), err = 0;
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	/* A name to make it under, then renamed over @path. */
+	if (unlinkat(c->dirfd, tmp, 0) ||
+	    symlinkat(target ? target : "", c->dirfd, tmp))
+		return -errno;
+	err = cache_install(c, tmp, path, o);
+	if (err)
+		unlinkat(c->dirfd, tmp, 0);
+	return err;
+}
+
+int cache_placeholder(struct cache *c, const char *path,
+		      const struct cache_obj *o, const char *target)
+{
+	struct stat sb;
+
+	switch (o->type) {
+	case LENTO_T_DIR:
+		if (fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    !S_ISDIR(sb.st_mode)) {
+			int err = cache_remove_tree(c, path);
+
+			if (err)
+				return err;
+		}
+		if (mkdirat(c->dirfd, path, 0700) && errno != EEXIST)
+			return -errno;
+		return cache_set_attrs(c, path, o);
+	case LENTO_T_SYMLINK:
+		if (!target || !*target)
+			return -EINVAL;
+		return placeholder_symlink(c, path, o, target);
+	case LENTO_T_REG:
+		return placeholder_file(c, path, o);
+	default:
+		/* Devices, fifos, sockets: not materialised (yet). */
+		return -EOPNOTSUPP;
+	}
+}
+
+static int remove_below(int dfd)
+{
+	struct dirent *de;
+	DIR *d;
+	int err = 0;
+
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	while (!err && (de = readdir(d))) {
+		int fd;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!unlinkat(dirfd(d), de->d_name, 0))
+			continue;
+		if (errno != EISDIR) {
+			err = -errno;
+			break;
+		}
+		fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY |
+			    O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			err = -errno;
+			break;
+		}
+		err = remove_below(fd);
+		if (!err && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR))
+			err = -errno;
+	}
+	closedir(d);
+	return err;
+}
+
+int cache_remove_tree(struct cache *c, const char *path)
+{
+	int fd, err;
+
+	if (!unlinkat(c->dirfd, path, 0))
+		return 0;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EISDIR)
+		return -errno;
+	fd = openat(c->dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	err = remove_below(fd);
+	if (!err && unlinkat(c->dirfd, path, AT_REMOVEDIR))
+		err = -errno;
+	return err;
+}

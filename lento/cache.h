@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A lento client's cache: what it knows of its volumes and objects, in
+ * SQLite, and the objects themselves, materialised as real files,
+ * directories and symlinks. A cache is a directory DIR:
+ *
+ *   DIR/<volume>/...        each volume's tree as the server has it, plus
+ *                           the local changes not yet reintegrated
+ *   DIR/.lento/client.db    SQLite (WAL, synchronous=FULL): the CML
+ *                           (cml.h) and the tables below
+ *   DIR/.lento/tmp/         temporary files (fetched bodies before they
+ *                           are renamed into place); emptied at open
+ *   DIR/.lento/shadow/      shadow copies of bodies being reintegrated
+ *
+ * Tables (besides the CML's):
+ *
+ *   cache_meta  format version; whether the server assigned the client id
+ *               (cml.c makes up a random one until then); the server's
+ *               last epoch
+ *   volumes     id -> name, root fid, version stamp, and the last record
+ *               number (per volume, as shipped) the server applied
+ *   cache       fid -> volume, type, status (nlink, attributes), the
+ *               server's version vector of it, state (status valid, data
+ *               cached, dirty), last use (LRU) and a symlink's target
+ *   dirents     (directory fid, name) -> fid: the listings. A separate
+ *               table rather than a name in the object's row, so that a
+ *               file with two names (link) is one object
+ *   handles     lower inode handle (name_to_handle_at) -> fid, for presto
+ *               (a later issue), filled for the objects materialised here
+ *   ship        (volume, shipped record number) -> CML record number: a
+ *               batch's consecutive numbers on the wire, kept so that a
+ *               batch sent again after a crash carries the same ones
+ *
+ * Versions: an object's vv is the server's version of it as this client
+ * knows it: from a listing, a fetch, a validation, or a reintegration's
+ * answer. Local changes do not move it (they are in the CML, based on
+ * it); n == 0 for an object created here and not yet reintegrated.
+ *
+ * Every function returns 0 (or a count) or -errno, prints nothing, and
+ * runs on the thread that opened the cache.
+ */
+#ifndef LENTO_CACHE_H
+#define LENTO_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lento_types.h"
+
+#define CACHE_FORMAT	1	/* cache_meta 'format' this code writes */
+#define CACHE_PATH_MAX	4096
+
+struct cache;
+struct cml;
+struct sqlite3;
+
+/*
+ * Open (making what is missing) the cache in @dir; its CML too. Empties
+ * DIR/.lento/tmp. -EPROTO if the database is of a newer format; @err says
+ * why.
+ */
+int cache_open(const char *dir, struct cache **out, char *err, size_t errlen);
+void cache_close(struct cache *c);
+
+struct cml *cache_cml(struct cache *c);
+struct sqlite3 *cache_db(struct cache *c);
+/* DIR, open (O_PATH): every path below is relative to it. */
+int cache_dirfd(const struct cache *c);
+
+/* A transaction around several changes (the CML's join it). */
+int cache_begin(struct cache *c);
+int cache_commit(struct cache *c);
+void cache_rollback(struct cache *c);
+
+int cache_meta_get(struct cache *c, const char *key, int64_t *v);
+int cache_meta_set(struct cache *c, const char *key, int64_t v);
+
+/* ------------------------------------------------------------ volumes */
+
+struct cache_vol {
+	uint32_t id;
+	char name[LENTO_VOLNAME_MAX + 1];
+	struct lento_fid root;
+	uint64_t stamp;		/* the server's, as last validated */
+	uint64_t applied;	/* last shipped record the server applied */
+};
+
+/*
+ * A name a client can keep its volume under: a server's volume name that
+ * is also a file name and not ".lento".
+ */
+bool cache_volname_ok(const char *name);
+
+int cache_vol_put(struct cache *c, const struct cache_vol *v);
+int cache_vol_get(struct cache *c, uint32_t id, struct cache_vol *v);
+int cache_vol_find(struct cache *c, const char *name, struct cache_vol *v);
+typedef int (*cache_vol_fn)(void *arg, const struct cache_vol *v);
+int cache_vol_list(struct cache *c, cache_vol_fn fn, void *arg);
+
+/* ------------------------------------------------------------ objects */
+
+struct cache_obj {
+	struct lento_fid fid;
+	uint8_t type;			/* enum lento_type */
+	uint32_t nlink;
+	struct lento_attr attr;
+	struct lento_vv vv;		/* the server's version (see above) */
+	bool valid;			/* no break since it was fetched */
+	bool data;			/* file content / full listing cached */
+	bool dirty;			/* named by a record not reintegrated */
+	int64_t used_ms;		/* last use, wall clock: the LRU */
+};
+
+/* -ENOENT if not cached. @target (may be NULL): a symlink's, NUL-ended. */
+int cache_obj_get(struct cache *c, const struct lento_fid *fid,
+		  struct cache_obj *o, char *target, size_t target_size);
+/* Insert or replace; @target: a symlink's (NULL: the one it has). */
+int cache_obj_put(struct cache *c, const struct cache_obj *o,
+		  const char *target, size_t target_len);
+/* The row, its names in listings and its handles. */
+int cache_obj_del(struct cache *c, const struct lento_fid *fid);
+int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
+			bool valid, bool data);
+int cache_obj_set_vv(struct cache *c, const struct lento_fid *fid,
+		     const struct lento_vv *vv);
+int cache_obj_touch(struct cache *c, const struct lento_fid *fid,
+		    int64_t used_ms);
+
+typedef int (*cache_obj_fn)(void *arg, const struct cache_obj *o);
+/* Every object of @volume (in fid order). */
+int cache_obj_walk(struct cache *c, uint32_t volume, cache_obj_fn fn,
+		   void *arg);
+
+/* Every object of @volume: not valid (a break, a new epoch). */
+int cache_volume_invalidate(struct cache *c, uint32_t volume);
+/* Dirty flags: all of @volume cleared; one set. */
+int cache_dirty_clear(struct cache *c, uint32_t volume);
+int cache_dirty_set(struct cache *c, const struct lento_fid *fid);
+/* Objects with no name left and no pending change: forgotten. */
+int cache_purge(struct cache *c, uint32_t volume);
+
+/* ------------------------------------------------------------ listings */
+
+int cache_lookup(struct cache *c, const struct lento_fid *dir,
+		 const char *name, struct lento_fid *fid);
+/* Insert or replace the entry @name of @dir. */
+int cache_dirent_put(struct cache *c, const struct lento_fid *dir,
+		     const char *name, const struct lento_fid *fid);
+int cache_dirent_del(struct cache *c, const struct lento_fid *dir,
+		     const char *name);
+typedef int (*cache_dirent_fn)(void *arg, const char *name,
+			       const struct lento_fid *fid);
+/* Entries of @dir in name (byte) order. */
+int cache_readdir(struct cache *c, const struct lento_fid *dir,
+		  cache_dirent_fn fn, void *arg);
+/* How many entries @dir has; how many names @fid has. */
+int cache_dir_count(struct cache *c, const struct lento_fid *dir);
+int cache_name_count(struct cache *c, const struct lento_fid *fid);
+/* One name of @fid: its directory and the name. -ENOENT if none. */
+int cache_name_of(struct cache *c, const struct lento_fid *fid,
+		  struct lento_fid *dir, char name[LENTO_NAME_MAX + 1]);
+
+/*
+ * Where @fid is materialised, relative to DIR: "VOLUME/a/b" (by one of
+ * its names), "VOLUME" for a root. -ENOENT if it has no path (not
+ * reachable from its root).
+ */
+int cache_path(struct cache *c, const struct lento_fid *fid, char *buf,
+	       size_t size);
+
+/* ----------------------------------------------------- shipped numbers */
+
+int cache_ship_add(struct cache *c, uint32_t volume, uint64_t shipno,
+		   uint64_t recno);
+/* The ship number record @recno got; -ENOENT if it was not shipped. */
+int cache_ship_of(struct cache *c, uint32_t volume, uint64_t recno,
+		  uint64_t *shipno);
+/* The highest record number shipped as @shipno or lower; 0 if none. */
+int cache_ship_recno_upto(struct cache *c, uint32_t volume, uint64_t shipno,
+			  uint64_t *recno);
+/* Forget the numbers up to @shipno (acknowledged); all: UINT64_MAX. */
+int cache_ship_drop(struct cache *c, uint32_t volume, uint64_t shipno);
+/* How many records of @volume have numbers. */
+int cache_ship_count(struct cache *c, uint32_t volume);
+
+/* -------------------------------------------------------- statistics */
+
+struct cache_stats {
+	uint64_t objects;
+	uint64_t files_cached;	/* regular files with their content */
+	uint64_t bytes;		/* content of those, and of dirty files */
+	uint64_t dirty;		/* objects named by pending records */
+	uint64_t dirty_bytes;	/* content of dirty regular files */
+};
+int cache_stats(struct cache *c, struct cache_stats *st);
+
+/*
+ * Regular files whose content may be evicted (cached, clean), least
+ * recently used first; stop by returning non-zero from @fn.
+ */
+int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg);
+
+/* ------------------------------------------------------------- handles */
+
+/*
+ * Record the lower inode handle of @fid's object at @path (relative to
+ * DIR), replacing what @fid had. -EOPNOTSUPP where the file system has
+ * none: the caller may ignore it.
+ */
+int cache_handle_update(struct cache *c, const struct lento_fid *fid,
+			const char *path);
+/* The fid of the object with this handle. */
+int cache_handle_lookup(struct cache *c, int type, const void *handle,
+			size_t len, struct lento_fid *fid);
+
+/* ------------------------------------------------------- materialising */
+
+/*
+ * A new empty file in DIR/.lento/tmp: its descriptor (O_RDWR) and its
+ * path relative to DIR in @path (CACHE_PATH_MAX bytes).
+ */
+int cache_tmpfile(struct cache *c, char *path);
+/* A new file in DIR/.lento/shadow, the same way. */
+int cache_shadowfile(struct cache *c, char *path);
+/*
+ * Rename the fsynced temporary file @tmp onto @path (both relative to
+ * DIR) and sync the directory: readers that have @path open keep the old
+ * inode. Sets @o's mode and times (and owner when running as root).
+ */
+int cache_install(struct cache *c, const char *tmp, const char *path,
+		  const struct cache_obj *o);
+/*
+ * Make @path (relative to DIR) the object @o without its content: a
+ * directory (kept if there), a symlink to @target, or a sparse file of
+ * its size (through a temporary file, so open readers keep the old
+ * inode). Attributes as cache_install.
+ */
+int cache_placeholder(struct cache *c, const char *path,
+		      const struct cache_obj *o, const char *target);
+/* Mode, times and (as root) owner of @path from @o. */
+int cache_set_attrs(struct cache *c, const char *path,
+		    const struct cache_obj *o);
+/* Remove @path and, for a directory, everything below it. */
+int cache_remove_tree(struct cache *c, const char *path);
+
+#endif /* LENTO_CACHE_H */
