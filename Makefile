@@ -160,6 +160,8 @@ UNITS += tests/bin/unit-fidset
 # (tools/bin: built, not kept.)
 LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/loop.c lento/ctl.c lento/jw.c lento/log.c lento/fidset.c \
+	lento/client.c lento/client_fetch.c lento/client_change.c \
+	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
 	protocol/lproto.c
 LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h
 LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd)

@@ -4,13 +4,19 @@
  *
  *   lento server --store DIR [--listen ADDR]... [--control PATH]
  *                [--lease-ms N] [--heartbeat-ms N] [--log FILE] [--debug]
+ *   lento client --cache DIR --server ADDR [--control PATH]
+ *                [--volume NAME]... [--age-ms N] [--cache-size SIZE]
+ *                [--log FILE] [--debug]
  *
  * See docs/man/lento.8.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "client.h"
 #include "log.h"
 #include "server.h"
 
@@ -26,6 +32,20 @@ static void usage(FILE *f)
 		"  --lease-ms N       a write-back permit's lease (default 30000)\n"
 		"  --heartbeat-ms N   the PING interval clients are told (default 5000);\n"
 		"                     a client silent for three is gone\n"
+		"  --log FILE         log there instead of standard error\n"
+		"  --debug            log more\n"
+		"\n"
+		"usage: lento client --cache DIR --server ADDR [--control PATH]\n"
+		"                    [--volume NAME]... [--age-ms N] [--cache-size SIZE]\n"
+		"                    [--log FILE] [--debug]\n"
+		"  --cache DIR        the cache (made if missing); DIR/.lento holds\n"
+		"                     the database, DIR/VOLUME each volume's tree\n"
+		"  --server ADDR      the server, HOST:PORT or [IPv6]:PORT\n"
+		"  --control PATH     lentoctl's socket (default DIR/.lento/control.sock)\n"
+		"  --volume NAME      look this volume up at the first connection;\n"
+		"                     repeatable (others are looked up when used)\n"
+		"  --age-ms N         ship a change once it is this old (default 5000)\n"
+		"  --cache-size SIZE  bytes of file content kept (default 1G; K, M, G, T)\n"
 		"  --log FILE         log there instead of standard error\n"
 		"  --debug            log more\n");
 }
@@ -115,10 +135,122 @@ static int server_cmd(int argc, char **argv)
 	return e;
 }
 
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (errno || end == s || *end || !v || *s == '-' ||
+	    v > (UINT64_MAX >> shift)) {
+		fprintf(stderr, "lento: %s: a size in bytes (K, M, G, T)\n", s);
+		return -1;
+	}
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int run_role(const char *role, const char *logfile,
+		    enum log_level level, int (*fn)(const void *), const void *o)
+{
+	int e = log_open(role, logfile, level);
+
+	if (e) {
+		fprintf(stderr, "lento: cannot log to %s: %s\n", logfile,
+			strerror(-e));
+		return 1;
+	}
+	e = fn(o);
+	log_close();
+	return e;
+}
+
+static int run_client(const void *o)
+{
+	return client_main(o);
+}
+
+static int client_cmd(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "cache", required_argument, NULL, 'C' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "volume", required_argument, NULL, 'v' },
+		{ "age-ms", required_argument, NULL, 'a' },
+		{ "cache-size", required_argument, NULL, 'z' },
+		{ "log", required_argument, NULL, 'o' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct client_opts o = { 0 };
+	const char *logfile = NULL;
+	enum log_level level = LOG_INFO;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'C':
+			o.cache = optarg;
+			break;
+		case 'S':
+			o.server = optarg;
+			break;
+		case 'c':
+			o.control = optarg;
+			break;
+		case 'v':
+			if (o.nvolumes == CLIENT_VOLUMES_MAX) {
+				fprintf(stderr, "lento: at most %d --volume\n",
+					CLIENT_VOLUMES_MAX);
+				return 2;
+			}
+			o.volumes[o.nvolumes++] = optarg;
+			break;
+		case 'a':
+			if (parse_ms(optarg, &o.age_ms))
+				return 2;
+			break;
+		case 'z':
+			if (parse_size(optarg, &o.cache_size))
+				return 2;
+			break;
+		case 'o':
+			logfile = optarg;
+			break;
+		case 'd':
+			level = LOG_DEBUG;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!o.cache || !o.server || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	return run_role("client", logfile, level, run_client, &o);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "server"))
 		return server_cmd(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "client"))
+		return client_cmd(argc - 1, argv + 1);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") ||
 			  !strcmp(argv[1], "-h"))) {
 		usage(stdout);

@@ -1,0 +1,935 @@
+// SPDX-License-Identifier: MIT
+/*
+ * lento's client (client.h): the daemon's frame -- its volumes, the
+ * connection's handshake and what a new connection means, the server's
+ * pushes, write-back permits and their leases, ops (control requests that
+ * wait), the tick, and the status commands.
+ *
+ * A new connection. The server forgets a client's callbacks when its
+ * connection goes, so after any reconnection -- a new epoch or not --
+ * nothing cached is trusted until its volume is validated again
+ * (VOLUME_VALIDATE, then VALIDATE of its objects if the stamp moved).
+ * That is done lazily, at the first use of each volume: doing it at once
+ * would make the server revoke other clients' permits for nothing. A new
+ * epoch also means the server lost every permit.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "cml.h"
+#include "log.h"
+#include "vv.h"
+
+int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool connected(const struct client *cl)
+{
+	return conn_state(cl->conn) == CONN_READY;
+}
+
+/* ------------------------------------------------------------- volumes */
+
+struct vol *vol_by_id(struct client *cl, uint32_t id)
+{
+	struct vol *v;
+
+	for (v = cl->vols; v; v = v->next)
+		if (v->cv.id == id)
+			return v;
+	return NULL;
+}
+
+struct vol *vol_by_name(struct client *cl, const char *name)
+{
+	struct vol *v;
+
+	for (v = cl->vols; v; v = v->next)
+		if (!strcmp(v->cv.name, name))
+			return v;
+	return NULL;
+}
+
+int vol_add(struct client *cl, const struct cache_vol *cv, struct vol **out)
+{
+	struct vol *v = vol_by_id(cl, cv->id), **pp;
+
+	if (!v) {
+		v = calloc(1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		v->cl = cl;
+		/* In id order, for status. */
+		for (pp = &cl->vols; *pp && (*pp)->cv.id < cv->id;
+		     pp = &(*pp)->next)
+			;
+		v->next = *pp;
+		*pp = v;
+	}
+	v->cv = *cv;
+	if (out)
+		*out = v;
+	return 0;
+}
+
+static int load_vol(void *arg, const struct cache_vol *cv)
+{
+	return vol_add(arg, cv, NULL);
+}
+
+/* ----------------------------------------------------------------- ops */
+
+static void op_free(struct op *op)
+{
+	for (int i = 0; i < op->argc; i++)
+		free(op->argv[i]);
+	free(op->argv);
+	free(op);
+}
+
+static void op_unlink(struct client *cl, struct op *op)
+{
+	struct op **pp;
+
+	for (pp = &cl->ops; *pp; pp = &(*pp)->next)
+		if (*pp == op) {
+			*pp = op->next;
+			return;
+		}
+}
+
+/* Run @op's step once more: finished, it answers and goes. */
+static void op_rerun(struct op *op)
+{
+	struct client *cl = op->cl;
+	int rc;
+
+	op->wait_job = 0;
+	op->wait_vol = 0;
+	op->wait_reint = false;
+	if (++op->steps > OP_STEPS_MAX) {
+		ctl_error(op->r, "gave up after %d attempts: what it needs "
+			  "keeps changing at the server", OP_STEPS_MAX);
+		rc = -EAGAIN;
+	} else {
+		rc = op->step(op);
+	}
+	if (rc == OP_WAIT)
+		return;
+	op_unlink(cl, op);
+	ctl_reply(op->r, rc);
+	op_free(op);
+}
+
+int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
+	     int (*step)(struct op *op))
+{
+	struct op *op = calloc(1, sizeof(*op));
+	int rc;
+
+	if (!op || !(op->argv = calloc(argc + 1, sizeof(char *)))) {
+		free(op);
+		return -ENOMEM;
+	}
+	for (; op->argc < argc; op->argc++) {
+		op->argv[op->argc] = strdup(argv[op->argc]);
+		if (!op->argv[op->argc]) {
+			op_free(op);
+			return -ENOMEM;
+		}
+	}
+	op->cl = cl;
+	op->r = r;
+	op->step = step;
+	if (ctl_peer(r, &op->uid, &op->gid)) {
+		op->uid = geteuid();
+		op->gid = getegid();
+	}
+	op->steps = 1;
+	rc = step(op);
+	if (rc != OP_WAIT) {
+		op_free(op);
+		return rc;
+	}
+	op->next = cl->ops;
+	cl->ops = op;
+	return CTL_LATER;
+}
+
+/*
+ * Rerun every parked op @match picks, each once: a rerun may park again,
+ * finish, or start ops of its own, so the walk starts over after each.
+ */
+static void op_wake(struct client *cl, bool (*match)(const struct op *op,
+						      const void *key),
+		    const void *key)
+{
+	static uint64_t generation;
+	uint64_t gen = ++generation;
+	struct op *op;
+
+again:
+	for (op = cl->ops; op; op = op->next) {
+		if (op->woken == gen || !match(op, key))
+			continue;
+		op->woken = gen;
+		op_rerun(op);
+		goto again;
+	}
+}
+
+static bool match_job(const struct op *op, const void *key)
+{
+	return op->wait_job && op->wait_job == *(const uint64_t *)key;
+}
+
+static bool match_vol(const struct op *op, const void *key)
+{
+	return op->wait_vol && op->wait_vol == *(const uint32_t *)key;
+}
+
+static bool match_reint(const struct op *op, const void *key)
+{
+	(void)key;
+	return op->wait_reint;
+}
+
+void op_wake_job(struct client *cl, struct job *j)
+{
+	struct op **pp = &cl->ops, *op;
+
+	/*
+	 * A lost connection is not the op's failure: run again, it finds
+	 * that out (a miss fails, a change is logged under a local permit).
+	 */
+	if (j->err && j->err != -ENOTCONN) {
+		while ((op = *pp)) {
+			if (op->wait_job != j->id) {
+				pp = &op->next;
+				continue;
+			}
+			*pp = op->next;
+			ctl_error(op->r, "%s", j->msg[0] ? j->msg :
+				  strerror(-j->err));
+			ctl_reply(op->r, j->err);
+			op_free(op);
+		}
+		return;
+	}
+	op_wake(cl, match_job, &j->id);
+}
+
+void op_wake_volume(struct client *cl, uint32_t volume)
+{
+	op_wake(cl, match_vol, &volume);
+}
+
+void op_wake_reint(struct client *cl)
+{
+	op_wake(cl, match_reint, NULL);
+}
+
+/* Ops whose lentoctl gave up (its --timeout) go. */
+static void ops_reap(struct client *cl)
+{
+	struct op **pp = &cl->ops, *op;
+
+	while ((op = *pp)) {
+		if (!ctl_gone(op->r)) {
+			pp = &op->next;
+			continue;
+		}
+		*pp = op->next;
+		ctl_reply(op->r, -ECANCELED);
+		op_free(op);
+	}
+}
+
+static void ops_free(struct client *cl)
+{
+	while (cl->ops) {
+		struct op *op = cl->ops;
+
+		cl->ops = op->next;
+		ctl_error(op->r, "lento is stopping");
+		ctl_reply(op->r, -ECANCELED);
+		op_free(op);
+	}
+}
+
+/* ------------------------------------------------------------- permits */
+
+void permit_lost(struct client *cl, struct vol *v, const char *why)
+{
+	if (v->permit)
+		log_info("volume %s: permit lost: %s", v->cv.name, why);
+	v->permit = false;
+	v->revoked = false;
+	v->renewing = false;
+	op_wake_volume(cl, v->cv.id);
+}
+
+static int renew_reply(void *arg, const struct lp_frame *f, int err,
+		       const char **why)
+{
+	struct vol *v = arg;
+	struct lp_permit m;
+	struct lp_error e;
+	uint64_t now = lo_now_ms();
+
+	v->renewing = false;
+	if (err)
+		return 0;	/* the connection went */
+	if (f->type == LP_ERROR) {
+		if (lp_decode_error(f, &e, why))
+			return -EBADMSG;
+		permit_lost(v->cl, v, "the server refused to renew it");
+		return 0;
+	}
+	if (f->type != LP_PERMIT_REPLY) {
+		*why = "a PERMIT_RENEW answered by something else";
+		return -EBADMSG;
+	}
+	if (lp_decode_permit_reply(f, &m, why))
+		return -EBADMSG;
+	if (!v->permit || m.volume != v->cv.id)
+		return 0;
+	/* Counted from when it was asked: the lease began before. */
+	v->lease_ms = m.lease_ms;
+	v->expires_ms = v->renew_sent_ms + m.lease_ms;
+	v->renew_at_ms = v->renew_sent_ms + m.lease_ms / 2;
+	(void)now;
+	return 0;
+}
+
+static void permit_renew(struct client *cl, struct vol *v)
+{
+	struct conn *c = cl->conn;
+	uint32_t tag = conn_tag(c);
+
+	if (lp_encode_volume(conn_buf(c), LP_PERMIT_RENEW, tag, v->cv.id) ||
+	    conn_request(c, tag, LP_PERMIT_RENEW, renew_reply, v))
+		return;
+	v->renewing = true;
+	v->renew_sent_ms = lo_now_ms();
+	/* If the answer never comes, the lease says when it is over. */
+	v->renew_at_ms = v->expires_ms;
+}
+
+/* Leases, renewals and giving back idle permits; once per tick. */
+static void permits_tick(struct client *cl, uint64_t now)
+{
+	struct vol *v;
+
+	for (v = cl->vols; v; v = v->next) {
+		struct cml_stats cs;
+
+		if (!v->permit)
+			continue;
+		if (now >= v->expires_ms) {
+			permit_lost(cl, v, "its lease ran out");
+			continue;
+		}
+		if (!connected(cl))
+			continue;
+		if (!v->renewing && now >= v->renew_at_ms)
+			permit_renew(cl, v);
+		if (v->releasing || v->acquiring ||
+		    now - v->last_change_ms < PERMIT_IDLE_MS ||
+		    cml_stats(cache_cml(cl->cache), v->cv.id, &cs) ||
+		    cs.records)
+			continue;
+		log_info("volume %s: permit unused for %d s: giving it back",
+			 v->cv.name, PERMIT_IDLE_MS / 1000);
+		job_start(cl, J_RELEASE, v->cv.id, NULL, NULL, NULL);
+	}
+}
+
+/* -------------------------------------------------------- connection */
+
+static void on_hello(void *arg, struct lp_hello *m)
+{
+	struct client *cl = arg;
+
+	m->client = cl->id_assigned ? cl->client_id : 0;
+	memcpy(m->uuid, cl->uuid, sizeof(m->uuid));
+}
+
+/* The id the server gave a new client becomes the one its fids carry. */
+static int adopt_client_id(struct client *cl, uint32_t id)
+{
+	int err;
+
+	if (cl->id_assigned) {
+		if (id == cl->client_id)
+			return 0;
+		log_err("the server calls this client %" PRIu32 ", not %"
+			PRIu32 ": refusing it", id, cl->client_id);
+		return -EPROTO;
+	}
+	err = cml_set_client(cache_cml(cl->cache), id);
+	if (!err)
+		err = cache_meta_set(cl->cache, "client_assigned", 1);
+	if (err) {
+		log_err("cannot take the client id %" PRIu32 " the server "
+			"assigned: %s", id, strerror(-err));
+		return err;
+	}
+	cl->client_id = id;
+	cl->id_assigned = true;
+	log_info("the server assigned this client the id %" PRIu32, id);
+	return 0;
+}
+
+static int on_up(void *arg, const struct lp_hello_reply *r)
+{
+	struct client *cl = arg;
+	bool new_epoch = cl->epoch_known && r->epoch != cl->epoch;
+	struct vol *v;
+	int err = adopt_client_id(cl, r->client);
+
+	if (err)
+		return err;
+	log_info("connected to %s: client %" PRIu32 ", epoch %" PRIu64
+		 ", heartbeat %" PRIu32 " ms%s", conn_addr(cl->conn),
+		 r->client, r->epoch, r->heartbeat_ms,
+		 new_epoch ? " (a new epoch: the server restarted; every "
+		 "callback and permit is gone)" : "");
+	cl->epoch = r->epoch;
+	cl->epoch_known = true;
+	cache_meta_set(cl->cache, "epoch", (int64_t)r->epoch);
+	for (v = cl->vols; v; v = v->next) {
+		v->validated = false;
+		if (new_epoch && v->permit)
+			permit_lost(cl, v, "the server restarted");
+		v->acquiring = v->renewing = v->releasing = false;
+	}
+	client_lookup_configured(cl);
+	reint_kick(cl);
+	return 0;
+}
+
+static void on_down(void *arg, int err, const char *why)
+{
+	struct client *cl = arg;
+	struct vol *v;
+
+	(void)err;
+	(void)why;
+	for (v = cl->vols; v; v = v->next) {
+		v->validated = false;
+		v->acquiring = v->renewing = v->releasing = false;
+	}
+	reint_conn_down(cl);
+	/* Syncs learn that they cannot finish now. */
+	op_wake_reint(cl);
+}
+
+static int on_push(void *arg, const struct lp_frame *f, const char **why)
+{
+	struct client *cl = arg;
+	struct lento_fid fid;
+	struct cache_obj o;
+	uint32_t volume;
+	struct vol *v;
+
+	if (f->type == LP_BREAK) {
+		if (lp_decode_fid(f, &fid, why))
+			return -EBADMSG;
+		jobs_break_fid(cl, &fid);
+		/* Not in the cache (any more) is fine: nothing to break. */
+		if (!cache_obj_get(cl->cache, &fid, &o, NULL, 0) && o.valid)
+			cache_obj_set_state(cl->cache, &fid, false, o.data);
+		log_debug("break of %08" PRIx32 "-%08" PRIx32 "-%016" PRIx64,
+			  fid.volume, fid.client, fid.seq);
+		return 0;
+	}
+	if (lp_decode_volume(f, &volume, why))
+		return -EBADMSG;
+	v = vol_by_id(cl, volume);
+	if (!v)
+		return 0;
+	if (f->type == LP_BREAK_VOLUME) {
+		/* No per-object break comes after this one: revalidate. */
+		v->validated = false;
+		jobs_break_volume(cl, volume);
+		log_debug("volume %s: every callback broken", v->cv.name);
+		return 0;
+	}
+	/* PERMIT_REVOKE */
+	log_info("volume %s: the server wants the permit back: "
+		 "reintegrating, then releasing it", v->cv.name);
+	v->revoked = true;
+	v->force = true;
+	reint_kick(cl);
+	return 0;
+}
+
+static void on_sent(void *arg)
+{
+	reint_sent(arg);
+}
+
+static const struct conn_ops conn_ops = {
+	.hello = on_hello, .up = on_up, .down = on_down, .push = on_push,
+	.sent = on_sent,
+};
+
+/* ---------------------------------------------------------- ctl: info */
+
+static void vol_status_json(struct client *cl, struct jw *w, struct vol *v,
+			    const struct cml_stats *cs, uint64_t now)
+{
+	int64_t wnow = wall_ms();
+	char vv[160];
+
+	jw_obj_begin(w);
+	jw_key(w, "name");
+	jw_str(w, v->cv.name);
+	jw_key(w, "id");
+	jw_uint(w, v->cv.id);
+	jw_key(w, "validated");
+	jw_bool(w, v->validated);
+	jw_key(w, "unknown_at_server");
+	jw_bool(w, v->unknown);
+	jw_key(w, "stamp");
+	jw_uint(w, v->cv.stamp);
+	jw_key(w, "permit");
+	jw_bool(w, v->permit);
+	jw_key(w, "lease_left_ms");
+	jw_uint(w, v->permit && v->expires_ms > now ? v->expires_ms - now : 0);
+	jw_key(w, "revoked");
+	jw_bool(w, v->revoked);
+	jw_key(w, "pending_records");
+	jw_uint(w, cs->records);
+	jw_key(w, "pending_bytes");
+	jw_uint(w, cs->bytes);
+	jw_key(w, "shipped_unacknowledged");
+	jw_uint(w, cs->shipped);
+	jw_key(w, "oldest_age_ms");
+	jw_int(w, cs->records && cs->oldest_ns ?
+	       wnow - cs->oldest_ns / 1000000 : 0);
+	jw_key(w, "applied");
+	jw_uint(w, v->cv.applied);
+	jw_key(w, "stuck");
+	jw_bool(w, v->stuck);
+	jw_key(w, "rounds");
+	jw_uint(w, v->rounds);
+	jw_key(w, "records_applied");
+	jw_uint(w, v->shipped);
+	jw_key(w, "last_reintegration");
+	if (!v->last.when_ms) {
+		jw_null(w);
+	} else {
+		jw_obj_begin(w);
+		jw_key(w, "ago_ms");
+		jw_int(w, wnow - v->last.when_ms);
+		jw_key(w, "result");
+		jw_str(w, v->last.code ? lp_err_name(v->last.code) : "ok");
+		jw_key(w, "records");
+		jw_uint(w, v->last.records);
+		jw_key(w, "message");
+		jw_str(w, v->last.msg);
+		jw_obj_end(w);
+	}
+	jw_key(w, "conflict");
+	if (v->last.code != LP_ECONFLICT) {
+		jw_null(w);
+	} else {
+		jw_obj_begin(w);
+		jw_key(w, "recno");
+		jw_uint(w, v->last.recno);
+		jw_key(w, "op");
+		jw_uint(w, v->last.op);
+		snprintf(vv, sizeof(vv), "%08" PRIx32 "-%08" PRIx32 "-%016"
+			 PRIx64, v->last.fid.volume, v->last.fid.client,
+			 v->last.fid.seq);
+		jw_key(w, "fid");
+		jw_str(w, vv);
+		lento_vv_format(&v->last.base, vv, sizeof(vv));
+		jw_key(w, "base");
+		jw_str(w, vv);
+		lento_vv_format(&v->last.current, vv, sizeof(vv));
+		jw_key(w, "current");
+		jw_str(w, vv);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+	(void)cl;
+}
+
+static void vol_status_text(struct jw *w, struct vol *v,
+			    const struct cml_stats *cs, uint64_t now)
+{
+	int64_t wnow = wall_ms();
+
+	jw_printf(w, "volume %s (id %" PRIu32 ")%s%s\n", v->cv.name, v->cv.id,
+		  v->validated ? "" : ", not validated",
+		  v->unknown ? ", UNKNOWN at the server" : "");
+	if (v->permit)
+		jw_printf(w, "  permit held, lease %" PRIu64 " ms left%s\n",
+			  v->expires_ms > now ? v->expires_ms - now : 0,
+			  v->revoked ? ", revoked" : "");
+	else
+		jw_printf(w, "  no permit\n");
+	jw_printf(w, "  pending: %" PRIu64 " records, %" PRIu64 " bytes",
+		  cs->records, cs->bytes);
+	if (cs->records)
+		jw_printf(w, ", oldest %" PRId64 " ms old",
+			  wnow - cs->oldest_ns / 1000000);
+	if (cs->shipped)
+		jw_printf(w, ", %" PRIu64 " sent and not acknowledged",
+			  cs->shipped);
+	jw_printf(w, "\n");
+	if (v->last.when_ms)
+		jw_printf(w, "  last reintegration %" PRId64 " ms ago: %s%s%s\n",
+			  wnow - v->last.when_ms,
+			  v->last.code ? lp_err_name(v->last.code) : "ok",
+			  v->last.msg[0] ? ": " : "", v->last.msg);
+	if (v->stuck)
+		jw_printf(w, "  STUCK: the changes stay here until a person "
+			  "resolves them (then: lentoctl reintegrate %s)\n",
+			  v->cv.name);
+}
+
+static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct client *cl = ctx;
+	struct jw *w = ctl_out(r);
+	uint64_t now = lo_now_ms();
+	enum conn_state s = conn_state(cl->conn);
+	struct vol *v;
+
+	(void)argc;
+	(void)argv;
+	if (ctl_json(r)) {
+		jw_obj_begin(w);
+		jw_key(w, "role");
+		jw_str(w, "client");
+		jw_key(w, "cache");
+		jw_str(w, cl->opt->cache);
+		jw_key(w, "server");
+		jw_str(w, conn_addr(cl->conn));
+		jw_key(w, "state");
+		jw_str(w, conn_state_name(s));
+		jw_key(w, "client_id");
+		jw_uint(w, cl->id_assigned ? cl->client_id : 0);
+		jw_key(w, "epoch");
+		jw_uint(w, cl->epoch);
+		jw_key(w, "last_error");
+		jw_str(w, conn_last_error(cl->conn));
+		jw_key(w, "retry_in_ms");
+		jw_uint(w, s == CONN_IDLE && conn_retry_at(cl->conn) > now ?
+			conn_retry_at(cl->conn) - now : 0);
+		jw_key(w, "cache_full_of_dirty");
+		jw_bool(w, cl->full_of_dirty);
+		jw_key(w, "volumes");
+		jw_arr_begin(w);
+	} else {
+		jw_printf(w, "lento client, cache %s\nserver %s: %s%s%s\n",
+			  cl->opt->cache, conn_addr(cl->conn),
+			  conn_state_name(s), s != CONN_READY &&
+			  conn_last_error(cl->conn)[0] ? ": " : "",
+			  s != CONN_READY ? conn_last_error(cl->conn) : "");
+		jw_printf(w, "client %" PRIu32 ", epoch %" PRIu64 "\n",
+			  cl->id_assigned ? cl->client_id : 0, cl->epoch);
+		if (cl->full_of_dirty)
+			jw_printf(w, "CACHE FULL of changes not yet "
+				  "reintegrated\n");
+	}
+	for (v = cl->vols; v; v = v->next) {
+		struct cml_stats cs;
+		int e = cml_stats(cache_cml(cl->cache), v->cv.id, &cs);
+
+		if (e) {
+			ctl_error(r, "volume %s: %s", v->cv.name, strerror(-e));
+			return e;
+		}
+		if (ctl_json(r))
+			vol_status_json(cl, w, v, &cs, now);
+		else
+			vol_status_text(w, v, &cs, now);
+	}
+	if (ctl_json(r)) {
+		jw_arr_end(w);
+		jw_obj_end(w);
+		jw_raw(w, "\n", 1);
+	}
+	return 0;
+}
+
+static int cmd_volumes(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct client *cl = ctx;
+	struct jw *w = ctl_out(r);
+	struct vol *v;
+
+	(void)argc;
+	(void)argv;
+	if (ctl_json(r))
+		jw_arr_begin(w);
+	for (v = cl->vols; v; v = v->next) {
+		if (!ctl_json(r)) {
+			jw_printf(w, "%-6" PRIu32 " %-24s stamp %-10" PRIu64
+				  " %s\n", v->cv.id, v->cv.name, v->cv.stamp,
+				  v->validated ? "validated" : "not validated");
+			continue;
+		}
+		jw_obj_begin(w);
+		jw_key(w, "id");
+		jw_uint(w, v->cv.id);
+		jw_key(w, "name");
+		jw_str(w, v->cv.name);
+		jw_key(w, "stamp");
+		jw_uint(w, v->cv.stamp);
+		jw_key(w, "validated");
+		jw_bool(w, v->validated);
+		jw_obj_end(w);
+	}
+	if (ctl_json(r)) {
+		jw_arr_end(w);
+		jw_raw(w, "\n", 1);
+	}
+	return 0;
+}
+
+static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct client *cl = ctx;
+	struct jw *w = ctl_out(r);
+	struct cache_stats cs;
+	int e = cache_stats(cl->cache, &cs);
+
+	(void)argc;
+	(void)argv;
+	if (e) {
+		ctl_error(r, "cache statistics: %s", strerror(-e));
+		return e;
+	}
+	if (!ctl_json(r)) {
+		jw_printf(w, "objects %" PRIu64 ", files cached %" PRIu64
+			  ", %" PRIu64 " of %" PRIu64 " bytes\n"
+			  "dirty %" PRIu64 " objects, %" PRIu64 " bytes%s\n"
+			  "hits %" PRIu64 ", misses %" PRIu64 ", fetches %"
+			  PRIu64 " (%" PRIu64 " bytes), listings %" PRIu64
+			  ", evictions %" PRIu64 "\n", cs.objects,
+			  cs.files_cached, cs.bytes, cl->cache_size, cs.dirty,
+			  cs.dirty_bytes, cl->full_of_dirty ?
+			  " (FULL of dirty objects)" : "", cl->st.hits,
+			  cl->st.misses, cl->st.fetches, cl->st.fetched_bytes,
+			  cl->st.listings, cl->st.evictions);
+		return 0;
+	}
+	jw_obj_begin(w);
+	jw_key(w, "objects");
+	jw_uint(w, cs.objects);
+	jw_key(w, "files_cached");
+	jw_uint(w, cs.files_cached);
+	jw_key(w, "bytes");
+	jw_uint(w, cs.bytes);
+	jw_key(w, "limit");
+	jw_uint(w, cl->cache_size);
+	jw_key(w, "dirty");
+	jw_uint(w, cs.dirty);
+	jw_key(w, "dirty_bytes");
+	jw_uint(w, cs.dirty_bytes);
+	jw_key(w, "full_of_dirty");
+	jw_bool(w, cl->full_of_dirty);
+	jw_key(w, "hits");
+	jw_uint(w, cl->st.hits);
+	jw_key(w, "misses");
+	jw_uint(w, cl->st.misses);
+	jw_key(w, "fetches");
+	jw_uint(w, cl->st.fetches);
+	jw_key(w, "fetched_bytes");
+	jw_uint(w, cl->st.fetched_bytes);
+	jw_key(w, "listings");
+	jw_uint(w, cl->st.listings);
+	jw_key(w, "evictions");
+	jw_uint(w, cl->st.evictions);
+	jw_obj_end(w);
+	jw_raw(w, "\n", 1);
+	return 0;
+}
+
+static const struct ctl_cmd client_cmds[] = {
+	{ "status", NULL, "connection, volumes, permits, pending work",
+	  0, 0, cmd_status },
+	{ "volumes", NULL, "the volumes this cache knows", 0, 0, cmd_volumes },
+	{ "cache", NULL, "cache statistics", 0, 0, cmd_cache },
+	{ "reintegrate", "[VOLUME]", "ship pending changes now (and retry "
+	  "refused ones)", 0, 1, cmd_reintegrate },
+	{ "sync", "[VOLUME]", "return once nothing is pending (or say why "
+	  "not)", 0, 1, cmd_sync },
+	{ "ls", "PATH", "list a directory (VOLUME/path)", 1, 1, cmd_ls },
+	{ "cat", "PATH", "a file's content, fetched if need be", 1, 1,
+	  cmd_cat },
+	{ "stat", "PATH", "an object's status and cache state", 1, 1,
+	  cmd_stat },
+	{ "mkdir", "PATH...", "make directories", 1, CTL_ARGS_MAX, cmd_mkdir },
+	{ "create", "PATH...", "make empty files", 1, CTL_ARGS_MAX,
+	  cmd_create },
+	{ "write", "PATH TEXT|@FILE", "replace a file's content (made if "
+	  "missing)", 2, 2, cmd_write },
+	{ "setattr", "PATH ATTR=VALUE...", "mode= uid= gid= size= atime= "
+	  "mtime=", 2, 7, cmd_setattr },
+	{ "unlink", "PATH...", "remove files", 1, CTL_ARGS_MAX, cmd_unlink },
+	{ "rmdir", "PATH...", "remove empty directories", 1, CTL_ARGS_MAX,
+	  cmd_rmdir },
+	{ "rename", "FROM TO", "rename (replacing TO)", 2, 2, cmd_rename },
+	{ "symlink", "PATH TARGET", "make a symlink", 2, 2, cmd_symlink },
+	{ "link", "EXISTING NEW", "make a hard link", 2, 2, cmd_link },
+	{ "setxattr", "PATH NAME VALUE", "set an extended attribute", 3, 3,
+	  cmd_setxattr },
+	{ "removexattr", "PATH NAME", "remove an extended attribute", 2, 2,
+	  cmd_removexattr },
+	{ 0 }
+};
+
+/* ---------------------------------------------------------------- main */
+
+static void tick(struct lo_loop *loop, void *arg)
+{
+	struct client *cl = arg;
+	uint64_t now = lo_now_ms();
+
+	(void)loop;
+	conn_tick(cl->conn, now);
+	permits_tick(cl, now);
+	reint_kick(cl);
+	ops_reap(cl);
+	if (now >= cl->evict_check_ms) {
+		cl->evict_check_ms = now + 1000;
+		evict_check(cl);
+	}
+}
+
+static void on_signal(struct lo_loop *loop, int signo, void *arg)
+{
+	struct client *cl = arg;
+
+	cl->stop_signal = signo;
+	lo_stop(loop);
+}
+
+static int identity(struct client *cl)
+{
+	int64_t v = 0;
+	int e = cml_ident(cache_cml(cl->cache), &cl->client_id, cl->uuid);
+
+	if (e)
+		return e;
+	e = cache_meta_get(cl->cache, "client_assigned", &v);
+	if (e && e != -ENOENT)
+		return e;
+	cl->id_assigned = v != 0;
+	e = cache_meta_get(cl->cache, "epoch", &v);
+	if (e && e != -ENOENT)
+		return e;
+	cl->epoch_known = !e;
+	cl->epoch = (uint64_t)v;
+	return 0;
+}
+
+static int client_start(struct client *cl, char *err, size_t errlen)
+{
+	const struct client_opts *o = cl->opt;
+	char path[CACHE_PATH_MAX];
+	int e;
+
+	e = cache_open(o->cache, &cl->cache, err, errlen);
+	if (e)
+		return e;
+	e = identity(cl);
+	if (!e)
+		e = cache_vol_list(cl->cache, load_vol, cl);
+	if (e) {
+		snprintf(err, errlen, "%s: %s", o->cache, strerror(-e));
+		return e;
+	}
+	e = lo_loop_new(&cl->loop);
+	if (e) {
+		snprintf(err, errlen, "io_uring: %s", strerror(-e));
+		return e;
+	}
+	e = conn_new(cl->loop, o->server, &conn_ops, cl, &cl->conn);
+	if (e) {
+		snprintf(err, errlen, "server %s: %s", o->server, strerror(-e));
+		return e;
+	}
+	snprintf(path, sizeof(path), "%s/.lento/control.sock", o->cache);
+	cl->ctl.cmds = client_cmds;
+	cl->ctl.ctx = cl;
+	e = ctl_listen(cl->loop, o->control ? o->control : path, &cl->ctl,
+		       err, errlen);
+	if (!e)
+		e = lo_timer(cl->loop, CLIENT_TICK_MS, tick, cl);
+	if (!e)
+		e = lo_signal(cl->loop, SIGTERM, on_signal, cl);
+	if (!e)
+		e = lo_signal(cl->loop, SIGINT, on_signal, cl);
+	if (e && !err[0])
+		snprintf(err, errlen, "%s", strerror(-e));
+	return e;
+}
+
+static void client_free(struct client *cl)
+{
+	ops_free(cl);
+	conn_free(cl->conn);	/* fails what is in flight */
+	cl->conn = NULL;
+	jobs_free(cl);
+	lo_loop_free(cl->loop);	/* file I/O in flight is cancelled */
+	jobs_free(cl);
+	cache_close(cl->cache);
+	while (cl->vols) {
+		struct vol *v = cl->vols;
+
+		cl->vols = v->next;
+		free(v);
+	}
+}
+
+int client_main(const struct client_opts *o)
+{
+	struct client cl = { .opt = o };
+	char err[512] = "";
+	const char *crash = getenv("LENTO_TEST_CRASH_AFTER_SEND");
+	int e;
+
+	cl.age_ms = o->age_ms ? o->age_ms : CLIENT_AGE_MS;
+	cl.cache_size = o->cache_size ? o->cache_size : CLIENT_CACHE_SIZE;
+	cl.crash_after_send = crash && *crash && strcmp(crash, "0");
+	e = client_start(&cl, err, sizeof(err));
+	if (e) {
+		log_err("cannot start: %s", err);
+		client_free(&cl);
+		return 1;
+	}
+	log_info("cache %s, server %s, client %" PRIu32 "%s, aging %" PRIu32
+		 " ms, cache size %" PRIu64 " bytes", o->cache, o->server,
+		 cl.client_id, cl.id_assigned ? "" : " (not yet assigned)",
+		 cl.age_ms, cl.cache_size);
+	if (cl.crash_after_send)
+		log_warn("LENTO_TEST_CRASH_AFTER_SEND: this lento kills itself "
+			 "when a batch is answered, before it records that");
+	e = lo_run(cl.loop);
+	if (e)
+		log_err("event loop: %s", strerror(-e));
+	else
+		log_info("stopping (signal %d)", cl.stop_signal);
+	client_free(&cl);
+	return e ? 1 : 0;
+}

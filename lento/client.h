@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lento in client mode: the cache manager of a cache directory (cache.h)
+ * talking to one server (conn.h): it fetches what is missed, keeps the
+ * changes made to the cache in its modification log (cml.h), holds the
+ * volumes' write-back permits and reintegrates the log. Until presto's
+ * journal feeds it (a later issue), changes come through the control
+ * socket (lentoctl mkdir, write, ...). See docs/man/lento.8.
+ */
+#ifndef LENTO_CLIENT_H
+#define LENTO_CLIENT_H
+
+#include <stdint.h>
+
+#define CLIENT_VOLUMES_MAX	32
+#define CLIENT_AGE_MS		5000	/* a record ships once this old */
+#define CLIENT_CACHE_SIZE	(1ull << 30)	/* bytes of cached content */
+
+struct client_opts {
+	const char *cache;		/* the cache directory */
+	const char *server;		/* its address (loop.h) */
+	const char *control;		/* NULL: CACHE/.lento/control.sock */
+	const char *volumes[CLIENT_VOLUMES_MAX];	/* looked up at start */
+	int nvolumes;
+	uint32_t age_ms;		/* 0: CLIENT_AGE_MS */
+	uint64_t cache_size;		/* 0: CLIENT_CACHE_SIZE */
+};
+
+/* Runs until SIGTERM or SIGINT; returns the process's exit status. */
+int client_main(const struct client_opts *o);
+
+#endif /* LENTO_CLIENT_H */

@@ -1,0 +1,960 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Local changes (client_int.h): what presto's journal will bring in a
+ * later issue, made here through the control socket -- mkdir, create,
+ * write, setattr, unlink, rmdir, rename, symlink, link, setxattr,
+ * removexattr -- on the cache tree, each with its CML record.
+ *
+ * A change needs, when connected, the parent's listing (so a name's
+ * existence is known) and the volume's write-back permit; disconnected,
+ * what is cached and a local permit. The change is made on the disk
+ * first, then the cache's rows and the CML record go in one SQLite
+ * transaction; if that fails the disk change is undone where it can be.
+ * A file's new content is written to a temporary file, synced, and
+ * renamed into place after the record is in the log.
+ *
+ * Records name, per object, the server's version this client knows of it
+ * (the cache's vv, which local changes leave alone): cml.h's base rule.
+ * Permissions are the server's to check at reintegration: until presto
+ * does it in the kernel, these commands do not check them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "cml.h"
+#include "log.h"
+
+#define DIR_MODE	0755
+#define FILE_MODE	0644
+#define WRITE_MAX	(1ull << 30)	/* write @FILE: content read at once */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* What every change says when it succeeded. */
+static int done_out(struct op *op)
+{
+	if (ctl_json(op->r))
+		jw_raw(ctl_out(op->r), "{}\n", 3);
+	return 0;
+}
+
+static int fail(struct op *op, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct op *op, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctl_error(op->r, "%s: %s", msg, strerror(-err));
+	return err;
+}
+
+/*
+ * The volume's permit for a change: 0 (held; or disconnected, a local
+ * permit), OP_WAIT, or -errno.
+ */
+static int need_permit(struct op *op, struct vol *v)
+{
+	struct client *cl = op->cl;
+
+	if (!cl->id_assigned) {
+		ctl_error(op->r, "this cache has not met its server yet, so "
+			  "it has no client id to name new objects with");
+		return -ENOTCONN;
+	}
+	if (!connected(cl))
+		return 0;
+	if (v->revoked || v->releasing) {
+		/* Given back first, then asked for again: no starving. */
+		op->wait_vol = v->cv.id;
+		return OP_WAIT;
+	}
+	if (v->permit && lo_now_ms() < v->expires_ms)
+		return 0;
+	return op_need(op, J_ACQUIRE, v->cv.id, NULL, NULL);
+}
+
+static void rec_init(struct lento_rec *r, const struct op *op, uint16_t code)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = code;
+	r->uid = op->uid;
+	r->gid = op->gid;
+	r->time_ns = now_ns();
+}
+
+/* The record goes into the log; every object it names is dirty now. */
+static int log_rec(struct client *cl, struct lento_rec *r, uint64_t body)
+{
+	const struct lento_fid *f[] = { &r->dir, &r->obj, &r->dir2,
+					&r->target };
+	int err = cml_append(cache_cml(cl->cache), r, body);
+
+	for (size_t i = 0; !err && i < 4; i++)
+		if (!lento_fid_is_null(f[i]))
+			err = cache_dirty_set(cl->cache, f[i]);
+	return err;
+}
+
+static int finish(struct client *cl, struct vol *v, int err)
+{
+	err = err ?: cache_commit(cl->cache);
+	if (err) {
+		cache_rollback(cl->cache);
+		return err;
+	}
+	v->last_change_ms = lo_now_ms();
+	return 0;
+}
+
+/* A directory's times (and link count) move with its entries. */
+static int touch_dir(struct client *cl, const struct lento_fid *dir,
+		     int nlink_delta, int64_t t)
+{
+	struct cache_obj d;
+	int err = cache_obj_get(cl->cache, dir, &d, NULL, 0);
+
+	if (err)
+		return err;
+	d.nlink += nlink_delta;
+	d.attr.mtime_ns = d.attr.ctime_ns = t;
+	d.dirty = true;
+	return cache_obj_put(cl->cache, &d, NULL, 0);
+}
+
+/* Resolve the parent of a new name: 0, OP_WAIT or -errno. */
+static int resolve_new(struct op *op, const char *path, struct resolved *res)
+{
+	int err = resolve(op, path, false, res);
+
+	if (err)
+		return err;
+	if (!lento_fid_is_null(&res->fid)) {
+		ctl_error(op->r, "%s: exists", path);
+		return -EEXIST;
+	}
+	return need_permit(op, res->vol);
+}
+
+/* A new object of @type at @res with its attributes, logged. */
+static int new_object(struct op *op, struct resolved *res, uint16_t code,
+		      uint8_t type, uint32_t mode, const char *target,
+		      struct cache_obj *o)
+{
+	struct client *cl = op->cl;
+	struct cache_obj parent;
+	struct lento_rec r;
+	int err;
+
+	rec_init(&r, op, code);
+	err = cache_obj_get(cl->cache, &res->parent, &parent, NULL, 0);
+	err = err ?: cml_mint_fid(cache_cml(cl->cache), res->vol->cv.id,
+				  &r.obj);
+	if (err)
+		return err;
+	memset(o, 0, sizeof(*o));
+	o->fid = r.obj;
+	o->type = type;
+	o->nlink = type == LENTO_T_DIR ? 2 : 1;
+	o->attr.valid = LENTO_A_ALL & ~LENTO_A_RDEV;
+	o->attr.mode = mode;
+	o->attr.uid = op->uid;
+	o->attr.gid = op->gid;
+	o->attr.size = target ? strlen(target) : 0;
+	o->attr.atime_ns = o->attr.mtime_ns = o->attr.ctime_ns = r.time_ns;
+	o->valid = o->data = o->dirty = true;
+	o->used_ms = wall_ms();
+	r.dir = res->parent;
+	r.base_dir = parent.vv;
+	r.type = type;
+	r.attr = o->attr;
+	r.attr.valid = LENTO_A_MODE | LENTO_A_UID | LENTO_A_GID |
+		       LENTO_A_ATIME | LENTO_A_MTIME | LENTO_A_CTIME;
+	r.attr.size = 0;
+	snprintf(r.name, sizeof(r.name), "%s", res->name);
+	if (target) {
+		r.data = target;
+		r.data_len = strlen(target);
+	}
+	err = cache_set_attrs(cl->cache, res->path, o);
+	err = err ?: cache_begin(cl->cache);
+	err = err ?: cache_obj_put(cl->cache, o, target,
+				   target ? strlen(target) : 0);
+	err = err ?: cache_dirent_put(cl->cache, &res->parent, res->name,
+				      &o->fid);
+	err = err ?: touch_dir(cl, &res->parent, type == LENTO_T_DIR,
+			       r.time_ns);
+	err = err ?: log_rec(cl, &r, 0);
+	err = finish(cl, res->vol, err);
+	if (!err)
+		cache_handle_update(cl->cache, &o->fid, res->path);
+	return err;
+}
+
+/* Each path of the command in turn; op->next_arg survives the waits. */
+static int each_path(struct op *op, int (*one)(struct op *op,
+					       const char *path))
+{
+	while (op->next_arg < op->argc) {
+		int err = one(op, op->argv[op->next_arg]);
+
+		if (err)
+			return err;
+		op->next_arg++;
+	}
+	return done_out(op);
+}
+
+/* ---------------------------------------------------------------- mkdir */
+
+static int mkdir_one(struct op *op, const char *path)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	struct resolved res;
+	struct cache_obj o;
+	int err = resolve_new(op, path, &res);
+
+	if (err)
+		return err;
+	if (mkdirat(dirfd, res.path, 0700))
+		return fail(op, -errno, "%s", path);
+	err = new_object(op, &res, LENTO_OP_MKDIR, LENTO_T_DIR, DIR_MODE,
+			 NULL, &o);
+	if (err) {
+		unlinkat(dirfd, res.path, AT_REMOVEDIR);
+		return fail(op, err, "%s", path);
+	}
+	return 0;
+}
+
+static int mkdir_step(struct op *op)
+{
+	return each_path(op, mkdir_one);
+}
+
+int cmd_mkdir(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, mkdir_step);
+}
+
+/* --------------------------------------------------------------- create */
+
+/* A new empty file at @res (resolved by resolve_new). */
+static int create_at(struct op *op, struct resolved *res, const char *path,
+		     struct cache_obj *o)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	int fd = openat(dirfd, res->path, O_WRONLY | O_CREAT | O_EXCL |
+			O_CLOEXEC, 0600), err;
+
+	if (fd < 0)
+		return fail(op, -errno, "%s", path);
+	close(fd);
+	err = new_object(op, res, LENTO_OP_CREATE, LENTO_T_REG, FILE_MODE,
+			 NULL, o);
+	if (err) {
+		unlinkat(dirfd, res->path, 0);
+		return fail(op, err, "%s", path);
+	}
+	return 0;
+}
+
+static int create_one(struct op *op, const char *path)
+{
+	struct resolved res;
+	struct cache_obj o;
+	int err = resolve_new(op, path, &res);
+
+	return err ?: create_at(op, &res, path, &o);
+}
+
+static int create_step(struct op *op)
+{
+	return each_path(op, create_one);
+}
+
+int cmd_create(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, create_step);
+}
+
+/* -------------------------------------------------------------- symlink */
+
+static int symlink_step(struct op *op)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	const char *target = op->argv[1];
+	struct resolved res;
+	struct cache_obj o;
+	int err;
+
+	if (!*target || strlen(target) > LENTO_SYMLINK_MAX) {
+		ctl_error(op->r, "a symlink's target is 1 to %d bytes",
+			  LENTO_SYMLINK_MAX);
+		return -EINVAL;
+	}
+	err = resolve_new(op, op->argv[0], &res);
+	if (err)
+		return err;
+	if (symlinkat(target, dirfd, res.path))
+		return fail(op, -errno, "%s", op->argv[0]);
+	err = new_object(op, &res, LENTO_OP_SYMLINK, LENTO_T_SYMLINK, 0777,
+			 target, &o);
+	if (err) {
+		unlinkat(dirfd, res.path, 0);
+		return fail(op, err, "%s", op->argv[0]);
+	}
+	return done_out(op);
+}
+
+int cmd_symlink(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, symlink_step);
+}
+
+/* ---------------------------------------------------------------- write */
+
+/* The content to write: TEXT, or @FILE's content. */
+static int content(struct op *op, char **buf, size_t *len)
+{
+	const char *arg = op->argv[1];
+	struct stat sb;
+	ssize_t n;
+	int fd;
+
+	if (arg[0] != '@') {
+		*len = strlen(arg);
+		*buf = strdup(arg);
+		return *buf ? 0 : -ENOMEM;
+	}
+	fd = open(arg + 1, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) || (uint64_t)sb.st_size > WRITE_MAX) {
+		int err = fd < 0 || errno ? -errno : -EFBIG;
+
+		if (fd >= 0)
+			close(fd);
+		return fail(op, err ?: -EFBIG, "%s", arg + 1);
+	}
+	*buf = malloc(sb.st_size ? sb.st_size : 1);
+	n = *buf ? read(fd, *buf, sb.st_size) : -1;
+	close(fd);
+	if (n != sb.st_size) {
+		free(*buf);
+		return fail(op, n < 0 ? -errno : -EIO, "reading %s", arg + 1);
+	}
+	*len = (size_t)n;
+	return 0;
+}
+
+/* @len bytes into a new synced temporary file. */
+static int write_tmp(struct client *cl, const char *buf, size_t len,
+		     char *tmp)
+{
+	int fd = cache_tmpfile(cl->cache, tmp), err = 0;
+	size_t off = 0;
+
+	if (fd < 0)
+		return fd;
+	while (!err && off < len) {
+		ssize_t k = write(fd, buf + off, len - off);
+
+		if (k < 0 && errno != EINTR)
+			err = -errno;
+		else if (k > 0)
+			off += k;
+	}
+	if (!err && fsync(fd))
+		err = -errno;
+	close(fd);
+	if (err)
+		unlinkat(cache_dirfd(cl->cache), tmp, 0);
+	return err;
+}
+
+static int store(struct op *op, struct resolved *res, const char *buf,
+		 size_t len)
+{
+	struct client *cl = op->cl;
+	char tmp[CACHE_PATH_MAX];
+	struct cache_obj *o = &res->obj;
+	struct lento_rec r;
+	int err = write_tmp(cl, buf, len, tmp);
+
+	if (err)
+		return err;
+	rec_init(&r, op, LENTO_OP_STORE);
+	r.obj = o->fid;
+	r.base_obj = o->vv;
+	o->attr.size = len;
+	o->attr.mtime_ns = o->attr.ctime_ns = r.time_ns;
+	o->data = o->dirty = true;
+	o->used_ms = wall_ms();
+	r.attr.valid = LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME;
+	r.attr.size = len;
+	r.attr.mtime_ns = r.attr.ctime_ns = r.time_ns;
+	err = cache_begin(cl->cache);
+	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
+	err = err ?: log_rec(cl, &r, len);
+	/* In place only once it is in the log. */
+	err = err ?: cache_install(cl->cache, tmp, res->path, o);
+	err = finish(cl, res->vol, err);
+	if (err)
+		unlinkat(cache_dirfd(cl->cache), tmp, 0);
+	else
+		cache_handle_update(cl->cache, &o->fid, res->path);
+	return err;
+}
+
+static int write_step(struct op *op)
+{
+	struct resolved res;
+	char *buf = NULL;
+	size_t len = 0;
+	int err = resolve(op, op->argv[0], false, &res);
+
+	err = err ?: need_permit(op, res.vol);
+	if (err)
+		return err;
+	/* Made if missing, as a shell's > does; not twice after a wait. */
+	if (lento_fid_is_null(&res.fid)) {
+		err = create_at(op, &res, op->argv[0], &res.obj);
+		if (err)
+			return err;
+		res.fid = res.obj.fid;
+	}
+	if (res.obj.type != LENTO_T_REG) {
+		ctl_error(op->r, "%s: not a regular file", op->argv[0]);
+		return res.obj.type == LENTO_T_DIR ? -EISDIR : -EINVAL;
+	}
+	err = content(op, &buf, &len);
+	if (err)
+		return err;
+	err = store(op, &res, buf, len);
+	free(buf);
+	if (err)
+		return fail(op, err, "%s", op->argv[0]);
+	return done_out(op);
+}
+
+int cmd_write(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, write_step);
+}
+
+/* -------------------------------------------------------------- setattr */
+
+static int parse_time(const char *s, int64_t *ns)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (*end || end == s || v < -9e9 || v > 9e9)
+		return -EINVAL;
+	*ns = (int64_t)(v * 1e9);
+	return 0;
+}
+
+static int parse_u64(const char *s, int base, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, base);
+	return errno || *end || end == s || *s == '-' ? -EINVAL : 0;
+}
+
+/* ATTR=VALUE words into @a (valid says which). */
+static int parse_attrs(struct op *op, struct lento_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	for (int i = 1; i < op->argc; i++) {
+		const char *w = op->argv[i], *eq = strchr(w, '=');
+		uint64_t u = 0;
+		int err = eq ? 0 : -EINVAL;
+		size_t k = eq ? (size_t)(eq - w) : 0;
+
+		if (!err && !strncmp(w, "mode", k) && k == 4) {
+			err = parse_u64(eq + 1, 8, &u) ?: u > 07777 ? -EINVAL : 0;
+			a->mode = (uint32_t)u;
+			a->valid |= LENTO_A_MODE;
+		} else if (!err && !strncmp(w, "uid", k) && k == 3) {
+			err = parse_u64(eq + 1, 10, &u) ?:
+			      u > UINT32_MAX ? -EINVAL : 0;
+			a->uid = (uint32_t)u;
+			a->valid |= LENTO_A_UID;
+		} else if (!err && !strncmp(w, "gid", k) && k == 3) {
+			err = parse_u64(eq + 1, 10, &u) ?:
+			      u > UINT32_MAX ? -EINVAL : 0;
+			a->gid = (uint32_t)u;
+			a->valid |= LENTO_A_GID;
+		} else if (!err && !strncmp(w, "size", k) && k == 4) {
+			err = parse_u64(eq + 1, 10, &a->size) ?:
+			      a->size > INT64_MAX ? -EINVAL : 0;
+			a->valid |= LENTO_A_SIZE;
+		} else if (!err && !strncmp(w, "atime", k) && k == 5) {
+			err = parse_time(eq + 1, &a->atime_ns);
+			a->valid |= LENTO_A_ATIME;
+		} else if (!err && !strncmp(w, "mtime", k) && k == 5) {
+			err = parse_time(eq + 1, &a->mtime_ns);
+			a->valid |= LENTO_A_MTIME;
+		} else {
+			err = -EINVAL;
+		}
+		if (err) {
+			ctl_error(op->r, "'%s': attributes are mode=OCTAL uid=N "
+				  "gid=N size=N atime=SEC mtime=SEC", w);
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* The attributes on the cache's copy. */
+static int setattr_disk(struct client *cl, const char *path,
+			const struct cache_obj *o, const struct lento_attr *a)
+{
+	int dirfd = cache_dirfd(cl->cache), fd, err = 0;
+	struct cache_obj t = *o;
+
+	if (a->valid & LENTO_A_SIZE) {
+		fd = openat(dirfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)a->size) || fsync(fd))
+			err = -errno;
+		close(fd);
+	}
+	t.attr.valid = a->valid & (LENTO_A_MODE | LENTO_A_UID | LENTO_A_GID |
+				   LENTO_A_ATIME | LENTO_A_MTIME);
+	return err ?: cache_set_attrs(cl->cache, path, &t);
+}
+
+static int setattr_step(struct op *op)
+{
+	struct client *cl = op->cl;
+	struct lento_attr a;
+	struct resolved res;
+	struct lento_rec r;
+	struct cache_obj *o = &res.obj;
+	int err = parse_attrs(op, &a);
+
+	err = err ?: resolve(op, op->argv[0], true, &res);
+	err = err ?: need_permit(op, res.vol);
+	if (err)
+		return err;
+	if ((a.valid & LENTO_A_SIZE) && o->type != LENTO_T_REG) {
+		ctl_error(op->r, "%s: only a regular file has a size to set",
+			  op->argv[0]);
+		return o->type == LENTO_T_DIR ? -EISDIR : -EINVAL;
+	}
+	/* A new size keeps what is below it: the content must be here. */
+	if ((a.valid & LENTO_A_SIZE) && !usable(cl, o))
+		return connected(cl) ?
+		       op_need(op, J_FETCH, 0, &o->fid, NULL) :
+		       fail(op, -ENOTCONN, "%s: not cached", op->argv[0]);
+	rec_init(&r, op, LENTO_OP_SETATTR);
+	err = setattr_disk(cl, res.path, o, &a);
+	if (err)
+		return fail(op, err, "%s", op->argv[0]);
+	r.obj = o->fid;
+	r.base_obj = o->vv;
+	r.attr = a;
+	r.attr.valid |= LENTO_A_CTIME;
+	r.attr.ctime_ns = r.time_ns;
+	if (a.valid & LENTO_A_MODE)
+		o->attr.mode = a.mode;
+	if (a.valid & LENTO_A_UID)
+		o->attr.uid = a.uid;
+	if (a.valid & LENTO_A_GID)
+		o->attr.gid = a.gid;
+	if (a.valid & LENTO_A_SIZE)
+		o->attr.size = a.size;
+	if (a.valid & LENTO_A_ATIME)
+		o->attr.atime_ns = a.atime_ns;
+	if (a.valid & LENTO_A_MTIME)
+		o->attr.mtime_ns = a.mtime_ns;
+	else if (a.valid & LENTO_A_SIZE)
+		o->attr.mtime_ns = r.time_ns;
+	o->attr.ctime_ns = r.time_ns;
+	o->dirty = true;
+	err = cache_begin(cl->cache);
+	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
+	err = err ?: log_rec(cl, &r, 0);
+	err = finish(cl, res.vol, err);
+	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
+}
+
+int cmd_setattr(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, setattr_step);
+}
+
+/* ------------------------------------------------------- unlink, rmdir */
+
+/* @res's name goes from its directory; @o loses a link. Logged. */
+static int unname(struct op *op, struct resolved *res, uint16_t code)
+{
+	struct client *cl = op->cl;
+	struct cache_obj parent, *o = &res->obj;
+	struct lento_rec r;
+	int err = cache_obj_get(cl->cache, &res->parent, &parent, NULL, 0);
+
+	if (err)
+		return err;
+	rec_init(&r, op, code);
+	r.dir = res->parent;
+	r.obj = res->fid;
+	r.base_dir = parent.vv;
+	r.base_obj = o->vv;
+	snprintf(r.name, sizeof(r.name), "%s", res->name);
+	o->nlink = code == LENTO_OP_RMDIR || o->nlink <= 1 ? 0 : o->nlink - 1;
+	/* The optimiser may drop what was done to an object with no name. */
+	if (code == LENTO_OP_UNLINK && !o->nlink)
+		r.flags = LENTO_R_LASTLINK;
+	o->attr.ctime_ns = r.time_ns;
+	o->dirty = true;
+	err = cache_begin(cl->cache);
+	err = err ?: cache_dirent_del(cl->cache, &res->parent, res->name);
+	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
+	err = err ?: touch_dir(cl, &res->parent,
+			       code == LENTO_OP_RMDIR ? -1 : 0, r.time_ns);
+	err = err ?: log_rec(cl, &r, 0);
+	return finish(cl, res->vol, err);
+}
+
+static int unlink_one(struct op *op, const char *path)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	struct resolved res;
+	int err = resolve(op, path, true, &res);
+
+	err = err ?: need_permit(op, res.vol);
+	if (err)
+		return err;
+	if (res.obj.type == LENTO_T_DIR || !res.name[0])
+		return fail(op, -EISDIR, "%s", path);
+	if (unlinkat(dirfd, res.path, 0))
+		return fail(op, -errno, "%s", path);
+	err = unname(op, &res, LENTO_OP_UNLINK);
+	if (err)
+		return fail(op, err, "%s (removed from the cache, but not "
+			    "logged)", path);
+	return 0;
+}
+
+static int unlink_step(struct op *op)
+{
+	return each_path(op, unlink_one);
+}
+
+int cmd_unlink(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, unlink_step);
+}
+
+/* An empty directory, by its full listing: 0, OP_WAIT, -errno. */
+static int need_empty(struct op *op, struct resolved *res, const char *path)
+{
+	int n = need_listing(op, res->vol, &res->fid);
+
+	if (n)
+		return n;
+	n = cache_dir_count(op->cl->cache, &res->fid);
+	if (n < 0)
+		return fail(op, n, "%s", path);
+	if (n) {
+		ctl_error(op->r, "%s: directory not empty", path);
+		return -ENOTEMPTY;
+	}
+	return 0;
+}
+
+static int rmdir_one(struct op *op, const char *path)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	struct resolved res;
+	int err = resolve(op, path, true, &res);
+
+	if (err)
+		return err;
+	if (res.obj.type != LENTO_T_DIR)
+		return fail(op, -ENOTDIR, "%s", path);
+	if (!res.name[0])
+		return fail(op, -EBUSY, "%s: a volume's root", path);
+	err = need_empty(op, &res, path) ?: need_permit(op, res.vol);
+	if (err)
+		return err;
+	if (unlinkat(dirfd, res.path, AT_REMOVEDIR))
+		return fail(op, -errno, "%s", path);
+	err = unname(op, &res, LENTO_OP_RMDIR);
+	if (err)
+		return fail(op, err, "%s (removed from the cache, but not "
+			    "logged)", path);
+	return 0;
+}
+
+static int rmdir_step(struct op *op)
+{
+	return each_path(op, rmdir_one);
+}
+
+int cmd_rmdir(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, rmdir_step);
+}
+
+/* --------------------------------------------------------------- rename */
+
+/* Is @dir @fid or below it? */
+static bool within(struct client *cl, const struct lento_fid *dir,
+		   const struct lento_fid *fid)
+{
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid cur = *dir, up;
+
+	for (int depth = 0; depth < 4096; depth++) {
+		if (lento_fid_eq(&cur, fid))
+			return true;
+		if (cache_name_of(cl->cache, &cur, &up, name))
+			return false;
+		cur = up;
+	}
+	return true;	/* a loop: say yes, refuse the rename */
+}
+
+/* What a rename may replace, by POSIX's rules. */
+static int rename_check(struct op *op, struct resolved *a, struct resolved *b)
+{
+	if (a->vol != b->vol) {
+		ctl_error(op->r, "a rename across volumes");
+		return -EXDEV;
+	}
+	if (!a->name[0] || (!b->name[0])) {
+		ctl_error(op->r, "a volume's root does not move");
+		return -EBUSY;
+	}
+	if (a->obj.type == LENTO_T_DIR &&
+	    within(op->cl, &b->parent, &a->fid)) {
+		ctl_error(op->r, "a directory into itself");
+		return -EINVAL;
+	}
+	if (lento_fid_is_null(&b->fid))
+		return 0;
+	if (a->obj.type == LENTO_T_DIR && b->obj.type != LENTO_T_DIR) {
+		ctl_error(op->r, "%s: not a directory", op->argv[1]);
+		return -ENOTDIR;
+	}
+	if (a->obj.type != LENTO_T_DIR && b->obj.type == LENTO_T_DIR) {
+		ctl_error(op->r, "%s: is a directory", op->argv[1]);
+		return -EISDIR;
+	}
+	return b->obj.type == LENTO_T_DIR ? need_empty(op, b, op->argv[1]) : 0;
+}
+
+static int rename_log(struct op *op, struct resolved *a, struct resolved *b)
+{
+	struct client *cl = op->cl;
+	bool dir = a->obj.type == LENTO_T_DIR, moved =
+		!lento_fid_eq(&a->parent, &b->parent),
+	     target = !lento_fid_is_null(&b->fid);
+	struct cache_obj pa, pb;
+	struct lento_rec r;
+	int err = cache_obj_get(cl->cache, &a->parent, &pa, NULL, 0) ?:
+		  cache_obj_get(cl->cache, &b->parent, &pb, NULL, 0);
+
+	if (err)
+		return err;
+	rec_init(&r, op, LENTO_OP_RENAME);
+	r.dir = a->parent;
+	r.obj = a->fid;
+	r.dir2 = b->parent;
+	r.base_dir = pa.vv;
+	r.base_obj = a->obj.vv;
+	r.base_dir2 = pb.vv;
+	snprintf(r.name, sizeof(r.name), "%s", a->name);
+	snprintf(r.name2, sizeof(r.name2), "%s", b->name);
+	err = cache_begin(cl->cache);
+	if (!err && target) {
+		struct cache_obj *t = &b->obj;
+
+		r.target = b->fid;
+		r.base_target = t->vv;
+		t->nlink = dir || t->nlink <= 1 ? 0 : t->nlink - 1;
+		if (!t->nlink)
+			r.flags = LENTO_R_LASTLINK;
+		t->dirty = true;
+		err = cache_obj_put(cl->cache, t, NULL, 0);
+	}
+	err = err ?: cache_dirent_del(cl->cache, &a->parent, a->name);
+	err = err ?: cache_dirent_put(cl->cache, &b->parent, b->name, &a->fid);
+	err = err ?: touch_dir(cl, &a->parent, dir && moved ? -1 : 0,
+			       r.time_ns);
+	err = err ?: touch_dir(cl, &b->parent, (dir && moved ? 1 : 0) -
+			       (dir && target ? 1 : 0), r.time_ns);
+	err = err ?: log_rec(cl, &r, 0);
+	return finish(cl, a->vol, err);
+}
+
+static int rename_step(struct op *op)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	struct resolved a, b;
+	int err = resolve(op, op->argv[0], true, &a) ?:
+		  resolve(op, op->argv[1], false, &b);
+
+	err = err ?: rename_check(op, &a, &b);
+	err = err ?: need_permit(op, a.vol);
+	if (err)
+		return err;
+	/* Two names of one object: nothing to do (as rename(2)). */
+	if (lento_fid_eq(&a.fid, &b.fid))
+		return done_out(op);
+	if (renameat(dirfd, a.path, dirfd, b.path))
+		return fail(op, -errno, "%s -> %s", op->argv[0], op->argv[1]);
+	err = rename_log(op, &a, &b);
+	if (err) {
+		if (lento_fid_is_null(&b.fid))
+			renameat(dirfd, b.path, dirfd, a.path);
+		return fail(op, err, "%s -> %s", op->argv[0], op->argv[1]);
+	}
+	return done_out(op);
+}
+
+int cmd_rename(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, rename_step);
+}
+
+/* ----------------------------------------------------------------- link */
+
+static int link_step(struct op *op)
+{
+	struct client *cl = op->cl;
+	int dirfd = cache_dirfd(cl->cache);
+	struct resolved a, b;
+	struct cache_obj parent;
+	struct lento_rec r;
+	int err = resolve(op, op->argv[0], true, &a) ?:
+		  resolve_new(op, op->argv[1], &b);
+
+	if (err)
+		return err;
+	if (a.obj.type == LENTO_T_DIR) {
+		ctl_error(op->r, "%s: a directory gets no more links",
+			  op->argv[0]);
+		return -EPERM;
+	}
+	if (a.vol != b.vol) {
+		ctl_error(op->r, "a link across volumes");
+		return -EXDEV;
+	}
+	if (linkat(dirfd, a.path, dirfd, b.path, 0))
+		return fail(op, -errno, "%s", op->argv[1]);
+	rec_init(&r, op, LENTO_OP_LINK);
+	err = cache_obj_get(cl->cache, &b.parent, &parent, NULL, 0);
+	r.dir = b.parent;
+	r.obj = a.fid;
+	r.base_dir = parent.vv;
+	r.base_obj = a.obj.vv;
+	snprintf(r.name, sizeof(r.name), "%s", b.name);
+	a.obj.nlink++;
+	a.obj.attr.ctime_ns = r.time_ns;
+	a.obj.dirty = true;
+	err = err ?: cache_begin(cl->cache);
+	err = err ?: cache_obj_put(cl->cache, &a.obj, NULL, 0);
+	err = err ?: cache_dirent_put(cl->cache, &b.parent, b.name, &a.fid);
+	err = err ?: touch_dir(cl, &b.parent, 0, r.time_ns);
+	err = err ?: log_rec(cl, &r, 0);
+	err = finish(cl, a.vol, err);
+	if (err) {
+		unlinkat(dirfd, b.path, 0);
+		return fail(op, err, "%s", op->argv[1]);
+	}
+	return done_out(op);
+}
+
+int cmd_link(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, link_step);
+}
+
+/* --------------------------------------------------------------- xattrs */
+
+static int xattr_step(struct op *op, bool set)
+{
+	struct client *cl = op->cl;
+	const char *name = op->argv[1];
+	const char *value = set ? op->argv[2] : NULL;
+	char abs[CACHE_PATH_MAX * 2];
+	struct resolved res;
+	struct lento_rec r;
+	int err;
+
+	if (!*name || strlen(name) > LENTO_XATTR_NAME_MAX ||
+	    !strncmp(name, "trusted.presto.", 15)) {
+		ctl_error(op->r, "%s: not an attribute name one may set", name);
+		return -EINVAL;
+	}
+	err = resolve(op, op->argv[0], true, &res) ?:
+	      need_permit(op, res.vol);
+	if (err)
+		return err;
+	snprintf(abs, sizeof(abs), "%s/%s", cl->opt->cache, res.path);
+	if (set ? lsetxattr(abs, name, value, strlen(value), 0) :
+		  lremovexattr(abs, name))
+		return fail(op, -errno, "%s", op->argv[0]);
+	rec_init(&r, op, set ? LENTO_OP_SETXATTR : LENTO_OP_REMOVEXATTR);
+	r.obj = res.fid;
+	r.base_obj = res.obj.vv;
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	if (set && *value) {
+		r.data = value;
+		r.data_len = strlen(value);
+	}
+	res.obj.attr.ctime_ns = r.time_ns;
+	res.obj.dirty = true;
+	err = cache_begin(cl->cache);
+	err = err ?: cache_obj_put(cl->cache, &res.obj, NULL, 0);
+	err = err ?: log_rec(cl, &r, 0);
+	err = finish(cl, res.vol, err);
+	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
+}
+
+static int setxattr_step(struct op *op)
+{
+	return xattr_step(op, true);
+}
+
+static int removexattr_step(struct op *op)
+{
+	return xattr_step(op, false);
+}
+
+int cmd_setxattr(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, setxattr_step);
+}
+
+int cmd_removexattr(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, removexattr_step);
+}

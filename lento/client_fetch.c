@@ -1,0 +1,1536 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the lento client asks its server (client_int.h): jobs -- a
+ * volume's lookup and validation, a directory's listing, a file's body, a
+ * permit -- and, on top of them, resolving paths and the commands that
+ * read (ls, cat, stat); and evicting content when the cache is full.
+ *
+ * Listings are whole (as AFS): a READDIR caches every entry with its
+ * status, materialises what is new or changed (directories, symlinks, and
+ * files as sparse placeholders of their size until their content is
+ * fetched) and removes what went. Entries and objects with local changes
+ * not yet reintegrated (dirty) are left as they are: the log wins locally
+ * until the server has taken it or refused it.
+ *
+ * A body arrives in DATA chunks, each written through the ring into a
+ * temporary file as it comes (not held in memory); the last one is
+ * followed by an fsync and a rename onto the object's path, so a reader
+ * that has the old file open keeps the old inode.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "cml.h"
+#include "log.h"
+#include "vv.h"
+
+#define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
+#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
+#define EVICT_BATCH	256
+
+static void job_msg(struct job *j, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void job_msg(struct job *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(j->msg, sizeof(j->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* An ERROR frame's code and message, as the job's failure. */
+static int job_error(struct job *j, const struct lp_frame *f,
+		     const char *what, const char **why)
+{
+	struct lp_error e;
+
+	if (lp_decode_error(f, &e, why))
+		return -EBADMSG;
+	job_msg(j, "%s: %.*s (%s)", what, (int)e.msg_len, e.msg,
+		lp_err_name(e.code));
+	job_end(j, -lp_err_to_errno(e.code));
+	return 0;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+static void job_free_if_idle(struct job *j)
+{
+	if (!j->done || j->io)
+		return;
+	if (j->free_priv)
+		j->free_priv(j);
+	free(j);
+}
+
+struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,
+		     const struct lento_fid *fid, const char *name)
+{
+	struct job *j;
+
+	for (j = cl->jobs; j; j = j->next) {
+		if (j->kind != k || j->volume != volume)
+			continue;
+		if (fid && !lento_fid_eq(fid, &j->fid))
+			continue;
+		if (name && strcmp(name, j->name))
+			continue;
+		return j;
+	}
+	return NULL;
+}
+
+void job_end(struct job *j, int err)
+{
+	struct client *cl = j->cl;
+	struct job **pp;
+
+	if (j->done)
+		return;
+	j->done = true;
+	j->err = err;
+	if (err && !j->msg[0])
+		job_msg(j, "%s", strerror(-err));
+	for (pp = &cl->jobs; *pp; pp = &(*pp)->next)
+		if (*pp == j) {
+			*pp = j->next;
+			break;
+		}
+	/* What is still to come of its reply goes to nobody. */
+	if (j->inflight && cl->conn)
+		conn_forget(cl->conn, j->tag);
+	j->inflight = false;
+	op_wake_job(cl, j);
+	job_free_if_idle(j);
+}
+
+void jobs_break_fid(struct client *cl, const struct lento_fid *fid)
+{
+	for (struct job *j = cl->jobs; j; j = j->next)
+		if (lento_fid_eq(&j->fid, fid))
+			j->broken = true;
+}
+
+void jobs_break_volume(struct client *cl, uint32_t volume)
+{
+	for (struct job *j = cl->jobs; j; j = j->next)
+		if (j->volume == volume)
+			j->broken = true;
+}
+
+void jobs_free(struct client *cl)
+{
+	while (cl->jobs) {
+		struct job *j = cl->jobs;
+
+		job_msg(j, "lento is stopping");
+		j->inflight = false;
+		job_end(j, -ECANCELED);
+	}
+}
+
+static int start_request(struct job *j, unsigned int type, conn_reply_fn fn)
+{
+	int err = conn_request(j->cl->conn, j->tag, type, fn, j);
+
+	if (!err) {
+		j->inflight = true;
+		j->sent_ms = lo_now_ms();
+	}
+	return err;
+}
+
+/* The reply ended (its last frame, or the connection went). */
+static void reply_over(struct job *j, const struct lp_frame *f, int err)
+{
+	if (err || !(f->flags & LP_F_MORE))
+		j->inflight = false;
+}
+
+/* -------------------------------------------------------------- lookup */
+
+static int lookup_reply(void *arg, const struct lp_frame *f, int err,
+			const char **why)
+{
+	struct job *j = arg;
+	struct client *cl = j->cl;
+	struct cache_vol cv = { 0 };
+	struct cache_obj root = { 0 };
+	struct lp_volume m;
+	struct vol *v;
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, j->name, why);
+	if (f->type != LP_VOLUME_LOOKUP_REPLY ||
+	    lp_decode_volume_lookup_reply(f, &m, why))
+		return *why = *why ?: "not a VOLUME_LOOKUP_REPLY", -EBADMSG;
+	cv.id = m.volume;
+	snprintf(cv.name, sizeof(cv.name), "%s", j->name);
+	cv.root = m.root;
+	/* Nothing of it is cached yet: its current stamp is ours. */
+	cv.stamp = m.stamp;
+	err = cache_begin(cl->cache);
+	/* Its status comes with its first listing. */
+	if (!err && cache_obj_get(cl->cache, &m.root, &root, NULL, 0) ==
+	    -ENOENT) {
+		memset(&root, 0, sizeof(root));
+		root.fid = m.root;
+		root.type = LENTO_T_DIR;
+		root.nlink = 2;
+		root.used_ms = wall_ms();
+		err = cache_obj_put(cl->cache, &root, NULL, 0);
+	}
+	err = err ?: cache_vol_put(cl->cache, &cv);
+	err = err ?: cache_commit(cl->cache);
+	if (err) {
+		cache_rollback(cl->cache);
+		job_msg(j, "volume %s: the cache: %s", j->name, strerror(-err));
+		return job_end(j, err), 0;
+	}
+	err = vol_add(cl, &cv, &v);
+	if (!err && mkdirat(cache_dirfd(cl->cache), cv.name, 0700) &&
+	    errno != EEXIST)
+		err = -errno;
+	if (err) {
+		job_msg(j, "volume %s: %s", j->name, strerror(-err));
+		return job_end(j, err), 0;
+	}
+	v->validated = !j->broken;
+	log_info("volume %s: id %" PRIu32 ", root " FIDFMT ", stamp %" PRIu64,
+		 cv.name, cv.id, FIDARG(&cv.root), cv.stamp);
+	job_end(j, 0);
+	return 0;
+}
+
+static int lookup_start(struct job *j)
+{
+	struct conn *c = j->cl->conn;
+
+	return lp_encode_volume_lookup(conn_buf(c), j->tag, j->name) ?:
+	       start_request(j, LP_VOLUME_LOOKUP, lookup_reply);
+}
+
+void client_lookup_configured(struct client *cl)
+{
+	for (int i = 0; i < cl->opt->nvolumes; i++) {
+		const char *name = cl->opt->volumes[i];
+
+		if (!vol_by_name(cl, name))
+			job_start(cl, J_LOOKUP, 0, NULL, name, NULL);
+	}
+}
+
+/* ---------------------------------------------------------- validation */
+
+struct validation {
+	uint64_t stamp;			/* the server's, to adopt at the end */
+	struct lp_fidvv *items;
+	uint32_t n, cap, next, sent;	/* sent: items of the request out */
+};
+
+static void validation_free(struct job *j)
+{
+	struct validation *va = j->priv;
+
+	free(va->items);
+	free(va);
+}
+
+static int collect_obj(void *arg, const struct cache_obj *o)
+{
+	struct validation *va = arg;
+
+	/* Created here and not reintegrated: the server has nothing. */
+	if (!o->vv.n)
+		return 0;
+	if (va->n == va->cap) {
+		uint32_t cap = va->cap ? 2 * va->cap : 256;
+		struct lp_fidvv *p = realloc(va->items, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		va->items = p;
+		va->cap = cap;
+	}
+	va->items[va->n].fid = o->fid;
+	va->items[va->n++].vv = o->vv;
+	return 0;
+}
+
+static int validate_send(struct job *j);
+
+/* Everything checked: adopt the server's stamp, serve the volume. */
+static void validation_done(struct job *j)
+{
+	struct validation *va = j->priv;
+	struct client *cl = j->cl;
+	struct vol *v = vol_by_id(cl, j->volume);
+	int err;
+
+	if (!v)
+		return job_end(j, -ENOENT);
+	if (j->broken) {	/* changed meanwhile: try again */
+		job_msg(j, "volume %s changed while it was validated",
+			v->cv.name);
+		return job_end(j, -ENOTCONN);
+	}
+	v->cv.stamp = va->stamp;
+	err = cache_vol_put(cl->cache, &v->cv);
+	if (err) {
+		job_msg(j, "volume %s: the cache: %s", v->cv.name,
+			strerror(-err));
+		return job_end(j, err);
+	}
+	v->validated = true;
+	log_info("volume %s validated: stamp %" PRIu64 "%s", v->cv.name,
+		 va->stamp, va->n ? ", objects checked one by one" : "");
+	job_end(j, 0);
+}
+
+static int validate_reply(void *arg, const struct lp_frame *f, int err,
+			  const char **why)
+{
+	struct job *j = arg;
+	struct validation *va = j->priv;
+	struct client *cl = j->cl;
+	struct lp_validate_reply m;
+	uint32_t first = va->next - va->sent;
+	int changed = 0;
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, "validating objects", why);
+	if (f->type != LP_VALIDATE_REPLY ||
+	    lp_decode_validate_reply(f, &m, why))
+		return *why = *why ?: "not a VALIDATE_REPLY", -EBADMSG;
+	if (m.count != va->sent) {
+		*why = "VALIDATE_REPLY: not one result per object asked";
+		return -EBADMSG;
+	}
+	err = cache_begin(cl->cache);
+	for (uint32_t i = 0; !err && i < m.count; i++) {
+		struct cache_obj o;
+		bool valid = m.result[i] == LP_OBJ_VALID;
+
+		if (cache_obj_get(cl->cache, &va->items[first + i].fid, &o,
+				  NULL, 0))
+			continue;
+		/* A version that moved meanwhile is not what was asked. */
+		if (!lento_vv_eq(&o.vv, &va->items[first + i].vv))
+			valid = false;
+		changed += !valid;
+		err = cache_obj_set_state(cl->cache, &o.fid, valid, o.data);
+	}
+	err = err ?: cache_commit(cl->cache);
+	if (err) {
+		cache_rollback(cl->cache);
+		job_msg(j, "validating: the cache: %s", strerror(-err));
+		return job_end(j, err), 0;
+	}
+	log_debug("volume %" PRIu32 ": %u of %u objects changed", j->volume,
+		  changed, m.count);
+	if (va->next < va->n) {
+		err = validate_send(j);
+		if (err)
+			job_end(j, err);
+		return 0;
+	}
+	validation_done(j);
+	return 0;
+}
+
+static int validate_send(struct job *j)
+{
+	struct validation *va = j->priv;
+	struct conn *c = j->cl->conn;
+	uint32_t n = va->n - va->next;
+
+	if (n > LP_LIST_MAX)
+		n = LP_LIST_MAX;
+	j->tag = conn_tag(c);
+	va->sent = n;
+	va->next += n;
+	return lp_encode_validate(conn_buf(c), j->tag, va->items +
+				  va->next - n, n) ?:
+	       start_request(j, LP_VALIDATE, validate_reply);
+}
+
+/* The stamp moved: which of the objects cached are still current? */
+static void validate_objects(struct job *j, uint64_t stamp)
+{
+	struct validation *va = j->priv;
+	int err;
+
+	va->stamp = stamp;
+	err = cache_obj_walk(j->cl->cache, j->volume, collect_obj, va);
+	if (err) {
+		job_msg(j, "validating: the cache: %s", strerror(-err));
+		return job_end(j, err);
+	}
+	if (!va->n)
+		return validation_done(j);
+	err = validate_send(j);
+	if (err)
+		job_end(j, err);
+}
+
+static int volval_reply(void *arg, const struct lp_frame *f, int err,
+			const char **why)
+{
+	struct job *j = arg;
+	struct lp_volstamp vs;
+	struct lp_list l;
+	struct vol *v = vol_by_id(j->cl, j->volume);
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, "validating the volume", why);
+	if (f->type != LP_VOLUME_VALIDATE_REPLY ||
+	    lp_decode_volume_validate(f, &l, why))
+		return *why = *why ?: "not a VOLUME_VALIDATE_REPLY", -EBADMSG;
+	if (l.left != 1 || lp_next_volstamp(&l, &vs) != 1 ||
+	    vs.volume != j->volume) {
+		*why = "VOLUME_VALIDATE_REPLY: not the volume asked";
+		return -EBADMSG;
+	}
+	if (!v)
+		return job_end(j, -ENOENT), 0;
+	switch (vs.result) {
+	case LP_VOL_VALID:
+		((struct validation *)j->priv)->stamp = v->cv.stamp;
+		validation_done(j);
+		return 0;
+	case LP_VOL_CHANGED:
+		validate_objects(j, vs.stamp);
+		return 0;
+	default:
+		v->unknown = true;
+		log_warn("volume %s: the server has no such volume any more",
+			 v->cv.name);
+		job_msg(j, "volume %s: the server has no such volume any more",
+			v->cv.name);
+		job_end(j, -ENOENT);
+		return 0;
+	}
+}
+
+static int validate_start(struct job *j)
+{
+	struct vol *v = vol_by_id(j->cl, j->volume);
+	struct conn *c = j->cl->conn;
+	struct lp_volstamp vs;
+
+	if (!v)
+		return -ENOENT;
+	j->priv = calloc(1, sizeof(struct validation));
+	if (!j->priv)
+		return -ENOMEM;
+	j->free_priv = validation_free;
+	vs.volume = v->cv.id;
+	vs.stamp = v->cv.stamp;
+	vs.result = 0;
+	return lp_encode_volume_validate(conn_buf(c), j->tag, &vs, 1) ?:
+	       start_request(j, LP_VOLUME_VALIDATE, volval_reply);
+}
+
+/* ------------------------------------------------------------ listings */
+
+struct listing {
+	struct lento_status dir;
+	uint32_t total;
+	struct lp_dirent *e;
+	char **targets;		/* owned copies, NUL-ended, or NULL */
+	uint32_t n;
+};
+
+static void listing_free(struct job *j)
+{
+	struct listing *li = j->priv;
+
+	for (uint32_t i = 0; i < li->n; i++)
+		free(li->targets[i]);
+	free(li->targets);
+	free(li->e);
+	free(li);
+}
+
+static void obj_from_status(struct cache_obj *o, const struct lento_status *st)
+{
+	o->fid = st->fid;
+	o->type = st->type;
+	o->nlink = st->nlink;
+	o->attr = st->attr;
+	o->vv = st->vv;
+}
+
+/* An entry of the old listing the new one does not have goes. */
+struct old_ent {
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid fid;
+};
+
+struct old_list {
+	struct old_ent *e;
+	size_t n, cap;
+};
+
+static int collect_old(void *arg, const char *name,
+		       const struct lento_fid *fid)
+{
+	struct old_list *ol = arg;
+
+	if (ol->n == ol->cap) {
+		size_t cap = ol->cap ? 2 * ol->cap : 64;
+		struct old_ent *p = realloc(ol->e, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		ol->e = p;
+		ol->cap = cap;
+	}
+	snprintf(ol->e[ol->n].name, sizeof(ol->e[0].name), "%s", name);
+	ol->e[ol->n++].fid = *fid;
+	return 0;
+}
+
+static bool listed(const struct listing *li, const struct old_ent *oe)
+{
+	for (uint32_t i = 0; i < li->n; i++)
+		if (!strcmp(li->e[i].de.name, oe->name) &&
+		    lento_fid_eq(&li->e[i].de.st.fid, &oe->fid))
+			return true;
+	return false;
+}
+
+static int join(char *buf, const char *dir, const char *name)
+{
+	return snprintf(buf, CACHE_PATH_MAX, "%s/%s", dir, name) >=
+	       CACHE_PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* An old entry went at the server: its name, and its object if clean. */
+static int drop_entry(struct client *cl, const char *dirpath,
+		      const struct lento_fid *dir, const struct old_ent *oe)
+{
+	char path[CACHE_PATH_MAX];
+	struct cache_obj o;
+	int err = cache_obj_get(cl->cache, &oe->fid, &o, NULL, 0);
+
+	if (!err && o.dirty)
+		return 0;	/* local changes win until reintegrated */
+	err = join(path, dirpath, oe->name);
+	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
+	if (!err && cache_name_count(cl->cache, &oe->fid) == 0)
+		err = cache_obj_del(cl->cache, &oe->fid);
+	if (!err)
+		err = cache_remove_tree(cl->cache, path);
+	return err;
+}
+
+/* One entry of a new listing into the cache (and onto the disk). */
+static int take_entry(struct client *cl, struct job *j, const char *dirpath,
+		      const struct lento_fid *dir, const struct lp_dirent *e,
+		      const char *target)
+{
+	char path[CACHE_PATH_MAX];
+	struct lento_fid was;
+	struct cache_obj old, o = { 0 };
+	bool have = !cache_obj_get(cl->cache, &e->de.st.fid, &old, NULL, 0);
+	bool same_name = !cache_lookup(cl->cache, dir, e->de.name, &was) &&
+			 lento_fid_eq(&was, &e->de.st.fid);
+	bool same = have && old.type == e->de.st.type &&
+		    lento_vv_eq(&old.vv, &e->de.st.vv);
+	int err;
+
+	if (have && old.dirty)
+		return same_name ? 0 :
+		       cache_dirent_put(cl->cache, dir, e->de.name,
+					&e->de.st.fid);
+	obj_from_status(&o, &e->de.st);
+	o.valid = !j->broken;
+	o.data = (same && old.data) || o.type == LENTO_T_SYMLINK;
+	o.used_ms = have ? old.used_ms : wall_ms();
+	err = join(path, dirpath, e->de.name);
+	if (!err && !(same && same_name)) {
+		err = cache_placeholder(cl->cache, path, &o, target);
+		if (err == -EOPNOTSUPP)	/* a device, say: listed only */
+			err = 0;
+		else if (!err)
+			cache_handle_update(cl->cache, &o.fid, path);
+	}
+	err = err ?: cache_obj_put(cl->cache, &o, target,
+				   target ? strlen(target) : 0);
+	return err ?: cache_dirent_put(cl->cache, dir, e->de.name,
+				       &e->de.st.fid);
+}
+
+static int listing_apply(struct job *j)
+{
+	struct listing *li = j->priv;
+	struct client *cl = j->cl;
+	char dirpath[CACHE_PATH_MAX];
+	struct old_list ol = { 0 };
+	struct cache_obj d, nd = { 0 };
+	int err;
+
+	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
+	if (err || d.dirty)	/* gone, or changed here meanwhile */
+		return err == -ENOENT ? 0 : err;
+	err = cache_path(cl->cache, &j->fid, dirpath, sizeof(dirpath));
+	if (err == -ENOENT)
+		return 0;	/* not reachable any more */
+	obj_from_status(&nd, &li->dir);
+	nd.valid = !j->broken;
+	nd.data = true;
+	nd.used_ms = wall_ms();
+	err = err ?: cache_placeholder(cl->cache, dirpath, &nd, NULL);
+	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
+	for (size_t i = 0; !err && i < ol.n; i++)
+		if (!listed(li, &ol.e[i]))
+			err = drop_entry(cl, dirpath, &j->fid, &ol.e[i]);
+	for (uint32_t i = 0; !err && i < li->n; i++)
+		err = take_entry(cl, j, dirpath, &j->fid, &li->e[i],
+				 li->targets[i]);
+	err = err ?: cache_obj_put(cl->cache, &nd, NULL, 0);
+	free(ol.e);
+	return err;
+}
+
+static int listing_add(struct listing *li, const struct lp_dirent *d)
+{
+	uint32_t n = li->n;
+
+	/* The encoder's totals are checked frame by frame: n < total. */
+	li->e[n] = *d;
+	li->targets[n] = NULL;
+	if (d->target_len) {
+		li->targets[n] = strndup(d->target, d->target_len);
+		if (!li->targets[n])
+			return -ENOMEM;
+	}
+	li->e[n].target = NULL;
+	li->n++;
+	return 0;
+}
+
+/* The first frame: the listing's size is known; room for all of it. */
+static int listing_init(struct listing *li, const struct lp_readdir_reply *m)
+{
+	li->dir = m->dir;
+	li->total = m->total;
+	li->e = calloc(m->total ? m->total : 1, sizeof(*li->e));
+	li->targets = calloc(m->total ? m->total : 1, sizeof(char *));
+	return li->e && li->targets ? 0 : -ENOMEM;
+}
+
+static int readdir_frame(struct job *j, const struct lp_frame *f,
+			 const char **why)
+{
+	struct listing *li = j->priv;
+	struct lp_readdir_reply m;
+	struct lp_dirent d;
+	int err = 0;
+
+	if (lp_decode_readdir_reply(f, &m, why))
+		return -EBADMSG;
+	if (!li->e && !m.first)
+		err = listing_init(li, &m);
+	else if (!li->e || m.first != li->n || m.total != li->total) {
+		*why = "READDIR_REPLY: frames that do not follow one another";
+		return -EBADMSG;
+	}
+	if (!lento_fid_eq(&m.dir.fid, &j->fid)) {
+		*why = "READDIR_REPLY: the listing of another directory";
+		return -EBADMSG;
+	}
+	while (!err && lp_next_dirent(&m.ents, &d) == 1)
+		err = listing_add(li, &d);
+	return err;
+}
+
+static int readdir_reply(void *arg, const struct lp_frame *f, int err,
+			 const char **why)
+{
+	struct job *j = arg;
+	struct client *cl = j->cl;
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, "listing a directory", why);
+	if (f->type != LP_READDIR_REPLY) {
+		*why = "a READDIR answered by something else";
+		return -EBADMSG;
+	}
+	err = readdir_frame(j, f, why);
+	if (err == -EBADMSG)
+		return err;
+	if (!err && (f->flags & LP_F_MORE))
+		return 0;
+	if (!err) {
+		err = cache_begin(cl->cache);
+		err = err ?: listing_apply(j);
+		err = err ?: cache_commit(cl->cache);
+		if (err)
+			cache_rollback(cl->cache);
+	}
+	if (err)
+		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
+			strerror(-err));
+	else
+		cl->st.listings++;
+	job_end(j, err);
+	return 0;
+}
+
+static int readdir_start(struct job *j)
+{
+	struct conn *c = j->cl->conn;
+
+	j->priv = calloc(1, sizeof(struct listing));
+	if (!j->priv)
+		return -ENOMEM;
+	j->free_priv = listing_free;
+	return lp_encode_fid(conn_buf(c), LP_READDIR, j->tag, &j->fid) ?:
+	       start_request(j, LP_READDIR, readdir_reply);
+}
+
+/* --------------------------------------------------------------- bodies */
+
+struct body_in {
+	struct lento_status st;
+	int fd;
+	char tmp[CACHE_PATH_MAX];
+	struct lp_stream stream;
+	bool started, complete, failed;
+	int err;
+	uint64_t bytes;
+};
+
+/* One chunk on its way to the file. */
+struct chunk_write {
+	struct job *j;
+	void *buf;
+};
+
+static void body_free(struct job *j)
+{
+	struct body_in *b = j->priv;
+
+	if (b->fd >= 0)
+		close(b->fd);
+	if (b->tmp[0])
+		unlinkat(cache_dirfd(j->cl->cache), b->tmp, 0);
+	free(b);
+}
+
+/* The body is in the temporary file, synced: put it in place. */
+static int body_install(struct job *j)
+{
+	struct body_in *b = j->priv;
+	struct client *cl = j->cl;
+	char path[CACHE_PATH_MAX];
+	struct cache_obj o;
+	int err = cache_obj_get(cl->cache, &j->fid, &o, NULL, 0);
+
+	if (err || o.dirty)	/* gone, or written here meanwhile */
+		return err == -ENOENT ? 0 : err;
+	err = cache_path(cl->cache, &j->fid, path, sizeof(path));
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	obj_from_status(&o, &b->st);
+	o.valid = !j->broken;
+	o.data = true;
+	o.used_ms = wall_ms();
+	err = cache_begin(cl->cache);
+	err = err ?: cache_install(cl->cache, b->tmp, path, &o);
+	if (!err)
+		b->tmp[0] = 0;
+	err = err ?: cache_obj_put(cl->cache, &o, NULL, 0);
+	if (!err)
+		cache_handle_update(cl->cache, &o.fid, path);
+	err = err ?: cache_commit(cl->cache);
+	if (err)
+		cache_rollback(cl->cache);
+	return err;
+}
+
+static void body_synced(void *arg, int res)
+{
+	struct job *j = arg;
+	int err = res;
+
+	j->io--;
+	if (j->done)		/* ended without it: it only had to go */
+		return job_free_if_idle(j);
+	err = err ?: body_install(j);
+	if (!err) {
+		j->cl->st.fetches++;
+		j->cl->st.fetched_bytes += ((struct body_in *)j->priv)->bytes;
+	} else {
+		job_msg(j, "storing the body of " FIDFMT ": %s",
+			FIDARG(&j->fid), strerror(-err));
+	}
+	job_end(j, err);	/* and it goes */
+}
+
+/* Every chunk written and the last one seen: fsync, then install. */
+static void body_maybe_done(struct job *j)
+{
+	struct body_in *b = j->priv;
+	int err;
+
+	if (j->io || !b->complete || j->done)
+		return;
+	if (b->failed) {
+		job_msg(j, "writing the body of " FIDFMT ": %s",
+			FIDARG(&j->fid), strerror(-b->err));
+		return job_end(j, b->err);
+	}
+	err = lo_file_fsync(j->cl->loop, b->fd, body_synced, j);
+	if (err)
+		return job_end(j, err);
+	j->io++;
+}
+
+static void chunk_written(void *arg, int res)
+{
+	struct chunk_write *w = arg;
+	struct job *j = w->j;
+	struct body_in *b = j->priv;
+
+	free(w->buf);
+	free(w);
+	j->io--;
+	if (j->done)
+		return job_free_if_idle(j);
+	if (res && !b->failed) {
+		b->failed = true;
+		b->err = res;
+	}
+	body_maybe_done(j);	/* may end it, and free it */
+}
+
+static int body_chunk(struct job *j, const struct lp_frame *f,
+		      const char **why)
+{
+	struct body_in *b = j->priv;
+	struct chunk_write *w;
+	struct lp_data d;
+	int r;
+
+	if (!b->started) {
+		*why = "DATA before FETCH_REPLY";
+		return -EBADMSG;
+	}
+	if (lp_decode_data(f, &d, why) ||
+	    (r = lp_stream_data(&b->stream, &d, why)) < 0)
+		return -EBADMSG;
+	b->complete = r == 1;
+	if (!d.raw_len)
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (w)
+		w->buf = malloc(d.raw_len);
+	if (!w || !w->buf) {
+		free(w);
+		b->failed = true;
+		b->err = -ENOMEM;
+		return 0;
+	}
+	if (lp_chunk_decompress(&d, w->buf, d.raw_len, why)) {
+		free(w->buf);
+		free(w);
+		return -EBADMSG;
+	}
+	w->j = j;
+	b->bytes += d.raw_len;
+	if (b->failed || lo_file_write(j->cl->loop, b->fd, w->buf, d.raw_len,
+				       d.offset, chunk_written, w)) {
+		free(w->buf);
+		free(w);
+		b->failed = true;
+		b->err = b->err ?: -EIO;
+		return 0;
+	}
+	j->io++;
+	return 0;
+}
+
+static int body_begin(struct job *j, const struct lp_frame *f,
+		      const char **why)
+{
+	struct body_in *b = j->priv;
+	struct lp_fetch_reply m;
+
+	if (b->started) {
+		*why = "a second FETCH_REPLY";
+		return -EBADMSG;
+	}
+	if (lp_decode_fetch_reply(f, &m, why))
+		return -EBADMSG;
+	if (!lento_fid_eq(&m.st.fid, &j->fid)) {
+		*why = "FETCH_REPLY: the body of another file";
+		return -EBADMSG;
+	}
+	b->started = true;
+	b->st = m.st;
+	lp_stream_init(&b->stream, 0, m.size, true);
+	b->fd = cache_tmpfile(j->cl->cache, b->tmp);
+	if (b->fd < 0) {
+		b->failed = true;
+		b->err = b->fd;
+		b->tmp[0] = 0;
+	}
+	return 0;
+}
+
+static int fetch_reply(void *arg, const struct lp_frame *f, int err,
+		       const char **why)
+{
+	struct job *j = arg;
+	struct body_in *b = j->priv;
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, "fetching a file", why);
+	if (f->type == LP_FETCH_REPLY)
+		err = body_begin(j, f, why);
+	else if (f->type == LP_DATA)
+		err = body_chunk(j, f, why);
+	else
+		return *why = "a FETCH answered by something else", -EBADMSG;
+	if (err)
+		return err;
+	if (!(f->flags & LP_F_MORE) && !b->complete) {
+		*why = "FETCH: the reply ended before the body";
+		return -EBADMSG;
+	}
+	body_maybe_done(j);
+	return 0;
+}
+
+static int fetch_start(struct job *j)
+{
+	struct conn *c = j->cl->conn;
+	struct lp_fetch m = { .fid = j->fid };
+	struct body_in *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	b->fd = -1;
+	j->priv = b;
+	j->free_priv = body_free;
+	return lp_encode_fetch(conn_buf(c), j->tag, &m) ?:
+	       start_request(j, LP_FETCH, fetch_reply);
+}
+
+/* ------------------------------------------------------------- permits */
+
+static int permit_reply(void *arg, const struct lp_frame *f, int err,
+			const char **why)
+{
+	struct job *j = arg;
+	struct client *cl = j->cl;
+	struct vol *v = vol_by_id(cl, j->volume);
+	bool acquire = j->kind == J_ACQUIRE;
+	struct lp_permit m;
+
+	reply_over(j, f, err);
+	if (v && acquire)
+		v->acquiring = false;
+	if (v && !acquire)
+		v->releasing = false;
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR) {
+		/* The engine's own acquire waits before it asks again. */
+		if (v && acquire)
+			v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+		return job_error(j, f, acquire ? "acquiring the permit" :
+				 "releasing the permit", why);
+	}
+	if (f->type != LP_PERMIT_REPLY || lp_decode_permit_reply(f, &m, why))
+		return *why = *why ?: "not a PERMIT_REPLY", -EBADMSG;
+	if (!v || m.volume != v->cv.id) {
+		*why = "PERMIT_REPLY: not the volume asked";
+		return -EBADMSG;
+	}
+	if (acquire) {
+		v->permit = true;
+		v->revoked = false;
+		v->lease_ms = m.lease_ms;
+		/* From when it was asked: a conservative end. */
+		v->expires_ms = j->sent_ms + m.lease_ms;
+		v->renew_at_ms = j->sent_ms + m.lease_ms / 2;
+		v->last_change_ms = lo_now_ms();
+		log_info("volume %s: permit acquired, lease %" PRIu32 " ms",
+			 v->cv.name, m.lease_ms);
+	} else {
+		permit_lost(cl, v, "given back");
+		log_info("volume %s: permit given back", v->cv.name);
+	}
+	job_end(j, 0);		/* j goes */
+	op_wake_volume(cl, v->cv.id);
+	return 0;
+}
+
+static int permit_start(struct job *j)
+{
+	struct vol *v = vol_by_id(j->cl, j->volume);
+	struct conn *c = j->cl->conn;
+	unsigned int type = j->kind == J_ACQUIRE ? LP_PERMIT_ACQUIRE :
+			    LP_PERMIT_RELEASE;
+	int err;
+
+	if (!v)
+		return -ENOENT;
+	err = lp_encode_volume(conn_buf(c), type, j->tag, v->cv.id) ?:
+	      start_request(j, type, permit_reply);
+	if (!err && j->kind == J_ACQUIRE)
+		v->acquiring = true;
+	else if (!err)
+		v->releasing = true;
+	return err;
+}
+
+/* ----------------------------------------------------------- job start */
+
+int job_start(struct client *cl, enum job_kind k, uint32_t volume,
+	      const struct lento_fid *fid, const char *name, struct job **out)
+{
+	struct job *j;
+	int err;
+
+	if (fid)
+		volume = fid->volume;
+	j = job_find(cl, k, volume, fid, name);
+	if (j)
+		goto found;
+	if (!connected(cl))
+		return -ENOTCONN;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->cl = cl;
+	j->id = ++cl->next_job_id;
+	j->kind = k;
+	j->volume = volume;
+	if (fid)
+		j->fid = *fid;
+	if (name)
+		snprintf(j->name, sizeof(j->name), "%s", name);
+	j->tag = conn_tag(cl->conn);
+	switch (k) {
+	case J_LOOKUP:
+		err = lookup_start(j);
+		break;
+	case J_VALIDATE:
+		err = validate_start(j);
+		break;
+	case J_READDIR:
+		err = readdir_start(j);
+		break;
+	case J_FETCH:
+		err = fetch_start(j);
+		break;
+	default:
+		err = permit_start(j);
+		break;
+	}
+	if (err) {
+		conn_buf(cl->conn)->len = 0;
+		if (j->free_priv)
+			j->free_priv(j);
+		free(j);
+		return err;
+	}
+	j->next = cl->jobs;
+	cl->jobs = j;
+found:
+	if (out)
+		*out = j;
+	return 0;
+}
+
+int op_need(struct op *op, enum job_kind k, uint32_t volume,
+	    const struct lento_fid *fid, const char *name)
+{
+	struct job *j;
+	int err = job_start(op->cl, k, volume, fid, name, &j);
+
+	if (err) {
+		ctl_error(op->r, "%s", err == -ENOTCONN ?
+			  "not in the cache, and the server is not connected" :
+			  strerror(-err));
+		return err;
+	}
+	op->wait_job = j->id;
+	return OP_WAIT;
+}
+
+/* ------------------------------------------------------------ resolving */
+
+bool usable(struct client *cl, const struct cache_obj *o)
+{
+	struct vol *v;
+
+	if (!o->data)
+		return false;
+	if (o->dirty)
+		return true;
+	if (!o->valid)
+		return false;
+	/* Connected, a volume not yet validated is not trusted. */
+	v = vol_by_id(cl, o->fid.volume);
+	return !connected(cl) || (v && v->validated);
+}
+
+int need_listing(struct op *op, struct vol *v, const struct lento_fid *dir)
+{
+	struct client *cl = op->cl;
+	struct cache_obj o;
+	int err = cache_obj_get(cl->cache, dir, &o, NULL, 0);
+
+	(void)v;
+	if (err) {
+		ctl_error(op->r, "directory " FIDFMT ": %s", FIDARG(dir),
+			  strerror(-err));
+		return err;
+	}
+	if (o.type != LENTO_T_DIR) {
+		ctl_error(op->r, "not a directory");
+		return -ENOTDIR;
+	}
+	if (usable(cl, &o))
+		return 0;
+	cl->st.misses++;
+	return op_need(op, J_READDIR, 0, dir, NULL);
+}
+
+/* The volume of @path (its first component), known and validated. */
+static int resolve_volume(struct op *op, const char *name, struct vol **out)
+{
+	struct client *cl = op->cl;
+	struct vol *v = vol_by_name(cl, name);
+
+	if (!cache_volname_ok(name)) {
+		ctl_error(op->r, "'%s' is not a volume name", name);
+		return -EINVAL;
+	}
+	if (!v)
+		return op_need(op, J_LOOKUP, 0, NULL, name);
+	if (v->unknown) {
+		ctl_error(op->r, "volume %s: the server has no such volume any "
+			  "more", name);
+		return -ENOENT;
+	}
+	if (connected(cl) && !v->validated)
+		return op_need(op, J_VALIDATE, v->cv.id, NULL, NULL);
+	*out = v;
+	return 0;
+}
+
+/* The next component of @p into @name; NULL after the last. */
+static const char *next_comp(const char *p, char name[LENTO_NAME_MAX + 1],
+			     int *err)
+{
+	size_t len;
+
+	while (*p == '/')
+		p++;
+	if (!*p)
+		return NULL;
+	len = strcspn(p, "/");
+	if (len > LENTO_NAME_MAX) {
+		*err = -ENAMETOOLONG;
+		return NULL;
+	}
+	memcpy(name, p, len);
+	name[len] = 0;
+	if (!strcmp(name, ".") || !strcmp(name, "..")) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	return p + len;
+}
+
+static int resolve_walk(struct op *op, struct resolved *res, const char *p)
+{
+	struct client *cl = op->cl;
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid cur = res->vol->cv.root, found;
+	bool any = false;
+	int err = 0;
+
+	while ((p = next_comp(p, name, &err))) {
+		any = true;
+		/* Each directory on the way: its whole listing. */
+		err = need_listing(op, res->vol, &cur);
+		if (err)
+			return err;
+		res->parent = cur;
+		snprintf(res->name, sizeof(res->name), "%s", name);
+		err = cache_lookup(cl->cache, &cur, name, &found);
+		if (err == -ENOENT) {
+			memset(&res->fid, 0, sizeof(res->fid));
+			/* Only the last component may be missing. */
+			while (*p == '/')
+				p++;
+			if (*p)
+				ctl_error(op->r, "%s: no such directory", name);
+			return *p ? -ENOENT : 0;
+		}
+		if (err) {
+			ctl_error(op->r, "%s: %s", name, strerror(-err));
+			return err;
+		}
+		res->fid = cur = found;
+	}
+	if (err) {
+		ctl_error(op->r, "bad path component");
+		return err;
+	}
+	/* The root itself: its status comes with its listing. */
+	return any ? 0 : need_listing(op, res->vol, &cur);
+}
+
+int resolve(struct op *op, const char *path, bool need_obj,
+	    struct resolved *res)
+{
+	struct client *cl = op->cl;
+	char vname[LENTO_VOLNAME_MAX + 2];
+	size_t len = strcspn(path, "/");
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if (len > LENTO_VOLNAME_MAX || !len) {
+		ctl_error(op->r, "%s: paths are VOLUME/path", path);
+		return -EINVAL;
+	}
+	memcpy(vname, path, len);
+	vname[len] = 0;
+	err = resolve_volume(op, vname, &res->vol);
+	if (err)
+		return err;
+	res->fid = res->vol->cv.root;
+	err = resolve_walk(op, res, path + len);
+	if (err)
+		return err;
+	if (lento_fid_is_null(&res->fid)) {
+		if (need_obj) {
+			ctl_error(op->r, "%s: no such file or directory",
+				  path);
+			return -ENOENT;
+		}
+		err = cache_path(cl->cache, &res->parent, res->path,
+				 sizeof(res->path));
+		if (!err && strlen(res->path) + strlen(res->name) + 2 >
+		    sizeof(res->path))
+			err = -ENAMETOOLONG;
+		if (!err)
+			strcat(strcat(res->path, "/"), res->name);
+	} else {
+		err = cache_obj_get(cl->cache, &res->fid, &res->obj, NULL, 0);
+		err = err ?: cache_path(cl->cache, &res->fid, res->path,
+					sizeof(res->path));
+	}
+	if (err)
+		ctl_error(op->r, "%s: %s", path, strerror(-err));
+	return err;
+}
+
+/* ------------------------------------------------------- read commands */
+
+static void status_json(struct jw *w, const char *name,
+			const struct cache_obj *o)
+{
+	char vv[160], fid[40];
+
+	lento_vv_format(&o->vv, vv, sizeof(vv));
+	jw_obj_begin(w);
+	if (name) {
+		jw_key(w, "name");
+		jw_str(w, name);
+	}
+	snprintf(fid, sizeof(fid), FIDFMT, FIDARG(&o->fid));
+	jw_key(w, "fid");
+	jw_str(w, fid);
+	jw_key(w, "type");
+	jw_uint(w, o->type);
+	jw_key(w, "mode");
+	jw_uint(w, o->attr.mode);
+	jw_key(w, "uid");
+	jw_uint(w, o->attr.uid);
+	jw_key(w, "gid");
+	jw_uint(w, o->attr.gid);
+	jw_key(w, "size");
+	jw_uint(w, o->attr.size);
+	jw_key(w, "nlink");
+	jw_uint(w, o->nlink);
+	jw_key(w, "mtime_ns");
+	jw_int(w, o->attr.mtime_ns);
+	jw_key(w, "version");
+	jw_str(w, vv);
+	jw_key(w, "valid");
+	jw_bool(w, o->valid);
+	jw_key(w, "cached");
+	jw_bool(w, o->data);
+	jw_key(w, "dirty");
+	jw_bool(w, o->dirty);
+	jw_obj_end(w);
+}
+
+static const char type_char[] = "?-dlpscb";
+
+static void status_text(struct jw *w, const char *name,
+			const struct cache_obj *o)
+{
+	jw_printf(w, "%c%04o %3" PRIu32 " %5" PRIu32 " %5" PRIu32 " %10"
+		  PRIu64 " %c%c%c %s\n",
+		  type_char[o->type < 8 ? o->type : 0], o->attr.mode,
+		  o->nlink, o->attr.uid, o->attr.gid, o->attr.size,
+		  o->valid ? 'v' : '-', o->data ? 'c' : '-',
+		  o->dirty ? 'd' : '-', name);
+}
+
+struct ls_out {
+	struct client *cl;
+	struct ctl_req *r;
+};
+
+static int ls_entry(void *arg, const char *name, const struct lento_fid *fid)
+{
+	struct ls_out *lo = arg;
+	struct cache_obj o;
+	int err = cache_obj_get(lo->cl->cache, fid, &o, NULL, 0);
+
+	if (err)
+		return err;
+	if (ctl_json(lo->r))
+		status_json(ctl_out(lo->r), name, &o);
+	else
+		status_text(ctl_out(lo->r), name, &o);
+	return 0;
+}
+
+static int ls_step(struct op *op)
+{
+	struct client *cl = op->cl;
+	struct ls_out lo = { cl, op->r };
+	struct resolved res;
+	int err = resolve(op, op->argv[0], true, &res);
+
+	if (err)
+		return err;
+	if (res.obj.type == LENTO_T_DIR) {
+		err = need_listing(op, res.vol, &res.fid);
+		if (err)
+			return err;
+	}
+	if (ctl_json(op->r))
+		jw_arr_begin(ctl_out(op->r));
+	if (res.obj.type == LENTO_T_DIR)
+		err = cache_readdir(cl->cache, &res.fid, ls_entry, &lo);
+	else
+		err = ls_entry(&lo, res.name, &res.fid);
+	if (err) {
+		ctl_error(op->r, "listing %s: %s", op->argv[0], strerror(-err));
+		return err;
+	}
+	if (ctl_json(op->r)) {
+		jw_arr_end(ctl_out(op->r));
+		jw_raw(ctl_out(op->r), "\n", 1);
+	}
+	cache_obj_touch(cl->cache, &res.fid, wall_ms());
+	return 0;
+}
+
+int cmd_ls(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, ls_step);
+}
+
+/* A cached file's content into the output. */
+static int cat_out(struct op *op, const struct resolved *res)
+{
+	struct jw *w = ctl_out(op->r);
+	struct stat sb;
+	char *buf = NULL;
+	ssize_t n = 0;
+	int fd = openat(cache_dirfd(op->cl->cache), res->path,
+			O_RDONLY | O_CLOEXEC | O_NOFOLLOW), err = 0;
+
+	if (fd < 0 || fstat(fd, &sb))
+		err = -errno;
+	if (!err && !(buf = malloc(sb.st_size + 1)))
+		err = -ENOMEM;
+	if (!err && (n = pread(fd, buf, sb.st_size, 0)) < 0)
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (err) {
+		free(buf);
+		ctl_error(op->r, "%s: %s", op->argv[0], strerror(-err));
+		return err;
+	}
+	if (ctl_json(op->r)) {
+		jw_obj_begin(w);
+		jw_key(w, "size");
+		jw_uint(w, (uint64_t)n);
+		jw_key(w, "data");
+		jw_strn(w, buf, (size_t)n);
+		jw_obj_end(w);
+		jw_raw(w, "\n", 1);
+	} else {
+		jw_raw(w, buf, (size_t)n);
+	}
+	free(buf);
+	return 0;
+}
+
+static int cat_step(struct op *op)
+{
+	struct client *cl = op->cl;
+	struct resolved res;
+	int err = resolve(op, op->argv[0], true, &res);
+
+	if (err)
+		return err;
+	if (res.obj.type != LENTO_T_REG) {
+		ctl_error(op->r, "%s: not a regular file", op->argv[0]);
+		return res.obj.type == LENTO_T_DIR ? -EISDIR : -EINVAL;
+	}
+	if (!usable(cl, &res.obj)) {
+		cl->st.misses++;
+		op->next_arg = 1;	/* it was fetched: not a hit */
+		return op_need(op, J_FETCH, 0, &res.fid, NULL);
+	}
+	if (!op->next_arg)
+		cl->st.hits++;
+	cache_obj_touch(cl->cache, &res.fid, wall_ms());
+	return cat_out(op, &res);
+}
+
+int cmd_cat(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, cat_step);
+}
+
+static int stat_step(struct op *op)
+{
+	struct resolved res;
+	int err = resolve(op, op->argv[0], true, &res);
+	struct jw *w = ctl_out(op->r);
+
+	if (err)
+		return err;
+	if (ctl_json(op->r)) {
+		status_json(w, res.name[0] ? res.name : res.vol->cv.name,
+			    &res.obj);
+		jw_raw(w, "\n", 1);
+	} else {
+		char vv[160];
+
+		lento_vv_format(&res.obj.vv, vv, sizeof(vv));
+		status_text(w, res.path, &res.obj);
+		jw_printf(w, "fid " FIDFMT ", version %s\n",
+			  FIDARG(&res.fid), vv);
+	}
+	return 0;
+}
+
+int cmd_stat(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, stat_step);
+}
+
+/* ------------------------------------------------------------ eviction */
+
+struct victims {
+	struct client *cl;
+	struct cache_obj o[EVICT_BATCH];
+	size_t n;
+};
+
+static int pick_victim(void *arg, const struct cache_obj *o)
+{
+	struct victims *vs = arg;
+
+	/* Being fetched: its job will put it back anyway. */
+	if (job_find(vs->cl, J_FETCH, o->fid.volume, &o->fid, NULL))
+		return 0;
+	vs->o[vs->n++] = *o;
+	return vs->n == EVICT_BATCH ? 1 : 0;
+}
+
+/* Replace a file's content by a sparse placeholder: not cached now. */
+static int evict_one(struct client *cl, const struct cache_obj *o)
+{
+	char path[CACHE_PATH_MAX];
+	struct cache_obj e = *o;
+	int err = cache_path(cl->cache, &o->fid, path, sizeof(path));
+
+	e.data = false;
+	if (!err)
+		err = cache_placeholder(cl->cache, path, &e, NULL);
+	if (err == -ENOENT)
+		err = 0;	/* no path: just forget the content */
+	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
+	if (!err)
+		cl->st.evictions++;
+	return err;
+}
+
+void evict_check(struct client *cl)
+{
+	struct victims *vs;
+	struct cache_stats cs;
+	int err = cache_stats(cl->cache, &cs);
+
+	if (err || cs.bytes <= cl->cache_size) {
+		cl->full_of_dirty = false;
+		return;
+	}
+	vs = calloc(1, sizeof(*vs));
+	if (!vs)
+		return;
+	vs->cl = cl;
+	err = cache_lru_walk(cl->cache, pick_victim, vs);
+	for (size_t i = 0; (err == 0 || err == 1) && i < vs->n &&
+	     cs.bytes > cl->cache_size; i++) {
+		if (evict_one(cl, &vs->o[i]))
+			continue;
+		cs.bytes -= vs->o[i].attr.size;
+	}
+	free(vs);
+	if (cs.bytes > cl->cache_size && cs.dirty_bytes > cl->cache_size / 2) {
+		if (!cl->full_of_dirty)
+			log_warn("the cache is full of changes not yet "
+				 "reintegrated (%" PRIu64 " of %" PRIu64
+				 " bytes dirty): nothing can be evicted",
+				 cs.dirty_bytes, cl->cache_size);
+		cl->full_of_dirty = true;
+	} else {
+		cl->full_of_dirty = false;
+	}
+}

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lento client's insides, shared by client.c (the daemon, its
+ * connection, pushes, permits, status), client_fetch.c (what it asks the
+ * server: volumes, validation, listings, bodies; resolving paths),
+ * client_change.c (local changes and their CML records) and reint.c
+ * (reintegration).
+ *
+ * Control requests that need the server are *ops*: an op's step function
+ * runs, finds what is missing in the cache, starts (or joins) the *job*
+ * that fetches it and parks; when the job ends the op's step runs again
+ * from the top. A step that has all it needs does its work and finishes.
+ * So an op never holds state across a wait but the request itself, and
+ * every wait ends with its job: a reply, an error, or the connection
+ * going (which fails every job).
+ */
+#ifndef LENTO_CLIENT_INT_H
+#define LENTO_CLIENT_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "client.h"
+#include "conn.h"
+#include "ctl.h"
+#include "lento_types.h"
+#include "loop.h"
+#include "lproto.h"
+
+#define CLIENT_TICK_MS		100
+#define PERMIT_IDLE_MS		30000	/* an unused permit is given back */
+#define REINT_RETRY_MS		5000	/* after a batch failed for a reason
+					 * that may pass (not a refusal) */
+#define OP_STEPS_MAX		64	/* an op that keeps missing fails */
+#define BATCH_RECORDS_MAX	4096
+#define BATCH_BYTES_MAX		(64ull << 20)	/* bodies included */
+#define BODY_QUEUE_LOW		(4u << 20)	/* queue more DATA below */
+#define OP_WAIT			1	/* a step's "parked, run me later" */
+
+struct client;
+struct op;
+
+/* What a volume's last reintegration came to. */
+struct reint_result {
+	int64_t when_ms;	/* wall clock; 0: none yet */
+	uint32_t code;		/* LP_OK, LP_ECONFLICT, another lp_err */
+	uint64_t records;	/* records the server applied in that round */
+	char msg[512];
+	/* LP_ECONFLICT: the record and object, both versions */
+	uint64_t recno;		/* the CML record (not the shipped number) */
+	uint16_t op;
+	struct lento_fid fid;
+	struct lento_vv base, current;
+};
+
+struct vol {
+	struct vol *next;
+	struct client *cl;
+	struct cache_vol cv;
+	bool validated;		/* this connection: its cache may be served */
+	bool unknown;		/* the server has no such volume any more */
+	/* Write-back permit, as far as this client knows. */
+	bool permit;
+	uint64_t expires_ms;	/* lo_now_ms() time; local, conservative */
+	uint32_t lease_ms;
+	uint64_t renew_at_ms, renew_sent_ms;
+	bool acquiring, renewing, releasing;
+	bool revoked;		/* the server asked for it back */
+	uint64_t last_change_ms;
+	/* Reintegration. */
+	bool force;		/* ship now, however young the records */
+	bool stuck;		/* refused: waits for "lentoctl reintegrate" */
+	uint64_t retry_at_ms;	/* after a failure that may pass */
+	struct reint_result last;
+	uint64_t rounds, shipped;	/* statistics */
+};
+
+enum job_kind {
+	J_LOOKUP,	/* VOLUME_LOOKUP of a name */
+	J_VALIDATE,	/* VOLUME_VALIDATE, then VALIDATE of its objects */
+	J_READDIR,	/* a directory's listing */
+	J_FETCH,	/* a file's body */
+	J_ACQUIRE,	/* a volume's permit */
+	J_RELEASE,	/* giving it back */
+};
+
+struct job {
+	struct job *next;
+	struct client *cl;
+	uint64_t id;
+	enum job_kind kind;
+	uint32_t volume;
+	struct lento_fid fid;
+	char name[LENTO_VOLNAME_MAX + 1];
+	uint32_t tag;		/* the request in flight; 0 none */
+	bool inflight;		/* its request awaits (more of) a reply */
+	bool broken;		/* a break came while it was in flight */
+	bool done;		/* ended; freed once its I/O is done too */
+	int io;			/* file writes and fsyncs in flight */
+	uint64_t sent_ms;	/* when its request went */
+	int err;
+	char msg[300];		/* why it failed, for the ops waiting */
+	void *priv;		/* the kind's own state */
+	void (*free_priv)(struct job *j);
+};
+
+struct op {
+	struct op *next;
+	struct client *cl;
+	struct ctl_req *r;
+	int (*step)(struct op *op);
+	int argc;
+	char **argv;		/* copies */
+	uint64_t wait_job;	/* the job it waits for, 0 none */
+	uint32_t wait_vol;	/* or a volume's permit/reintegration */
+	bool wait_reint;	/* or any reintegration's end (sync) */
+	int steps;
+	uint64_t woken;		/* the last op_wake() that ran it */
+	int next_arg;		/* commands of several paths: done so far */
+	uint32_t uid, gid;	/* who asked */
+};
+
+struct client_stats {
+	uint64_t hits, misses, fetches, fetched_bytes, evictions;
+	uint64_t listings;
+};
+
+struct batch;
+
+struct client {
+	const struct client_opts *opt;
+	struct lo_loop *loop;
+	struct cache *cache;
+	struct conn *conn;
+	struct ctl_server ctl;
+	uint32_t client_id;
+	bool id_assigned;	/* by the server: changes may mint fids */
+	uint8_t uuid[16];
+	uint64_t epoch;		/* of the current (or last) connection */
+	bool epoch_known;
+	uint32_t age_ms;
+	uint64_t cache_size;
+	struct vol *vols;
+	struct job *jobs;
+	uint64_t next_job_id;
+	struct op *ops;
+	struct batch *batch;	/* the REINTEGRATE on the wire, if any */
+	struct client_stats st;
+	bool full_of_dirty;	/* reported once per episode */
+	uint64_t evict_check_ms;
+	int stop_signal;
+	bool crash_after_send;	/* LENTO_TEST_CRASH_AFTER_SEND */
+};
+
+/* client.c */
+struct vol *vol_by_id(struct client *cl, uint32_t id);
+struct vol *vol_by_name(struct client *cl, const char *name);
+int vol_add(struct client *cl, const struct cache_vol *cv, struct vol **out);
+bool connected(const struct client *cl);
+int64_t wall_ms(void);
+/* The job ended: its ops run again, or fail with its error. */
+void op_wake_job(struct client *cl, struct job *j);
+void op_wake_volume(struct client *cl, uint32_t volume);
+void op_wake_reint(struct client *cl);
+int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
+	     int (*step)(struct op *op));
+void permit_lost(struct client *cl, struct vol *v, const char *why);
+
+/* client_fetch.c */
+struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,
+		     const struct lento_fid *fid, const char *name);
+int job_start(struct client *cl, enum job_kind k, uint32_t volume,
+	      const struct lento_fid *fid, const char *name, struct job **out);
+/* Park @op on the job (started if need be); OP_WAIT or -errno. */
+int op_need(struct op *op, enum job_kind k, uint32_t volume,
+	    const struct lento_fid *fid, const char *name);
+/* End @j (0 or -errno, with j->msg said); its ops learn it. */
+void job_end(struct job *j, int err);
+void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
+void jobs_break_volume(struct client *cl, uint32_t volume);
+void jobs_free(struct client *cl);
+void evict_check(struct client *cl);
+
+/* A path VOLUME/a/b resolved as far as the cache (and server) allow. */
+struct resolved {
+	struct vol *vol;
+	struct lento_fid parent;	/* null for a volume's root */
+	char name[LENTO_NAME_MAX + 1];	/* the last component, "" for a root */
+	struct lento_fid fid;		/* null if no such entry */
+	struct cache_obj obj;		/* fid's, when not null */
+	char path[CACHE_PATH_MAX];	/* relative to the cache directory */
+};
+
+/*
+ * Resolve @path for @op. The parent's listing is cached and usable;
+ * @need_obj: the object must exist (else -ENOENT). 0, OP_WAIT or -errno
+ * (with ctl_error said).
+ */
+int resolve(struct op *op, const char *path, bool need_obj,
+	    struct resolved *res);
+/* The object's cached data may be used now (hit), per connection state. */
+bool usable(struct client *cl, const struct cache_obj *o);
+/* A directory's full listing, fetched if need be: 0, OP_WAIT, -errno. */
+int need_listing(struct op *op, struct vol *v, const struct lento_fid *dir);
+int cmd_ls(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_cat(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_stat(struct ctl_req *r, void *ctx, int argc, char **argv);
+void client_lookup_configured(struct client *cl);
+
+/* client_change.c */
+int cmd_mkdir(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_create(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_write(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_setattr(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_unlink(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_rmdir(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_rename(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_symlink(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_link(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_setxattr(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_removexattr(struct ctl_req *r, void *ctx, int argc, char **argv);
+
+/* reint.c */
+void reint_kick(struct client *cl);
+void reint_conn_down(struct client *cl);
+void reint_sent(struct client *cl);
+/* Recompute the dirty flags of @volume's objects from its CML. */
+int reint_dirty_refresh(struct client *cl, uint32_t volume);
+int cmd_reintegrate(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_sync(struct ctl_req *r, void *ctx, int argc, char **argv);
+
+#endif /* LENTO_CLIENT_INT_H */

@@ -1,0 +1,917 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Reintegration (client_int.h): shipping a volume's CML to the server in
+ * batches, and what the answers mean.
+ *
+ * When. A volume is shipped when its oldest record is older than the
+ * aging window (--age-ms), at once when the server revokes its permit,
+ * when asked (lentoctl reintegrate, sync), when records were sent and not
+ * acknowledged (a lost connection, a crash: they go again first), and
+ * when the cache is full of dirty objects. One batch at a time per
+ * connection, as the protocol has it.
+ *
+ * Numbers. CML record numbers count across volumes and the optimiser
+ * leaves gaps; the server wants each volume's records numbered 1, 2, 3...
+ * So a batch gives its records consecutive *ship numbers*, following the
+ * last one the server applied, and keeps them in the cache's ship table,
+ * in the same transaction that marks the records shipped (cml_batch).
+ * A batch sent again -- after a lost answer or a crash -- is the same
+ * records with the same numbers, and the server skips those it applied.
+ * Shipped records are never optimised nor renumbered until an answer
+ * says which the server has.
+ *
+ * Bases. The server applies a record only if each object's version is
+ * the record's base, and each record it applies moves the versions of
+ * the objects it names (store.h). Records in the log name the version
+ * this client knew before it changed the object; on the wire, each
+ * record's base is that version moved forward by the batch's earlier
+ * records (as store.h's rule predicts), and after an acknowledgement the
+ * cache holds the versions the server answered with.
+ *
+ * Bodies. A STORE's body is sent from a shadow copy taken when the batch
+ * is made (.lento/shadow/VOLUME.SHIPNO), never from the file that may be
+ * written meanwhile; the copy stays until the record is acknowledged, so
+ * a batch sent again after a crash sends the same bytes. (Lost in a
+ * crash, a shadow is taken again from the file as it is then.)
+ *
+ * Answers. Applied: the records go from the log (cml_ack), the cache
+ * takes the new versions and the volume's stamp. A conflict or another
+ * refusal: records up to what the server applied go, the rest stay in
+ * the log, pending again (they may be optimised further), the volume is
+ * stuck and says why in lentoctl status until a person resolves it and
+ * runs lentoctl reintegrate. ENOPERMIT: the permit is acquired again and
+ * the same batch sent again. Nothing is ever deleted because the server
+ * refused it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "cml.h"
+#include "log.h"
+#include "vv.h"
+
+#define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
+#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
+
+struct batch {
+	struct client *cl;
+	uint32_t volume;
+	uint32_t tag;
+	uint32_t n, cap;
+	struct lento_rec *recs;	/* wire form: recno is the ship number */
+	uint8_t **data;		/* records' data, owned */
+	uint64_t *recnos;	/* their CML record numbers */
+	int *fds;		/* STORE: its shadow, open; else -1 */
+	uint64_t first;		/* ship number of recs[0] */
+	uint32_t cur;		/* the STORE whose body is being sent */
+	uint64_t off;
+	bool replied, sent_all, dead;
+	int err;		/* making it */
+};
+
+/* ------------------------------------------------------------- helpers */
+
+static bool is_create(uint16_t op)
+{
+	return op == LENTO_OP_CREATE || op == LENTO_OP_MKDIR ||
+	       op == LENTO_OP_MKNOD || op == LENTO_OP_SYMLINK;
+}
+
+static void shadow_name(char *buf, uint32_t volume, uint64_t shipno)
+{
+	snprintf(buf, CACHE_PATH_MAX, ".lento/shadow/%" PRIu32 ".%" PRIu64,
+		 volume, shipno);
+}
+
+static void batch_free(struct batch *b)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		free(b->data[i]);
+		if (b->fds[i] >= 0)
+			close(b->fds[i]);
+	}
+	free(b->recs);
+	free(b->data);
+	free(b->recnos);
+	free(b->fds);
+	free(b);
+}
+
+static int batch_grow(struct batch *b)
+{
+	uint32_t cap = b->cap ? 2 * b->cap : 64;
+	void *p;
+
+	p = realloc(b->recs, cap * sizeof(*b->recs));
+	if (!p)
+		return -ENOMEM;
+	b->recs = p;
+	p = realloc(b->data, cap * sizeof(*b->data));
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	p = realloc(b->recnos, cap * sizeof(*b->recnos));
+	if (!p)
+		return -ENOMEM;
+	b->recnos = p;
+	p = realloc(b->fds, cap * sizeof(*b->fds));
+	if (!p)
+		return -ENOMEM;
+	b->fds = p;
+	b->cap = cap;
+	return 0;
+}
+
+/*
+ * The shadow of a STORE's body: opened if it is there (a batch sent
+ * again), else copied from the cache's file now.
+ */
+static int shadow_open(struct client *cl, uint32_t volume, uint64_t shipno,
+		       const struct lento_fid *fid, bool reuse)
+{
+	int dirfd = cache_dirfd(cl->cache), in, out;
+	char name[CACHE_PATH_MAX], path[CACHE_PATH_MAX];
+	struct stat sb;
+	int err;
+
+	shadow_name(name, volume, shipno);
+	if (reuse) {
+		out = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+		if (out >= 0 || errno != ENOENT)
+			return out >= 0 ? out : -errno;
+	}
+	err = cache_path(cl->cache, fid, path, sizeof(path));
+	if (err) {
+		log_err("the content of " FIDFMT " is gone from the cache: "
+			"its STORE cannot be sent", FIDARG(fid));
+		return err == -ENOENT ? -EIO : err;
+	}
+	in = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = openat(dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		     0600);
+	err = out < 0 || fstat(in, &sb) ? -errno : 0;
+	for (off_t left = err ? 0 : sb.st_size; !err && left > 0;) {
+		ssize_t k = copy_file_range(in, NULL, out, NULL, left, 0);
+
+		if (k <= 0)
+			err = k < 0 ? -errno : -EIO;
+		left -= k > 0 ? k : 0;
+	}
+	close(in);
+	if (err && out >= 0)
+		close(out);
+	return err ? err : out;
+}
+
+/* A record into the batch (its data copied), with its ship number. */
+static int batch_add(struct batch *b, const struct lento_rec *rec,
+		     uint64_t shipno, bool reuse)
+{
+	struct client *cl = b->cl;
+	uint32_t i = b->n;
+	struct lento_rec *r;
+	int err = b->n == b->cap ? batch_grow(b) : 0;
+	struct stat sb;
+
+	if (err)
+		return err;
+	r = &b->recs[i];
+	*r = *rec;
+	b->data[i] = NULL;
+	b->fds[i] = -1;
+	b->recnos[i] = rec->recno;
+	if (rec->data_len) {
+		b->data[i] = malloc(rec->data_len);
+		if (!b->data[i])
+			return -ENOMEM;
+		memcpy(b->data[i], rec->data, rec->data_len);
+		r->data = b->data[i];
+	}
+	b->n++;
+	r->recno = shipno;
+	/* A hint for the optimiser, not a wire flag. */
+	r->flags &= ~LENTO_R_LASTLINK;
+	if (r->op != LENTO_OP_STORE)
+		return 0;
+	b->fds[i] = shadow_open(cl, b->volume, shipno, &r->obj, reuse);
+	if (b->fds[i] < 0) {
+		err = b->fds[i];
+		b->fds[i] = -1;
+		return err;
+	}
+	if (fstat(b->fds[i], &sb))
+		return -errno;
+	/* The body as it is in the copy: its size is what ships. */
+	r->attr.valid |= LENTO_A_SIZE;
+	r->attr.size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+/* cml_batch: a record newly taken gets the next ship number. */
+static int take_new(void *arg, const struct lento_rec *rec, uint64_t body)
+{
+	struct batch *b = arg;
+	uint64_t shipno = b->first + b->n;
+	int err;
+
+	(void)body;
+	err = cache_ship_add(b->cl->cache, b->volume, shipno, rec->recno);
+	return err ?: batch_add(b, rec, shipno, false);
+}
+
+/* cml_list: the records shipped before and not acknowledged. */
+static int take_shipped(void *arg, const struct lento_rec *rec,
+			uint64_t body)
+{
+	struct batch *b = arg;
+	uint64_t shipno;
+	int err = cache_ship_of(b->cl->cache, b->volume, rec->recno, &shipno);
+
+	(void)body;
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	if (b->n && shipno != b->first + b->n)
+		return -EUCLEAN;	/* the numbers must follow */
+	if (!b->n)
+		b->first = shipno;
+	return batch_add(b, rec, shipno, true);
+}
+
+/* ----------------------------------------------------- predicted bases */
+
+/* The versions the batch's records leave: a small open-addressed map. */
+struct pred {
+	struct lento_fid *fid;
+	struct lento_vv *vv;
+	size_t cap;		/* a power of two */
+};
+
+static size_t pred_slot(const struct pred *p, const struct lento_fid *f)
+{
+	uint64_t h = (f->seq * 0x9e3779b97f4a7c15ull) ^
+		     ((uint64_t)f->client << 32 | f->volume);
+	size_t i = (size_t)(h ^ h >> 29) & (p->cap - 1);
+
+	while (!lento_fid_is_null(&p->fid[i]) && !lento_fid_eq(&p->fid[i], f))
+		i = (i + 1) & (p->cap - 1);
+	return i;
+}
+
+static int pred_init(struct pred *p, uint32_t nrec)
+{
+	p->cap = 64;
+	while (p->cap < 8 * (size_t)nrec + 8)
+		p->cap *= 2;
+	p->fid = calloc(p->cap, sizeof(*p->fid));
+	p->vv = calloc(p->cap, sizeof(*p->vv));
+	return p->fid && p->vv ? 0 : -ENOMEM;
+}
+
+static void pred_free(struct pred *p)
+{
+	free(p->fid);
+	free(p->vv);
+}
+
+/* An object's version before record @r: predicted, cached, or logged. */
+static void base_of(struct client *cl, struct pred *p,
+		    const struct lento_fid *f, struct lento_vv *base)
+{
+	size_t i = pred_slot(p, f);
+	struct cache_obj o;
+
+	if (!lento_fid_is_null(&p->fid[i]))
+		*base = p->vv[i];
+	else if (!cache_obj_get(cl->cache, f, &o, NULL, 0))
+		*base = o.vv;
+	/* else: not cached (a resend after the object went): as logged */
+}
+
+/* Record @r moves every object it names, once. */
+static void bump_all(struct client *cl, struct pred *p, struct lento_rec *r)
+{
+	struct lento_fid *f[4] = { &r->dir, &r->obj, &r->dir2, &r->target };
+	struct lento_vv *b[4] = { &r->base_dir, &r->base_obj, &r->base_dir2,
+				  &r->base_target };
+	struct lento_storeid sid = { cl->client_id, r->recno };
+
+	for (int k = 0; k < 4; k++) {
+		bool seen = false;
+		size_t i;
+
+		if (lento_fid_is_null(f[k]))
+			continue;
+		for (int m = 0; m < k; m++)
+			seen |= lento_fid_eq(f[m], f[k]);
+		if (seen)
+			continue;
+		i = pred_slot(p, f[k]);
+		p->fid[i] = *f[k];
+		if (k == 1 && is_create(r->op))
+			lento_vv_init(&p->vv[i], 1);
+		else
+			p->vv[i] = *b[k];
+		if (!p->vv[i].n)
+			lento_vv_init(&p->vv[i], 1);
+		lento_vv_bump(&p->vv[i], 0, sid);
+	}
+}
+
+static int wire_bases(struct batch *b)
+{
+	struct client *cl = b->cl;
+	struct pred p;
+	int err = pred_init(&p, b->n);
+
+	for (uint32_t i = 0; !err && i < b->n; i++) {
+		struct lento_rec *r = &b->recs[i];
+
+		if (!lento_fid_is_null(&r->dir))
+			base_of(cl, &p, &r->dir, &r->base_dir);
+		/* A new object has no version yet: its base is null. */
+		if (!is_create(r->op))
+			base_of(cl, &p, &r->obj, &r->base_obj);
+		if (!lento_fid_is_null(&r->dir2))
+			base_of(cl, &p, &r->dir2, &r->base_dir2);
+		if (!lento_fid_is_null(&r->target))
+			base_of(cl, &p, &r->target, &r->base_target);
+		bump_all(cl, &p, r);
+	}
+	pred_free(&p);
+	return err;
+}
+
+/* --------------------------------------------------------- dirty flags */
+
+static int mark_rec(void *arg, const struct lento_rec *r, uint64_t body)
+{
+	struct cache *c = arg;
+	const struct lento_fid *f[4] = { &r->dir, &r->obj, &r->dir2,
+					 &r->target };
+	int err = 0;
+
+	(void)body;
+	for (int k = 0; !err && k < 4; k++)
+		if (!lento_fid_is_null(f[k]))
+			err = cache_dirty_set(c, f[k]);
+	return err;
+}
+
+int reint_dirty_refresh(struct client *cl, uint32_t volume)
+{
+	int err = cache_dirty_clear(cl->cache, volume);
+
+	if (!err) {
+		err = cml_list(cache_cml(cl->cache), volume, mark_rec,
+			       cl->cache);
+		err = err < 0 ? err : 0;
+	}
+	return err ?: cache_purge(cl->cache, volume);
+}
+
+/* ------------------------------------------------------------- sending */
+
+static uint32_t next_store(const struct batch *b, uint32_t from)
+{
+	while (from < b->n && b->recs[from].op != LENTO_OP_STORE)
+		from++;
+	return from;
+}
+
+static void batch_done(struct client *cl, struct batch *b);
+
+/* Queue DATA frames of the bodies while the output is short. */
+static void pump(struct client *cl, struct batch *b)
+{
+	static uint8_t chunk[LP_CHUNK_MAX];
+
+	while (!b->sent_all && conn_queued(cl->conn) < BODY_QUEUE_LOW) {
+		uint32_t i = b->cur;
+		uint64_t size = b->recs[i].attr.size, want = size - b->off;
+		struct lp_data d = { .rec = i, .offset = b->off };
+		ssize_t k = 0;
+
+		if (want > LP_CHUNK_MAX)
+			want = LP_CHUNK_MAX;
+		while ((uint64_t)k < want) {
+			ssize_t r = pread(b->fds[i], chunk + k, want - k,
+					  (off_t)(b->off + k));
+
+			if (r <= 0) {
+				/* Mid-batch: only closing ends it cleanly. */
+				conn_close(cl->conn, -EIO, "a body to send "
+					   "cannot be read");
+				return;
+			}
+			k += r;
+		}
+		d.flags = b->off + want == size ? LP_DATA_LAST : 0;
+		d.more = !d.flags || next_store(b, i + 1) < b->n;
+		if (lp_encode_data(conn_buf(cl->conn), b->tag, &d, chunk,
+				   (uint32_t)want) || conn_send(cl->conn))
+			return;	/* the connection goes: reply fails */
+		b->off += want;
+		if (!d.flags)
+			continue;
+		close(b->fds[i]);
+		b->fds[i] = -1;
+		b->off = 0;
+		b->cur = next_store(b, i + 1);
+		b->sent_all = b->cur >= b->n;
+	}
+	if (b->sent_all && b->replied)
+		batch_done(cl, b);
+}
+
+void reint_sent(struct client *cl)
+{
+	if (cl->batch && !cl->batch->sent_all)
+		pump(cl, cl->batch);
+}
+
+/* ------------------------------------------------------------- answers */
+
+static int64_t age_ms_of(const struct cml_stats *cs)
+{
+	return cs->records && cs->oldest_ns ?
+	       wall_ms() - cs->oldest_ns / 1000000 : 0;
+}
+
+static void remove_shadows(struct client *cl, struct batch *b, uint64_t upto)
+{
+	char name[CACHE_PATH_MAX];
+
+	for (uint32_t i = 0; i < b->n; i++) {
+		if (b->recs[i].op != LENTO_OP_STORE || b->recs[i].recno > upto)
+			continue;
+		shadow_name(name, b->volume, b->recs[i].recno);
+		unlinkat(cache_dirfd(cl->cache), name, 0);
+	}
+}
+
+/* The new versions of the objects the batch changed, into the cache. */
+static int take_versions(struct client *cl, const struct lp_reint_reply *m)
+{
+	struct lp_list l = m->versions;
+	struct lp_fidvv fv;
+	struct cache_obj o;
+	int err = 0;
+
+	while (!err && lp_next_fidvv(&l, &fv) == 1) {
+		if (cache_obj_get(cl->cache, &fv.fid, &o, NULL, 0))
+			continue;
+		o.vv = fv.vv;
+		o.valid = true;
+		err = cache_obj_put(cl->cache, &o, NULL, 0);
+	}
+	return err;
+}
+
+/* What the server has is gone from the log; on a refusal, the rest waits. */
+static int settle(struct client *cl, struct batch *b, struct vol *v,
+		  const struct lp_reint_reply *m)
+{
+	struct cml *cml = cache_cml(cl->cache);
+	uint64_t upto = 0;
+	int err = cache_begin(cl->cache);
+
+	err = err ?: cache_ship_recno_upto(cl->cache, b->volume, m->applied,
+					   &upto);
+	if (!err && upto) {
+		int k = cml_ack(cml, b->volume, upto);
+
+		err = k < 0 ? k : 0;
+	}
+	err = err ?: cache_ship_drop(cl->cache, b->volume, m->applied);
+	if (!err && m->code == LP_OK && v->validated)
+		v->cv.stamp = m->stamp;
+	if (m->applied > v->cv.applied)
+		v->cv.applied = m->applied;
+	err = err ?: take_versions(cl, m);
+	if (!err && m->code != LP_OK) {
+		/* Not applied: pending again, numbered afresh next time. */
+		err = cml_requeue(cml, b->volume);
+		err = err ?: cache_ship_drop(cl->cache, b->volume, UINT64_MAX);
+	}
+	err = err ?: reint_dirty_refresh(cl, b->volume);
+	err = err ?: cache_vol_put(cl->cache, &v->cv);
+	err = err ?: cache_commit(cl->cache);
+	if (err) {
+		cache_rollback(cl->cache);
+		return err;
+	}
+	remove_shadows(cl, b, m->code == LP_OK ? m->applied : UINT64_MAX);
+	return 0;
+}
+
+static void note_result(struct vol *v, const struct batch *b,
+			const struct lp_reint_reply *m, uint64_t applied_before)
+{
+	struct reint_result *res = &v->last;
+
+	memset(res, 0, sizeof(*res));
+	res->when_ms = wall_ms();
+	res->code = m->code;
+	res->records = m->applied > applied_before ?
+		       m->applied - applied_before : 0;
+	snprintf(res->msg, sizeof(res->msg), "%.*s", (int)m->msg_len, m->msg);
+	v->rounds++;
+	v->shipped += res->records;
+	if (m->code == LP_OK)
+		return;
+	v->stuck = true;
+	if (m->index < b->n) {
+		res->recno = b->recnos[m->index];
+		res->op = b->recs[m->index].op;
+	}
+	res->fid = m->fid;
+	res->base = m->base;
+	res->current = m->current;
+	log_warn("volume %s: the server refused a batch (%s): %s; the "
+		 "changes stay here until a person resolves them", v->cv.name,
+		 lp_err_name(m->code), res->msg);
+}
+
+static int answer(struct client *cl, struct batch *b,
+		  const struct lp_frame *f, const char **why)
+{
+	struct vol *v = vol_by_id(cl, b->volume);
+	struct lp_reint_reply m;
+	uint64_t before;
+	int err;
+
+	if (lp_decode_reintegrate_reply(f, &m, why))
+		return -EBADMSG;
+	if (cl->crash_after_send) {
+		log_warn("LENTO_TEST_CRASH_AFTER_SEND: answered, dying before "
+			 "the answer is recorded");
+		kill(getpid(), SIGKILL);
+	}
+	if (!v)
+		return 0;
+	before = v->cv.applied;
+	err = settle(cl, b, v, &m);
+	if (err) {
+		/* The records stay shipped: the same batch goes again. */
+		log_err("volume %s: recording the server's answer: %s",
+			v->cv.name, strerror(-err));
+		v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+		return 0;
+	}
+	note_result(v, b, &m, before);
+	if (m.code == LP_OK)
+		log_info("volume %s: %" PRIu64 " records reintegrated (up to "
+			 "%" PRIu64 ")", v->cv.name, v->last.records,
+			 m.applied);
+	return 0;
+}
+
+/* An ERROR instead of an answer: nothing of this request was applied. */
+static int refused(struct client *cl, struct batch *b,
+		   const struct lp_frame *f, const char **why)
+{
+	struct vol *v = vol_by_id(cl, b->volume);
+	struct lp_error e;
+
+	if (lp_decode_error(f, &e, why))
+		return -EBADMSG;
+	if (!v)
+		return 0;
+	v->last.when_ms = wall_ms();
+	v->last.code = e.code;
+	v->last.records = 0;
+	snprintf(v->last.msg, sizeof(v->last.msg), "%.*s", (int)e.msg_len,
+		 e.msg);
+	if (e.code == LP_ENOPERMIT) {
+		permit_lost(cl, v, "the server says this client does not "
+			    "hold it");
+		return 0;
+	}
+	log_warn("volume %s: batch not taken (%s): %s; sent again in %d s",
+		 v->cv.name, lp_err_name(e.code), v->last.msg,
+		 REINT_RETRY_MS / 1000);
+	v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+	return 0;
+}
+
+static int reint_reply(void *arg, const struct lp_frame *f, int err,
+		       const char **why)
+{
+	struct batch *b = arg;
+	struct client *cl = b->cl;
+	int rc = 0;
+
+	b->replied = true;
+	if (err)		/* the connection went: it goes again later */
+		b->dead = true;
+	else if (f->type == LP_REINTEGRATE_REPLY)
+		rc = answer(cl, b, f, why);
+	else if (f->type == LP_ERROR)
+		rc = refused(cl, b, f, why);
+	else
+		return *why = "a REINTEGRATE answered by something else",
+		       -EBADMSG;
+	/* The message is finished first if bodies are still to go. */
+	if (b->sent_all || b->dead)
+		batch_done(cl, b);
+	return rc;
+}
+
+static void batch_done(struct client *cl, struct batch *b)
+{
+	if (cl->batch == b)
+		cl->batch = NULL;
+	batch_free(b);
+	op_wake_reint(cl);
+	reint_kick(cl);
+}
+
+void reint_conn_down(struct client *cl)
+{
+	/* The request failed (its reply fn ran) unless it was forgotten. */
+	if (cl->batch) {
+		batch_free(cl->batch);
+		cl->batch = NULL;
+	}
+}
+
+/* ----------------------------------------------------------- batches */
+
+/* The records to send: those sent before, or a new optimised batch. */
+static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
+{
+	struct cml *cml = cache_cml(cl->cache);
+	struct cml_opt_stats os;
+	int err = cache_ship_count(cl->cache, v->cv.id), n;
+
+	if (err > 0) {
+		n = cml_list(cml, v->cv.id, take_shipped, b);
+		return n < 0 ? n : 0;
+	}
+	if (err < 0)
+		return err;
+	err = cml_optimise(cml, v->cv.id, &os);
+	if (err)
+		return err;
+	if (os.before != os.after)
+		log_info("volume %s: the optimiser made %" PRIu64 " records "
+			 "of %" PRIu64, v->cv.name, os.after, os.before);
+	b->first = v->cv.applied + 1;
+	err = cache_begin(cl->cache);
+	if (err)
+		return err;
+	n = cml_batch(cml, v->cv.id, BATCH_RECORDS_MAX, BATCH_BYTES_MAX,
+		      take_new, b);
+	err = n < 0 ? n : 0;
+	/* What the optimiser removed made objects clean. */
+	err = err ?: reint_dirty_refresh(cl, v->cv.id);
+	err = err ?: cache_commit(cl->cache);
+	if (err)
+		cache_rollback(cl->cache);
+	return err;
+}
+
+static int batch_send(struct client *cl, struct batch *b)
+{
+	struct lp_reint m = { .volume = b->volume, .client = cl->client_id,
+			      .first = b->first };
+	struct conn *c = cl->conn;
+	int k;
+
+	b->tag = conn_tag(c);
+	k = lp_encode_reintegrate(conn_buf(c), b->tag, &m, b->recs, b->n);
+	if (k < 0) {
+		log_err("volume %" PRIu32 ": cannot encode a batch: %s (%s)",
+			b->volume, strerror(-k), conn_buf(c)->why ?
+			conn_buf(c)->why : "?");
+		conn_buf(c)->len = 0;
+		return k;
+	}
+	/* The rest stays shipped: it goes next, with the same numbers. */
+	while (b->n > (uint32_t)k) {
+		b->n--;
+		free(b->data[b->n]);
+		if (b->fds[b->n] >= 0)
+			close(b->fds[b->n]);
+	}
+	b->cur = next_store(b, 0);
+	b->sent_all = b->cur >= b->n;
+	return conn_request(c, b->tag, LP_REINTEGRATE, reint_reply, b);
+}
+
+static void batch_start(struct client *cl, struct vol *v)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+	int err;
+
+	if (!b)
+		return;
+	b->cl = cl;
+	b->volume = v->cv.id;
+	err = batch_fill(cl, b, v);
+	err = err ?: b->n ? wire_bases(b) : 0;
+	if (!err && b->n)
+		err = batch_send(cl, b);
+	if (err) {
+		log_err("volume %s: cannot make a batch: %s", v->cv.name,
+			strerror(-err));
+		v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+	}
+	if (err || !b->n) {
+		batch_free(b);
+		/* Optimised to nothing: syncs may be over. */
+		op_wake_reint(cl);
+		return;
+	}
+	log_debug("volume %s: batch of %" PRIu32 " records (%" PRIu64
+		  "..%" PRIu64 ")", v->cv.name, b->n, b->first,
+		  b->first + b->n - 1);
+	cl->batch = b;
+	pump(cl, b);
+}
+
+/* Whether @v's records should go now. */
+static bool due(struct client *cl, struct vol *v, const struct cml_stats *cs)
+{
+	return v->force || v->revoked || cs->shipped || cl->full_of_dirty ||
+	       age_ms_of(cs) >= cl->age_ms;
+}
+
+static void release(struct client *cl, struct vol *v)
+{
+	if (v->permit && !v->releasing && !v->acquiring)
+		job_start(cl, J_RELEASE, v->cv.id, NULL, NULL, NULL);
+}
+
+/* One volume's turn: ship, acquire, release, or nothing. */
+static bool kick_volume(struct client *cl, struct vol *v, uint64_t now)
+{
+	struct cml_stats cs;
+
+	if (cml_stats(cache_cml(cl->cache), v->cv.id, &cs))
+		return false;
+	if (!cs.records || v->stuck) {
+		if (!cs.records)
+			v->force = false;
+		if (v->revoked)
+			release(cl, v);
+		return false;
+	}
+	if (now < v->retry_at_ms || !due(cl, v, &cs))
+		return false;
+	if (!v->permit || now >= v->expires_ms) {
+		if (!v->acquiring && !v->releasing)
+			job_start(cl, J_ACQUIRE, v->cv.id, NULL, NULL, NULL);
+		return false;
+	}
+	batch_start(cl, v);
+	return cl->batch != NULL;
+}
+
+void reint_kick(struct client *cl)
+{
+	static bool kicking, again;
+	uint64_t now = lo_now_ms();
+
+	if (kicking) {		/* from a wake inside: once more after */
+		again = true;
+		return;
+	}
+	kicking = true;
+	do {
+		again = false;
+		if (!connected(cl) || cl->batch)
+			break;
+		for (struct vol *v = cl->vols; v; v = v->next)
+			if (kick_volume(cl, v, now))
+				break;
+	} while (again && !cl->batch);
+	kicking = false;
+}
+
+/* ------------------------------------------------------------ commands */
+
+static int pick_volumes(struct ctl_req *r, struct client *cl, int argc,
+			char **argv, struct vol **only)
+{
+	*only = NULL;
+	if (!argc)
+		return 0;
+	*only = vol_by_name(cl, argv[0]);
+	if (*only)
+		return 0;
+	ctl_error(r, "%s: no such volume in this cache", argv[0]);
+	return -ENOENT;
+}
+
+int cmd_reintegrate(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct client *cl = ctx;
+	struct vol *only, *v;
+	int err = pick_volumes(r, cl, argc, argv, &only);
+
+	if (err)
+		return err;
+	for (v = cl->vols; v; v = v->next) {
+		if (only && v != only)
+			continue;
+		/* A person says: try what was refused again. */
+		v->stuck = false;
+		v->force = true;
+		v->retry_at_ms = 0;
+		if (!ctl_json(r))
+			jw_printf(ctl_out(r), "volume %s: reintegrating\n",
+				  v->cv.name);
+	}
+	if (ctl_json(r))
+		jw_raw(ctl_out(r), "{}\n", 3);
+	reint_kick(cl);
+	return 0;
+}
+
+/* Errno for a volume that cannot finish: what its last answer said. */
+static int stuck_err(const struct vol *v)
+{
+	if (v->last.code == LP_ECONFLICT)
+		return -ESTALE;
+	return v->last.code ? -lp_err_to_errno(v->last.code) : -EAGAIN;
+}
+
+/* One volume of a sync: 0 done, 1 still going, -errno cannot finish. */
+static int sync_volume(struct op *op, struct vol *v)
+{
+	struct client *cl = op->cl;
+	struct cml_stats cs;
+	int err = cml_stats(cache_cml(cl->cache), v->cv.id, &cs);
+
+	if (err) {
+		ctl_error(op->r, "volume %s: %s", v->cv.name, strerror(-err));
+		return err;
+	}
+	if (!cs.records)
+		return 0;
+	if (v->stuck) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: %s: %s", v->cv.name, cs.records,
+			  v->last.code == LP_ECONFLICT ? "conflict" :
+			  lp_err_name(v->last.code), v->last.msg);
+		return stuck_err(v);
+	}
+	if (!connected(cl)) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: disconnected from %s (%s)", v->cv.name,
+			  cs.records, conn_addr(cl->conn),
+			  conn_last_error(cl->conn));
+		return -ENOTCONN;
+	}
+	v->force = true;
+	return 1;
+}
+
+static int sync_step(struct op *op)
+{
+	struct client *cl = op->cl;
+	struct vol *only = NULL, *v;
+	bool going = false;
+
+	if (op->argc && !(only = vol_by_name(cl, op->argv[0]))) {
+		ctl_error(op->r, "%s: no such volume in this cache",
+			  op->argv[0]);
+		return -ENOENT;
+	}
+	for (v = cl->vols; v; v = v->next) {
+		int rc;
+
+		if (only && v != only)
+			continue;
+		rc = sync_volume(op, v);
+		if (rc < 0)
+			return rc;
+		going |= rc == 1;
+	}
+	if (going) {
+		op->wait_reint = true;
+		reint_kick(cl);
+		return OP_WAIT;
+	}
+	if (ctl_json(op->r))
+		jw_raw(ctl_out(op->r), "{}\n", 3);
+	return 0;
+}
+
+int cmd_sync(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	return op_start(ctx, r, argc, argv, sync_step);
+}
