@@ -947,6 +947,11 @@ static void reint_reply(struct session *s, struct reint_in *ri,
 				if (store_getattr(srv->st, &fids[k], &st, NULL,
 						  0, NULL, NULL))
 					continue;	/* gone */
+				/*
+				 * The client caches what it made: it must
+				 * hear when another changes it.
+				 */
+				sess_promise(s, &fids[k]);
 				v[nv].fid = fids[k];
 				v[nv++].vv = st.vv;
 			}
