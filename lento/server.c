@@ -1731,6 +1731,36 @@ static const struct ctl_cmd server_cmds[] = {
 
 /* ---------------------------------------------------------------- main */
 
+/*
+ * LENTO_TEST_DELAY_COMMIT_MS=N: every batch waits N ms with its bodies in
+ * place and before its COMMIT, so a test can kill the server there. The
+ * whole server waits (the store is used from the loop): a test hook only.
+ */
+static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
+{
+	unsigned int ms = *(unsigned int *)arg;
+
+	(void)db;
+	if (where != STORE_FAULT_COMMIT)
+		return 0;
+	log_warn("LENTO_TEST_DELAY_COMMIT_MS: holding a batch %u ms before "
+		 "its COMMIT", ms);
+	usleep(ms * 1000u);
+	return 0;
+}
+
+static void test_hooks(struct server *srv)
+{
+	static unsigned int ms;
+	const char *v = getenv("LENTO_TEST_DELAY_COMMIT_MS");
+
+	if (!v || !*v)
+		return;
+	ms = (unsigned int)strtoul(v, NULL, 10);
+	if (ms)
+		store_set_fault(srv->st, delay_commit, &ms);
+}
+
 static int server_listen(struct server *srv)
 {
 	const struct server_opts *o = srv->opt;
@@ -1795,6 +1825,7 @@ int server_main(const struct server_opts *o)
 		return 1;
 	}
 	srv.epoch = store_epoch(srv.st);
+	test_hooks(&srv);
 	e = lo_loop_new(&srv.loop);
 	if (e) {
 		log_err("io_uring: %s", strerror(-e));
