@@ -880,18 +880,12 @@ static int sync_volume(struct op *op, struct vol *v)
 	return 1;
 }
 
-static int sync_step(struct op *op)
+/* Every volume asked: 0 all done, 1 some still going, -errno. */
+static int sync_scan(struct op *op, struct vol *only)
 {
-	struct client *cl = op->cl;
-	struct vol *only = NULL, *v;
 	bool going = false;
 
-	if (op->argc && !(only = vol_by_name(cl, op->argv[0]))) {
-		ctl_error(op->r, "%s: no such volume in this cache",
-			  op->argv[0]);
-		return -ENOENT;
-	}
-	for (v = cl->vols; v; v = v->next) {
+	for (struct vol *v = op->cl->vols; v; v = v->next) {
 		int rc;
 
 		if (only && v != only)
@@ -901,14 +895,36 @@ static int sync_step(struct op *op)
 			return rc;
 		going |= rc == 1;
 	}
-	if (going) {
-		op->wait_reint = true;
+	return going;
+}
+
+static int sync_step(struct op *op)
+{
+	struct client *cl = op->cl;
+	struct vol *only = NULL;
+	int rc;
+
+	if (op->argc && !(only = vol_by_name(cl, op->argv[0]))) {
+		ctl_error(op->r, "%s: no such volume in this cache",
+			  op->argv[0]);
+		return -ENOENT;
+	}
+	rc = sync_scan(op, only);
+	/*
+	 * The kick may finish at once (optimised to nothing) and wake no
+	 * one: this op is not parked yet. So look again after it.
+	 */
+	if (rc == 1) {
 		reint_kick(cl);
+		rc = sync_scan(op, only);
+	}
+	if (rc == 1) {
+		op->wait_reint = true;
 		return OP_WAIT;
 	}
-	if (ctl_json(op->r))
+	if (!rc && ctl_json(op->r))
 		jw_raw(ctl_out(op->r), "{}\n", 3);
-	return 0;
+	return rc;
 }
 
 int cmd_sync(struct ctl_req *r, void *ctx, int argc, char **argv)
