@@ -565,8 +565,9 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
 		goto out;
 	}
+	/* Offset 0 (the first target) is a null pointer: go by length. */
 	for (i = 0; i < l.n; i++)
-		if (l.e[i].target)
+		if (l.e[i].target_len)
 			l.e[i].target = l.targets + (uintptr_t)l.e[i].target;
 	m.total = l.n;
 	sess_promise(s, &fid);
