@@ -214,13 +214,24 @@ tests/bin/unit-cml: tests/unit/check_cml.c $(CMLLIB)
 		tests/unit/check_cml.c lento/cml.c lento/cml_opt.c \
 		$$(pkg-config --cflags --libs check sqlite3)
 
+# lento client cache: its tables and what it makes on the disk.
+UNITS += tests/bin/unit-cache
+
+tests/bin/unit-cache: tests/unit/check_cache.c lento/cache.c lento/cache.h \
+		$(CMLLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -o $@ \
+		tests/unit/check_cache.c lento/cache.c lento/cml.c \
+		lento/cml_opt.c $$(pkg-config --cflags --libs check sqlite3)
+
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
 
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
-check: all build/debug/presto.ko $(UNITS) $(FUZZERS) | $(SETUP_STAMP)
+check: all build/debug/presto.ko $(UNITS) $(FUZZERS) tools/bin/lento-asan \
+		tools/bin/lentoctl | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)

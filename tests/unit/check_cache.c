@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The lento client's cache (lento/cache.c): its tables -- volumes,
+ * objects and their state, listings and paths, shipped numbers, LRU and
+ * statistics, handles -- and materialising objects on the disk.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cml.h"
+
+static char dir[64];
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void setup(void)
+{
+	strcpy(dir, "/tmp/check-cache-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct cache *open_cache(void)
+{
+	struct cache *c;
+	char err[256] = "";
+
+	ck_assert_msg(cache_open(dir, &c, err, sizeof(err)) == 0, "%s", err);
+	return c;
+}
+
+static struct lento_fid fid(uint32_t vol, uint64_t seq)
+{
+	return (struct lento_fid){ vol, 7, seq };
+}
+
+static struct cache_obj obj(struct lento_fid f, uint8_t type, uint64_t v)
+{
+	struct cache_obj o = { .fid = f, .type = type, .nlink = 1 };
+
+	o.attr.valid = LENTO_A_ALL;
+	o.attr.mode = type == LENTO_T_DIR ? 0755 : 0644;
+	o.attr.size = type == LENTO_T_REG ? 100 * v : 0;
+	o.attr.mtime_ns = 1700000000123456789LL;
+	o.attr.atime_ns = 1700000000000000000LL;
+	o.vv.n = 1;
+	o.vv.v[0] = v;
+	o.vv.store.client = 3;
+	o.vv.store.seq = v;
+	o.valid = true;
+	return o;
+}
+
+/* A volume "vol" (id 1) whose root is fid(1, 1). */
+static void add_volume(struct cache *c)
+{
+	struct cache_vol v = { .id = 1, .name = "vol", .root = fid(1, 1),
+			       .stamp = 5 };
+	struct cache_obj root = obj(fid(1, 1), LENTO_T_DIR, 1);
+
+	ck_assert_int_eq(cache_vol_put(c, &v), 0);
+	ck_assert_int_eq(cache_obj_put(c, &root, NULL, 0), 0);
+}
+
+START_TEST(open_makes_layout)
+{
+	struct cache *c = open_cache();
+	char path[128];
+	struct stat sb;
+	int64_t v = 0;
+
+	snprintf(path, sizeof(path), "%s/.lento/tmp/leftover", dir);
+	cache_close(c);
+	ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
+	c = open_cache();
+	/* A crash's leftovers in tmp go at open. */
+	ck_assert_int_eq(stat(path, &sb), -1);
+	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(cache_meta_get(c, "format", &v), 0);
+	ck_assert_int_eq(v, CACHE_FORMAT);
+	ck_assert_ptr_nonnull(cache_cml(c));
+	ck_assert_int_eq(cache_meta_set(c, "format", CACHE_FORMAT + 1), 0);
+	cache_close(c);
+	/* A newer format is refused, with a reason. */
+	{
+		char err[256] = "";
+
+		ck_assert_int_eq(cache_open(dir, &c, err, sizeof(err)),
+				 -EPROTO);
+		ck_assert_ptr_nonnull(strstr(err, "newer"));
+	}
+}
+END_TEST
+
+START_TEST(volumes)
+{
+	struct cache *c = open_cache();
+	struct cache_vol v = { .id = 9, .name = "home", .root = fid(9, 1),
+			       .stamp = 3, .applied = 4 }, got;
+
+	ck_assert(cache_volname_ok("home"));
+	ck_assert(!cache_volname_ok(".lento"));
+	ck_assert(!cache_volname_ok(".."));
+	ck_assert(!cache_volname_ok("a/b"));
+	ck_assert(!cache_volname_ok(""));
+	ck_assert_int_eq(cache_vol_get(c, 9, &got), -ENOENT);
+	ck_assert_int_eq(cache_vol_put(c, &v), 0);
+	v.stamp = 8;
+	ck_assert_int_eq(cache_vol_put(c, &v), 0);
+	ck_assert_int_eq(cache_vol_find(c, "home", &got), 0);
+	ck_assert_int_eq(got.id, 9);
+	ck_assert_int_eq(got.stamp, 8);
+	ck_assert_int_eq(got.applied, 4);
+	ck_assert(lento_fid_eq(&got.root, &v.root));
+	ck_assert_int_eq(cache_vol_find(c, "nope", &got), -ENOENT);
+	cache_close(c);
+	c = open_cache();
+	ck_assert_int_eq(cache_vol_get(c, 9, &got), 0);
+	ck_assert_str_eq(got.name, "home");
+	cache_close(c);
+}
+END_TEST
+
+START_TEST(objects)
+{
+	struct cache *c = open_cache();
+	struct cache_obj o = obj(fid(1, 2), LENTO_T_SYMLINK, 3), got;
+	char target[64];
+
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), -ENOENT);
+	ck_assert_int_eq(cache_obj_put(c, &o, "there", 5), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, target,
+				       sizeof(target)), 0);
+	ck_assert_str_eq(target, "there");
+	ck_assert_int_eq(got.type, LENTO_T_SYMLINK);
+	ck_assert_int_eq(got.attr.mtime_ns, o.attr.mtime_ns);
+	ck_assert_int_eq(got.vv.n, 1);
+	ck_assert_int_eq(got.vv.v[0], 3);
+	ck_assert_int_eq(got.vv.store.seq, 3);
+	ck_assert(got.valid && !got.data && !got.dirty);
+	/* A put without a target keeps the one it has. */
+	o.nlink = 4;
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, target,
+				       sizeof(target)), 0);
+	ck_assert_str_eq(target, "there");
+	ck_assert_int_eq(got.nlink, 4);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, target, 3),
+			 -ENAMETOOLONG);
+	ck_assert_int_eq(cache_obj_set_state(c, &o.fid, false, true), 0);
+	o.vv.v[0] = 9;
+	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(!got.valid && got.data);
+	ck_assert_int_eq(got.vv.v[0], 9);
+	ck_assert_int_eq(cache_volume_invalidate(c, 1), 0);
+	ck_assert_int_eq(cache_dirty_set(c, &o.fid), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(got.dirty);
+	ck_assert_int_eq(cache_dirty_clear(c, 1), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(!got.dirty);
+	ck_assert_int_eq(cache_obj_del(c, &o.fid), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), -ENOENT);
+	cache_close(c);
+}
+END_TEST
+
+static int count_obj(void *arg, const struct cache_obj *o)
+{
+	(void)o;
+	++*(int *)arg;
+	return 0;
+}
+
+struct names {
+	char s[256];
+};
+
+static int collect(void *arg, const char *name, const struct lento_fid *f)
+{
+	struct names *n = arg;
+
+	(void)f;
+	strcat(n->s, name);
+	strcat(n->s, ",");
+	return 0;
+}
+
+START_TEST(listings_and_paths)
+{
+	struct cache *c = open_cache();
+	struct lento_fid root = fid(1, 1), d = fid(1, 2), f = fid(1, 3),
+			 lost = fid(1, 4), got;
+	struct cache_obj od = obj(d, LENTO_T_DIR, 1), of = obj(f, LENTO_T_REG,
+								1);
+	struct names n = { "" };
+	char path[64], name[LENTO_NAME_MAX + 1];
+	int k = 0;
+
+	add_volume(c);
+	ck_assert_int_eq(cache_obj_put(c, &od, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_put(c, &of, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &root, "dir", &d), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &d, "zeta", &f), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &d, "alpha", &f), 0);
+	ck_assert_int_eq(cache_lookup(c, &d, "zeta", &got), 0);
+	ck_assert(lento_fid_eq(&got, &f));
+	ck_assert_int_eq(cache_lookup(c, &d, "nope", &got), -ENOENT);
+	ck_assert_int_eq(cache_readdir(c, &d, collect, &n), 0);
+	ck_assert_str_eq(n.s, "alpha,zeta,");
+	ck_assert_int_eq(cache_dir_count(c, &d), 2);
+	ck_assert_int_eq(cache_name_count(c, &f), 2);
+	ck_assert_int_eq(cache_name_of(c, &f, &got, name), 0);
+	ck_assert_str_eq(name, "alpha");
+	/* Paths: a root, a file by its first name, an object with none. */
+	ck_assert_int_eq(cache_path(c, &root, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol");
+	ck_assert_int_eq(cache_path(c, &f, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol/dir/alpha");
+	ck_assert_int_eq(cache_path(c, &f, path, 8), -ENAMETOOLONG);
+	ck_assert_int_eq(cache_path(c, &lost, path, sizeof(path)), -ENOENT);
+	ck_assert_int_eq(cache_dirent_del(c, &d, "alpha"), 0);
+	ck_assert_int_eq(cache_path(c, &f, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol/dir/zeta");
+	ck_assert_int_eq(cache_obj_walk(c, 1, count_obj, &k), 0);
+	ck_assert_int_eq(k, 3);
+	/* A directory that goes takes its entries from the listings. */
+	ck_assert_int_eq(cache_obj_del(c, &d), 0);
+	ck_assert_int_eq(cache_dir_count(c, &d), 0);
+	ck_assert_int_eq(cache_path(c, &f, path, sizeof(path)), -ENOENT);
+	cache_close(c);
+}
+END_TEST
+
+START_TEST(ship_numbers)
+{
+	struct cache *c = open_cache();
+	uint64_t v = 0;
+
+	ck_assert_int_eq(cache_ship_count(c, 1), 0);
+	ck_assert_int_eq(cache_ship_add(c, 1, 1, 10), 0);
+	ck_assert_int_eq(cache_ship_add(c, 1, 2, 14), 0);
+	ck_assert_int_eq(cache_ship_add(c, 1, 3, 15), 0);
+	ck_assert_int_eq(cache_ship_add(c, 2, 1, 11), 0);
+	/* One number per record. */
+	ck_assert_int_eq(cache_ship_add(c, 1, 4, 15), -EEXIST);
+	ck_assert_int_eq(cache_ship_count(c, 1), 3);
+	ck_assert_int_eq(cache_ship_of(c, 1, 14, &v), 0);
+	ck_assert_int_eq(v, 2);
+	ck_assert_int_eq(cache_ship_of(c, 1, 11, &v), -ENOENT);
+	ck_assert_int_eq(cache_ship_recno_upto(c, 1, 2, &v), 0);
+	ck_assert_int_eq(v, 14);
+	ck_assert_int_eq(cache_ship_recno_upto(c, 1, 0, &v), 0);
+	ck_assert_int_eq(v, 0);
+	ck_assert_int_eq(cache_ship_drop(c, 1, 2), 0);
+	ck_assert_int_eq(cache_ship_count(c, 1), 1);
+	ck_assert_int_eq(cache_ship_drop(c, 1, UINT64_MAX), 0);
+	ck_assert_int_eq(cache_ship_count(c, 1), 0);
+	ck_assert_int_eq(cache_ship_count(c, 2), 1);
+	cache_close(c);
+}
+END_TEST
+
+static int first_lru(void *arg, const struct cache_obj *o)
+{
+	*(struct lento_fid *)arg = o->fid;
+	return 1;
+}
+
+START_TEST(stats_lru_purge)
+{
+	struct cache *c = open_cache();
+	struct cache_obj a = obj(fid(1, 2), LENTO_T_REG, 1),
+			 b = obj(fid(1, 3), LENTO_T_REG, 2),
+			 d = obj(fid(1, 4), LENTO_T_REG, 3);
+	struct cache_stats st;
+	struct lento_fid first = { 0 };
+
+	a.data = b.data = true;
+	a.used_ms = 200;
+	b.used_ms = 100;
+	d.dirty = true;		/* dirty, content counted, never evicted */
+	d.used_ms = 1;
+	ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_put(c, &b, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_put(c, &d, NULL, 0), 0);
+	ck_assert_int_eq(cache_stats(c, &st), 0);
+	ck_assert_int_eq(st.objects, 3);
+	ck_assert_int_eq(st.files_cached, 2);
+	ck_assert_int_eq(st.bytes, 100 + 200 + 300);
+	ck_assert_int_eq(st.dirty, 1);
+	ck_assert_int_eq(st.dirty_bytes, 300);
+	ck_assert_int_eq(cache_lru_walk(c, first_lru, &first), 1);
+	ck_assert(lento_fid_eq(&first, &b.fid));
+	ck_assert_int_eq(cache_obj_touch(c, &b.fid, 300), 0);
+	ck_assert_int_eq(cache_lru_walk(c, first_lru, &first), 1);
+	ck_assert(lento_fid_eq(&first, &a.fid));
+	/* No name and no pending change: forgotten. */
+	a.nlink = 0;
+	d.nlink = 0;
+	ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_put(c, &d, NULL, 0), 0);
+	ck_assert_int_eq(cache_purge(c, 1), 0);
+	ck_assert_int_eq(cache_stats(c, &st), 0);
+	ck_assert_int_eq(st.objects, 2);
+	ck_assert_int_eq(cache_obj_get(c, &d.fid, &d, NULL, 0), 0);
+	cache_close(c);
+}
+END_TEST
+
+START_TEST(transactions)
+{
+	struct cache *c = open_cache();
+	struct cache_obj a = obj(fid(1, 2), LENTO_T_REG, 1), got;
+
+	ck_assert_int_eq(cache_begin(c), 0);
+	ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
+	cache_rollback(c);
+	ck_assert_int_eq(cache_obj_get(c, &a.fid, &got, NULL, 0), -ENOENT);
+	ck_assert_int_eq(cache_begin(c), 0);
+	ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
+	ck_assert_int_eq(cache_commit(c), 0);
+	cache_close(c);
+	c = open_cache();
+	ck_assert_int_eq(cache_obj_get(c, &a.fid, &got, NULL, 0), 0);
+	cache_close(c);
+}
+END_TEST
+
+static void read_file(int dirfd, const char *path, char *buf, size_t n)
+{
+	int fd = openat(dirfd, path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(read(fd, buf, n), (ssize_t)n);
+	close(fd);
+}
+
+START_TEST(materialise)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd, old;
+	struct cache_obj d = obj(fid(1, 2), LENTO_T_DIR, 1),
+			 f = obj(fid(1, 3), LENTO_T_REG, 1),
+			 l = obj(fid(1, 4), LENTO_T_SYMLINK, 1);
+	char tmp[CACHE_PATH_MAX], buf[16], link[16];
+	struct lento_fid back;
+	struct stat sb;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, 0), 0);
+	ck_assert(S_ISDIR(sb.st_mode) && (sb.st_mode & 07777) == 0755);
+	/* A file without its content: sparse, of its size, its times. */
+	ck_assert_int_eq(cache_placeholder(c, "vol/d/f", &f, NULL), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/d/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_size, 100);
+	ck_assert_int_eq(sb.st_blocks, 0);
+	ck_assert_int_eq(sb.st_mtim.tv_nsec, 123456789);
+	ck_assert_int_eq(cache_placeholder(c, "vol/d/l", &l, "f"), 0);
+	ck_assert_int_eq(readlinkat(dfd, "vol/d/l", link, sizeof(link)), 1);
+	/* A body renamed into place: a reader keeps the old inode. */
+	old = openat(dfd, "vol/d/f", O_RDONLY);
+	ck_assert_int_ge(old, 0);
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "new content", 11), 11);
+	close(fd);
+	f.attr.size = 11;
+	ck_assert_int_eq(cache_install(c, tmp, "vol/d/f", &f), 0);
+	read_file(dfd, "vol/d/f", buf, 11);
+	ck_assert_int_eq(memcmp(buf, "new content", 11), 0);
+	ck_assert_int_eq(fstat(old, &sb), 0);
+	ck_assert_int_eq(sb.st_size, 100);
+	close(old);
+	/* Its handle leads back to it (where the file system has them). */
+	if (cache_handle_update(c, &f.fid, "vol/d/f") == 0) {
+		struct {
+			struct file_handle fh;
+			unsigned char b[MAX_HANDLE_SZ];
+		} h;
+		int mnt;
+
+		h.fh.handle_bytes = MAX_HANDLE_SZ;
+		ck_assert_int_eq(name_to_handle_at(dfd, "vol/d/f", &h.fh, &mnt,
+						   0), 0);
+		ck_assert_int_eq(cache_handle_lookup(c, h.fh.handle_type,
+						     h.fh.f_handle,
+						     h.fh.handle_bytes, &back),
+				 0);
+		ck_assert(lento_fid_eq(&back, &f.fid));
+	}
+	ck_assert_int_eq(cache_remove_tree(c, "vol/d"), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, 0), -1);
+	ck_assert_int_eq(cache_remove_tree(c, "vol/d"), 0);
+	cache_close(c);
+}
+END_TEST
+
+static Suite *cache_suite(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("cache");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, open_makes_layout);
+	tcase_add_test(tc, volumes);
+	tcase_add_test(tc, objects);
+	tcase_add_test(tc, listings_and_paths);
+	tcase_add_test(tc, ship_numbers);
+	tcase_add_test(tc, stats_lru_purge);
+	tcase_add_test(tc, transactions);
+	tcase_add_test(tc, materialise);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(cache_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
