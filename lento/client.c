@@ -287,7 +287,6 @@ static int renew_reply(void *arg, const struct lp_frame *f, int err,
 	struct vol *v = arg;
 	struct lp_permit m;
 	struct lp_error e;
-	uint64_t now = lo_now_ms();
 
 	v->renewing = false;
 	if (err)
@@ -310,7 +309,6 @@ static int renew_reply(void *arg, const struct lp_frame *f, int err,
 	v->lease_ms = m.lease_ms;
 	v->expires_ms = v->renew_sent_ms + m.lease_ms;
 	v->renew_at_ms = v->renew_sent_ms + m.lease_ms / 2;
-	(void)now;
 	return 0;
 }
 
@@ -849,6 +847,12 @@ static int client_start(struct client *cl, char *err, size_t errlen)
 	char path[CACHE_PATH_MAX];
 	int e;
 
+	for (int i = 0; i < o->nvolumes; i++)
+		if (!cache_volname_ok(o->volumes[i])) {
+			snprintf(err, errlen, "--volume %s: not a name a cache "
+				 "can keep a volume under", o->volumes[i]);
+			return -EINVAL;
+		}
 	e = cache_open(o->cache, &cl->cache, err, errlen);
 	if (e)
 		return e;

@@ -339,29 +339,31 @@ static int content(struct op *op, char **buf, size_t *len)
 	const char *arg = op->argv[1];
 	struct stat sb;
 	ssize_t n;
-	int fd;
+	int fd, err = 0;
 
+	*buf = NULL;
 	if (arg[0] != '@') {
 		*len = strlen(arg);
 		*buf = strdup(arg);
 		return *buf ? 0 : -ENOMEM;
 	}
 	fd = open(arg + 1, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sb) || (uint64_t)sb.st_size > WRITE_MAX) {
-		int err = fd < 0 || errno ? -errno : -EFBIG;
-
-		if (fd >= 0)
-			close(fd);
-		return fail(op, err ?: -EFBIG, "%s", arg + 1);
-	}
-	*buf = malloc(sb.st_size ? sb.st_size : 1);
-	n = *buf ? read(fd, *buf, sb.st_size) : -1;
-	close(fd);
-	if (n != sb.st_size) {
+	if (fd < 0 || fstat(fd, &sb))
+		err = -errno;
+	else if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > WRITE_MAX)
+		err = S_ISREG(sb.st_mode) ? -EFBIG : -EINVAL;
+	else if (!(*buf = malloc(sb.st_size ? sb.st_size : 1)))
+		err = -ENOMEM;
+	else if ((n = read(fd, *buf, sb.st_size)) != sb.st_size)
+		err = n < 0 ? -errno : -EIO;
+	if (fd >= 0)
+		close(fd);
+	if (err) {
 		free(*buf);
-		return fail(op, n < 0 ? -errno : -EIO, "reading %s", arg + 1);
+		*buf = NULL;
+		return fail(op, err, "%s", arg + 1);
 	}
-	*len = (size_t)n;
+	*len = (size_t)sb.st_size;
 	return 0;
 }
 

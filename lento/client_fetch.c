@@ -167,6 +167,7 @@ static int lookup_reply(void *arg, const struct lp_frame *f, int err,
 	struct cache_obj root = { 0 };
 	struct lp_volume m;
 	struct vol *v;
+	bool known;
 
 	reply_over(j, f, err);
 	if (err)
@@ -181,6 +182,13 @@ static int lookup_reply(void *arg, const struct lp_frame *f, int err,
 	cv.root = m.root;
 	/* Nothing of it is cached yet: its current stamp is ours. */
 	cv.stamp = m.stamp;
+	v = vol_by_id(cl, m.volume);
+	known = v != NULL;
+	if (v) {
+		/* Known by another name (renamed at the server): the same. */
+		cv.stamp = v->cv.stamp;
+		cv.applied = v->cv.applied;
+	}
 	err = cache_begin(cl->cache);
 	/* Its status comes with its first listing. */
 	if (!err && cache_obj_get(cl->cache, &m.root, &root, NULL, 0) ==
@@ -207,7 +215,9 @@ static int lookup_reply(void *arg, const struct lp_frame *f, int err,
 		job_msg(j, "volume %s: %s", j->name, strerror(-err));
 		return job_end(j, err), 0;
 	}
-	v->validated = !j->broken;
+	/* A new one has nothing cached to validate. */
+	if (!known)
+		v->validated = !j->broken;
 	log_info("volume %s: id %" PRIu32 ", root " FIDFMT ", stamp %" PRIu64,
 		 cv.name, cv.id, FIDARG(&cv.root), cv.stamp);
 	job_end(j, 0);
