@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * lentoctl: ask a running lento (client or server) through its control
- * socket. See tools/lentoctl/lentoctl.8 and lento/ctl.h for the protocol.
+ * socket. See docs/man/lentoctl.8 and lento/ctl.h for the protocol.
  *
  *   lentoctl [-s SOCKET] [--json] [--timeout SEC] COMMAND [ARG...]
  *
