@@ -55,6 +55,7 @@ enum stmt {
 	S_DIR_COUNT,
 	S_NAME_COUNT,
 	S_NAME_OF,
+	S_NAMES,
 	S_SHIP_ADD,
 	S_SHIP_OF,
 	S_SHIP_UPTO,
@@ -125,6 +126,8 @@ static const char *const sql[S_COUNT] = {
 	[S_NAME_COUNT] = "SELECT count(*) FROM dirents WHERE fid = ?1",
 	[S_NAME_OF] = "SELECT dir, name FROM dirents WHERE fid = ?1 "
 		      "ORDER BY dir, name LIMIT 1",
+	[S_NAMES] = "SELECT dir, name FROM dirents WHERE fid = ?1 "
+		    "ORDER BY dir, name",
 	[S_SHIP_ADD] = "INSERT INTO ship(volume, shipno, recno) "
 		       "VALUES (?1, ?2, ?3)",
 	[S_SHIP_OF] = "SELECT shipno FROM ship WHERE volume = ?1 AND recno = ?2",
@@ -903,6 +906,26 @@ int cache_name_of(struct cache *c, const struct lento_fid *fid,
 	return err;
 }
 
+int cache_names(struct cache *c, const struct lento_fid *fid,
+		cache_name_fn fn, void *arg)
+{
+	sqlite3_stmt *st = stmt(c, S_NAMES);
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid dir;
+	int rc, err = 0;
+
+	bind_fid(st, 1, fid);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		err = col_fid(st, 0, &dir) ?: col_name(st, 1, name);
+		if (!err)
+			err = fn(arg, &dir, name);
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, S_NAMES);
+	return err;
+}
+
 /* Prepend "/@name" (or "@name" at the very front) to the path at @pos. */
 static int prepend(char *buf, size_t *pos, const char *name, bool slash)
 {
@@ -1187,6 +1210,24 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 	if (renameat(c->dirfd, tmp, c->dirfd, path))
 		return -errno;
 	return sync_parent(c, path);
+}
+
+int cache_link(struct cache *c, const char *from, const char *to)
+{
+	char tmp[CACHE_PATH_MAX];
+	int fd = cache_tmpfile(c, tmp), err = 0;
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	if (unlinkat(c->dirfd, tmp, 0) ||
+	    linkat(c->dirfd, from, c->dirfd, tmp, 0))
+		return -errno;
+	if (renameat(c->dirfd, tmp, c->dirfd, to))
+		err = -errno;
+	/* Gone if renamed; left if @to was that inode already. */
+	unlinkat(c->dirfd, tmp, 0);
+	return err;
 }
 
 static int placeholder_file(struct cache *c, const char *path,

@@ -162,6 +162,12 @@ int cache_name_count(struct cache *c, const struct lento_fid *fid);
 int cache_name_of(struct cache *c, const struct lento_fid *fid,
 		  struct lento_fid *dir, char name[LENTO_NAME_MAX + 1]);
 
+typedef int (*cache_name_fn)(void *arg, const struct lento_fid *dir,
+			     const char *name);
+/* Every name of @fid (a file with links has several). */
+int cache_names(struct cache *c, const struct lento_fid *fid,
+		cache_name_fn fn, void *arg);
+
 /*
  * Where @fid is materialised, relative to DIR: "VOLUME/a/b" (by one of
  * its names), "VOLUME" for a root. -ENOENT if it has no path (not
@@ -239,6 +245,11 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
  */
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target);
+/*
+ * Make @to (relative to DIR) another name of the inode at @from, replacing
+ * what @to was (through a temporary name: readers keep the old inode).
+ */
+int cache_link(struct cache *c, const char *from, const char *to);
 /* Mode, times and (as root) owner of @path from @o. */
 int cache_set_attrs(struct cache *c, const char *path,
 		    const struct cache_obj *o);

@@ -534,6 +534,80 @@ static int join(char *buf, const char *dir, const char *name)
 	       CACHE_PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
+/* The names of a file with links, on the disk. */
+struct name_paths {
+	struct client *cl;
+	const char *skip;		/* this one's path */
+	char found[CACHE_PATH_MAX];	/* a name materialised, or "" */
+	const char *from;		/* relink: the inode's path */
+	int err;
+};
+
+static int name_path(struct name_paths *np, const struct lento_fid *dir,
+		     const char *name, char *path)
+{
+	char dirpath[CACHE_PATH_MAX];
+	int err = cache_path(np->cl->cache, dir, dirpath, sizeof(dirpath));
+
+	return err ?: join(path, dirpath, name);
+}
+
+/* A name of the object, other than np->skip, that is on the disk. */
+static int find_other(void *arg, const struct lento_fid *dir,
+		      const char *name)
+{
+	struct name_paths *np = arg;
+	char path[CACHE_PATH_MAX];
+	struct stat sb;
+
+	if (name_path(np, dir, name, path) || !strcmp(path, np->skip) ||
+	    fstatat(cache_dirfd(np->cl->cache), path, &sb,
+		    AT_SYMLINK_NOFOLLOW))
+		return 0;
+	snprintf(np->found, sizeof(np->found), "%s", path);
+	return 1;
+}
+
+/* Every other name becomes a link to np->from's inode. */
+static int relink_other(void *arg, const struct lento_fid *dir,
+			const char *name)
+{
+	struct name_paths *np = arg;
+	char path[CACHE_PATH_MAX];
+
+	if (name_path(np, dir, name, path) || !strcmp(path, np->from))
+		return 0;
+	np->err = np->err ?: cache_link(np->cl->cache, np->from, path);
+	return 0;
+}
+
+/*
+ * A file with several names is one inode in the cache, as at the server:
+ * a new name links to a name already there (1), or 0 if there is none.
+ */
+static int link_to_other(struct client *cl, const struct lento_fid *fid,
+			 const char *path)
+{
+	struct name_paths np = { .cl = cl, .skip = path };
+	int err = cache_names(cl->cache, fid, find_other, &np);
+
+	if (err < 0)
+		return err;
+	if (!np.found[0])
+		return 0;
+	err = cache_link(cl->cache, np.found, path);
+	return err ?: 1;
+}
+
+static int relink_names(struct client *cl, const struct lento_fid *fid,
+			const char *path)
+{
+	struct name_paths np = { .cl = cl, .from = path };
+	int err = cache_names(cl->cache, fid, relink_other, &np);
+
+	return err ?: np.err;
+}
+
 /* An old entry went at the server: its name, and its object if clean. */
 static int drop_entry(struct client *cl, const char *dirpath,
 		      const struct lento_fid *dir, const struct old_ent *oe)
@@ -578,10 +652,15 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	o.used_ms = have ? old.used_ms : wall_ms();
 	err = join(path, dirpath, e->de.name);
 	if (!err && !(same && same_name)) {
-		err = cache_placeholder(cl->cache, path, &o, target);
+		int linked = o.type == LENTO_T_REG && same ?
+			     link_to_other(cl, &o.fid, path) : 0;
+
+		err = linked < 0 ? linked : 0;
+		if (!linked)
+			err = cache_placeholder(cl->cache, path, &o, target);
 		if (err == -EOPNOTSUPP)	/* a device, say: listed only */
 			err = 0;
-		else if (!err)
+		else if (!err && !linked)
 			cache_handle_update(cl->cache, &o.fid, path);
 	}
 	err = err ?: cache_obj_put(cl->cache, &o, target,
@@ -773,6 +852,8 @@ static int body_install(struct job *j)
 	err = err ?: cache_install(cl->cache, b->tmp, path, &o);
 	if (!err)
 		b->tmp[0] = 0;
+	/* Its other names: the same new inode. */
+	err = err ?: relink_names(cl, &o.fid, path);
 	err = err ?: cache_obj_put(cl->cache, &o, NULL, 0);
 	if (!err)
 		cache_handle_update(cl->cache, &o.fid, path);

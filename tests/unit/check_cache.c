@@ -198,6 +198,17 @@ struct names {
 	char s[256];
 };
 
+static int collect_name(void *arg, const struct lento_fid *dir,
+			const char *name)
+{
+	struct names *n = arg;
+
+	(void)dir;
+	strcat(n->s, name);
+	strcat(n->s, ";");
+	return 0;
+}
+
 static int collect(void *arg, const char *name, const struct lento_fid *f)
 {
 	struct names *n = arg;
@@ -232,6 +243,8 @@ START_TEST(listings_and_paths)
 	ck_assert_str_eq(n.s, "alpha,zeta,");
 	ck_assert_int_eq(cache_dir_count(c, &d), 2);
 	ck_assert_int_eq(cache_name_count(c, &f), 2);
+	ck_assert_int_eq(cache_names(c, &f, collect_name, &n), 0);
+	ck_assert_str_eq(n.s, "alpha,zeta,alpha;zeta;");
 	ck_assert_int_eq(cache_name_of(c, &f, &got, name), 0);
 	ck_assert_str_eq(name, "alpha");
 	/* Paths: a root, a file by its first name, an object with none. */
@@ -413,6 +426,12 @@ START_TEST(materialise)
 				 0);
 		ck_assert(lento_fid_eq(&back, &f.fid));
 	}
+	/* Another name, for the same inode; twice changes nothing. */
+	ck_assert_int_eq(cache_link(c, "vol/d/f", "vol/d/g"), 0);
+	ck_assert_int_eq(cache_link(c, "vol/d/f", "vol/d/g"), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/d/g", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 2);
+	ck_assert_int_eq(sb.st_size, 11);
 	ck_assert_int_eq(cache_remove_tree(c, "vol/d"), 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, 0), -1);
 	ck_assert_int_eq(cache_remove_tree(c, "vol/d"), 0);
