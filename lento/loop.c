@@ -377,6 +377,8 @@ int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
 
 	if (c->closing || c->draining)
 		return -EPIPE;
+	if (!n)		/* nothing: and the queue may have no buffer yet */
+		return 0;
 	if (lo_conn_queued(c) + n > LO_OUT_MAX)
 		return -ENOBUFS;
 	err = lo_buf_reserve(&c->queue, c->queue.len + n, LO_OUT_MAX);
