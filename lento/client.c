@@ -803,7 +803,10 @@ static void tick(struct lo_loop *loop, void *arg)
 	struct client *cl = arg;
 	uint64_t now = lo_now_ms();
 
-	(void)loop;
+	if (cl->stop_signal) {	/* the ops' answers had a tick to go */
+		lo_stop(loop);
+		return;
+	}
 	conn_tick(cl->conn, now);
 	permits_tick(cl, now);
 	reint_kick(cl);
@@ -814,12 +817,14 @@ static void tick(struct lo_loop *loop, void *arg)
 	}
 }
 
+/* Stop at the next tick: the waiting requests are answered first. */
 static void on_signal(struct lo_loop *loop, int signo, void *arg)
 {
 	struct client *cl = arg;
 
+	(void)loop;
 	cl->stop_signal = signo;
-	lo_stop(loop);
+	ops_free(cl);
 }
 
 static int identity(struct client *cl)
