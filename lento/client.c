@@ -89,6 +89,35 @@ static int load_vol(void *arg, const struct cache_vol *cv)
 	return vol_add(arg, cv, NULL);
 }
 
+/* ----------------------------------------------------------------- LRU */
+
+void client_touches_flush(struct client *cl)
+{
+	int64_t now = wall_ms();
+	int err;
+
+	if (!cl->ntouched)
+		return;
+	err = cache_begin(cl->cache);
+	for (int i = 0; !err && i < cl->ntouched; i++)
+		err = cache_obj_touch(cl->cache, &cl->touched[i], now);
+	err = err ?: cache_commit(cl->cache);
+	if (err) {
+		cache_rollback(cl->cache);
+		log_warn("recording uses for the LRU: %s", strerror(-err));
+	}
+	cl->ntouched = 0;
+}
+
+void client_touch(struct client *cl, const struct lento_fid *fid)
+{
+	if (cl->ntouched && lento_fid_eq(&cl->touched[cl->ntouched - 1], fid))
+		return;
+	if (cl->ntouched == TOUCH_MAX)
+		client_touches_flush(cl);
+	cl->touched[cl->ntouched++] = *fid;
+}
+
 /* ----------------------------------------------------------------- ops */
 
 static void op_free(struct op *op)
@@ -807,6 +836,7 @@ static void tick(struct lo_loop *loop, void *arg)
 		lo_stop(loop);
 		return;
 	}
+	client_touches_flush(cl);
 	conn_tick(cl->conn, now);
 	permits_tick(cl, now);
 	reint_kick(cl);
@@ -896,6 +926,8 @@ static int client_start(struct client *cl, char *err, size_t errlen)
 
 static void client_free(struct client *cl)
 {
+	if (cl->cache)
+		client_touches_flush(cl);
 	ops_free(cl);
 	conn_free(cl->conn);	/* fails what is in flight */
 	cl->conn = NULL;

@@ -1452,7 +1452,7 @@ static int ls_step(struct op *op)
 		jw_arr_end(ctl_out(op->r));
 		jw_raw(ctl_out(op->r), "\n", 1);
 	}
-	cache_obj_touch(cl->cache, &res.fid, wall_ms());
+	client_touch(cl, &res.fid);
 	return 0;
 }
 
@@ -1518,7 +1518,7 @@ static int cat_step(struct op *op)
 	}
 	if (!op->next_arg)
 		cl->st.hits++;
-	cache_obj_touch(cl->cache, &res.fid, wall_ms());
+	client_touch(cl, &res.fid);
 	return cat_out(op, &res);
 }
 

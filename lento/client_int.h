@@ -37,6 +37,7 @@
 #define BATCH_BYTES_MAX		(64ull << 20)	/* bodies included */
 #define BODY_QUEUE_LOW		(4u << 20)	/* queue more DATA below */
 #define OP_WAIT			1	/* a step's "parked, run me later" */
+#define TOUCH_MAX		256	/* uses kept before they are written */
 
 struct client;
 struct op;
@@ -148,6 +149,10 @@ struct client {
 	struct batch *batch;	/* the REINTEGRATE on the wire, if any */
 	struct client_stats st;
 	bool full_of_dirty;	/* reported once per episode */
+	/* Uses for the LRU, written once a tick: not an fsync per read. */
+	struct lento_fid touched[TOUCH_MAX];
+	int ntouched;
+	bool kicking, kick_again;	/* reint_kick() runs, and again */
 	uint64_t evict_check_ms;
 	int stop_signal;
 	bool crash_after_send;	/* LENTO_TEST_CRASH_AFTER_SEND */
@@ -166,6 +171,9 @@ void op_wake_reint(struct client *cl);
 int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
 	     int (*step)(struct op *op));
 void permit_lost(struct client *cl, struct vol *v, const char *why);
+/* @fid was used (the LRU's order); written at the next tick. */
+void client_touch(struct client *cl, const struct lento_fid *fid);
+void client_touches_flush(struct client *cl);
 
 /* client_fetch.c */
 struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,

@@ -782,23 +782,22 @@ static bool kick_volume(struct client *cl, struct vol *v, uint64_t now)
 
 void reint_kick(struct client *cl)
 {
-	static bool kicking, again;
 	uint64_t now = lo_now_ms();
 
-	if (kicking) {		/* from a wake inside: once more after */
-		again = true;
+	if (cl->kicking) {	/* from a wake inside: once more after */
+		cl->kick_again = true;
 		return;
 	}
-	kicking = true;
+	cl->kicking = true;
 	do {
-		again = false;
+		cl->kick_again = false;
 		if (!connected(cl) || cl->batch)
 			break;
 		for (struct vol *v = cl->vols; v; v = v->next)
 			if (kick_volume(cl, v, now))
 				break;
-	} while (again && !cl->batch);
-	kicking = false;
+	} while (cl->kick_again && !cl->batch);
+	cl->kicking = false;
 }
 
 /* ------------------------------------------------------------ commands */
