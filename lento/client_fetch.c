@@ -57,6 +57,9 @@ static int job_error(struct job *j, const struct lp_frame *f,
 		return -EBADMSG;
 	job_msg(j, "%s: %.*s (%s)", what, (int)e.msg_len, e.msg,
 		lp_err_name(e.code));
+	/* Nobody may be waiting to hear these: the log does. */
+	if (j->kind == J_LOOKUP || j->kind == J_ACQUIRE)
+		log_warn("%s", j->msg);
 	job_end(j, -lp_err_to_errno(e.code));
 	return 0;
 }

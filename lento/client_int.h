@@ -32,7 +32,9 @@
 #define PERMIT_IDLE_MS		30000	/* an unused permit is given back */
 #define REINT_RETRY_MS		5000	/* after a batch failed for a reason
 					 * that may pass (not a refusal) */
-#define OP_STEPS_MAX		64	/* an op that keeps missing fails */
+#define OP_STEPS_MAX		1024	/* an op that keeps missing fails (a
+					 * step per directory of a path, and
+					 * what changes meanwhile) */
 #define BATCH_RECORDS_MAX	4096
 #define BATCH_BYTES_MAX		(64ull << 20)	/* bodies included */
 #define BODY_QUEUE_LOW		(4u << 20)	/* queue more DATA below */
