@@ -1080,8 +1080,8 @@ static int permit_reply(void *arg, const struct lp_frame *f, int err,
 		log_info("volume %s: permit acquired, lease %" PRIu32 " ms",
 			 v->cv.name, m.lease_ms);
 	} else {
-		permit_lost(cl, v, "given back");
 		log_info("volume %s: permit given back", v->cv.name);
+		v->permit = v->revoked = v->renewing = false;
 	}
 	job_end(j, 0);		/* j goes */
 	op_wake_volume(cl, v->cv.id);
