@@ -516,85 +516,85 @@ static const struct conn_ops conn_ops = {
 
 /* ---------------------------------------------------------- ctl: info */
 
-static void vol_status_json(struct client *cl, struct jw *w, struct vol *v,
-			    const struct cml_stats *cs, uint64_t now)
+/* A member and its value, in one call: status has many. */
+static void kv_uint(struct jw *w, const char *key, uint64_t v)
 {
-	int64_t wnow = wall_ms();
-	char vv[160];
+	jw_key(w, key);
+	jw_uint(w, v);
+}
 
-	jw_obj_begin(w);
-	jw_key(w, "name");
-	jw_str(w, v->cv.name);
-	jw_key(w, "id");
-	jw_uint(w, v->cv.id);
-	jw_key(w, "validated");
-	jw_bool(w, v->validated);
-	jw_key(w, "unknown_at_server");
-	jw_bool(w, v->unknown);
-	jw_key(w, "stamp");
-	jw_uint(w, v->cv.stamp);
-	jw_key(w, "permit");
-	jw_bool(w, v->permit);
-	jw_key(w, "lease_left_ms");
-	jw_uint(w, v->permit && v->expires_ms > now ? v->expires_ms - now : 0);
-	jw_key(w, "revoked");
-	jw_bool(w, v->revoked);
-	jw_key(w, "pending_records");
-	jw_uint(w, cs->records);
-	jw_key(w, "pending_bytes");
-	jw_uint(w, cs->bytes);
-	jw_key(w, "shipped_unacknowledged");
-	jw_uint(w, cs->shipped);
-	jw_key(w, "oldest_age_ms");
-	jw_int(w, cs->records && cs->oldest_ns ?
-	       wnow - cs->oldest_ns / 1000000 : 0);
-	jw_key(w, "applied");
-	jw_uint(w, v->cv.applied);
-	jw_key(w, "stuck");
-	jw_bool(w, v->stuck);
-	jw_key(w, "rounds");
-	jw_uint(w, v->rounds);
-	jw_key(w, "records_applied");
-	jw_uint(w, v->shipped);
+static void kv_bool(struct jw *w, const char *key, bool v)
+{
+	jw_key(w, key);
+	jw_bool(w, v);
+}
+
+static void kv_str(struct jw *w, const char *key, const char *v)
+{
+	jw_key(w, key);
+	jw_str(w, v);
+}
+
+/* The last reintegration and, if it was one, its conflict. */
+static void last_json(struct jw *w, const struct reint_result *l)
+{
+	char buf[160];
+
 	jw_key(w, "last_reintegration");
-	if (!v->last.when_ms) {
+	if (!l->when_ms) {
 		jw_null(w);
 	} else {
 		jw_obj_begin(w);
 		jw_key(w, "ago_ms");
-		jw_int(w, wnow - v->last.when_ms);
-		jw_key(w, "result");
-		jw_str(w, v->last.code ? lp_err_name(v->last.code) : "ok");
-		jw_key(w, "records");
-		jw_uint(w, v->last.records);
-		jw_key(w, "message");
-		jw_str(w, v->last.msg);
+		jw_int(w, wall_ms() - l->when_ms);
+		kv_str(w, "result", l->code ? lp_err_name(l->code) : "ok");
+		kv_uint(w, "records", l->records);
+		kv_str(w, "message", l->msg);
 		jw_obj_end(w);
 	}
 	jw_key(w, "conflict");
-	if (v->last.code != LP_ECONFLICT) {
+	if (l->code != LP_ECONFLICT) {
 		jw_null(w);
-	} else {
-		jw_obj_begin(w);
-		jw_key(w, "recno");
-		jw_uint(w, v->last.recno);
-		jw_key(w, "op");
-		jw_uint(w, v->last.op);
-		snprintf(vv, sizeof(vv), "%08" PRIx32 "-%08" PRIx32 "-%016"
-			 PRIx64, v->last.fid.volume, v->last.fid.client,
-			 v->last.fid.seq);
-		jw_key(w, "fid");
-		jw_str(w, vv);
-		lento_vv_format(&v->last.base, vv, sizeof(vv));
-		jw_key(w, "base");
-		jw_str(w, vv);
-		lento_vv_format(&v->last.current, vv, sizeof(vv));
-		jw_key(w, "current");
-		jw_str(w, vv);
-		jw_obj_end(w);
+		return;
 	}
+	jw_obj_begin(w);
+	kv_uint(w, "recno", l->recno);
+	kv_uint(w, "op", l->op);
+	snprintf(buf, sizeof(buf), "%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64,
+		 l->fid.volume, l->fid.client, l->fid.seq);
+	kv_str(w, "fid", buf);
+	lento_vv_format(&l->base, buf, sizeof(buf));
+	kv_str(w, "base", buf);
+	lento_vv_format(&l->current, buf, sizeof(buf));
+	kv_str(w, "current", buf);
 	jw_obj_end(w);
-	(void)cl;
+}
+
+static void vol_status_json(struct jw *w, struct vol *v,
+			    const struct cml_stats *cs, uint64_t now)
+{
+	jw_obj_begin(w);
+	kv_str(w, "name", v->cv.name);
+	kv_uint(w, "id", v->cv.id);
+	kv_bool(w, "validated", v->validated);
+	kv_bool(w, "unknown_at_server", v->unknown);
+	kv_uint(w, "stamp", v->cv.stamp);
+	kv_bool(w, "permit", v->permit);
+	kv_uint(w, "lease_left_ms", v->permit && v->expires_ms > now ?
+		v->expires_ms - now : 0);
+	kv_bool(w, "revoked", v->revoked);
+	kv_uint(w, "pending_records", cs->records);
+	kv_uint(w, "pending_bytes", cs->bytes);
+	kv_uint(w, "shipped_unacknowledged", cs->shipped);
+	jw_key(w, "oldest_age_ms");
+	jw_int(w, cs->records && cs->oldest_ns ?
+	       wall_ms() - cs->oldest_ns / 1000000 : 0);
+	kv_uint(w, "applied", v->cv.applied);
+	kv_bool(w, "stuck", v->stuck);
+	kv_uint(w, "rounds", v->rounds);
+	kv_uint(w, "records_applied", v->shipped);
+	last_json(w, &v->last);
+	jw_obj_end(w);
 }
 
 static void vol_status_text(struct jw *w, struct vol *v,
@@ -643,25 +643,17 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 	(void)argv;
 	if (ctl_json(r)) {
 		jw_obj_begin(w);
-		jw_key(w, "role");
-		jw_str(w, "client");
-		jw_key(w, "cache");
-		jw_str(w, cl->opt->cache);
-		jw_key(w, "server");
-		jw_str(w, conn_addr(cl->conn));
-		jw_key(w, "state");
-		jw_str(w, conn_state_name(s));
-		jw_key(w, "client_id");
-		jw_uint(w, cl->id_assigned ? cl->client_id : 0);
-		jw_key(w, "epoch");
-		jw_uint(w, cl->epoch);
-		jw_key(w, "last_error");
-		jw_str(w, conn_last_error(cl->conn));
-		jw_key(w, "retry_in_ms");
-		jw_uint(w, s == CONN_IDLE && conn_retry_at(cl->conn) > now ?
+		kv_str(w, "role", "client");
+		kv_str(w, "cache", cl->opt->cache);
+		kv_str(w, "server", conn_addr(cl->conn));
+		kv_str(w, "state", conn_state_name(s));
+		kv_uint(w, "client_id", cl->id_assigned ? cl->client_id : 0);
+		kv_uint(w, "epoch", cl->epoch);
+		kv_str(w, "last_error", conn_last_error(cl->conn));
+		kv_uint(w, "retry_in_ms", s == CONN_IDLE &&
+			conn_retry_at(cl->conn) > now ?
 			conn_retry_at(cl->conn) - now : 0);
-		jw_key(w, "cache_full_of_dirty");
-		jw_bool(w, cl->full_of_dirty);
+		kv_bool(w, "cache_full_of_dirty", cl->full_of_dirty);
 		jw_key(w, "volumes");
 		jw_arr_begin(w);
 	} else {
@@ -685,7 +677,7 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 			return e;
 		}
 		if (ctl_json(r))
-			vol_status_json(cl, w, v, &cs, now);
+			vol_status_json(w, v, &cs, now);
 		else
 			vol_status_text(w, v, &cs, now);
 	}
@@ -715,14 +707,10 @@ static int cmd_volumes(struct ctl_req *r, void *ctx, int argc, char **argv)
 			continue;
 		}
 		jw_obj_begin(w);
-		jw_key(w, "id");
-		jw_uint(w, v->cv.id);
-		jw_key(w, "name");
-		jw_str(w, v->cv.name);
-		jw_key(w, "stamp");
-		jw_uint(w, v->cv.stamp);
-		jw_key(w, "validated");
-		jw_bool(w, v->validated);
+		kv_uint(w, "id", v->cv.id);
+		kv_str(w, "name", v->cv.name);
+		kv_uint(w, "stamp", v->cv.stamp);
+		kv_bool(w, "validated", v->validated);
 		jw_obj_end(w);
 	}
 	if (ctl_json(r)) {
@@ -760,32 +748,19 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 		return 0;
 	}
 	jw_obj_begin(w);
-	jw_key(w, "objects");
-	jw_uint(w, cs.objects);
-	jw_key(w, "files_cached");
-	jw_uint(w, cs.files_cached);
-	jw_key(w, "bytes");
-	jw_uint(w, cs.bytes);
-	jw_key(w, "limit");
-	jw_uint(w, cl->cache_size);
-	jw_key(w, "dirty");
-	jw_uint(w, cs.dirty);
-	jw_key(w, "dirty_bytes");
-	jw_uint(w, cs.dirty_bytes);
-	jw_key(w, "full_of_dirty");
-	jw_bool(w, cl->full_of_dirty);
-	jw_key(w, "hits");
-	jw_uint(w, cl->st.hits);
-	jw_key(w, "misses");
-	jw_uint(w, cl->st.misses);
-	jw_key(w, "fetches");
-	jw_uint(w, cl->st.fetches);
-	jw_key(w, "fetched_bytes");
-	jw_uint(w, cl->st.fetched_bytes);
-	jw_key(w, "listings");
-	jw_uint(w, cl->st.listings);
-	jw_key(w, "evictions");
-	jw_uint(w, cl->st.evictions);
+	kv_uint(w, "objects", cs.objects);
+	kv_uint(w, "files_cached", cs.files_cached);
+	kv_uint(w, "bytes", cs.bytes);
+	kv_uint(w, "limit", cl->cache_size);
+	kv_uint(w, "dirty", cs.dirty);
+	kv_uint(w, "dirty_bytes", cs.dirty_bytes);
+	kv_bool(w, "full_of_dirty", cl->full_of_dirty);
+	kv_uint(w, "hits", cl->st.hits);
+	kv_uint(w, "misses", cl->st.misses);
+	kv_uint(w, "fetches", cl->st.fetches);
+	kv_uint(w, "fetched_bytes", cl->st.fetched_bytes);
+	kv_uint(w, "listings", cl->st.listings);
+	kv_uint(w, "evictions", cl->st.evictions);
 	jw_obj_end(w);
 	jw_raw(w, "\n", 1);
 	return 0;

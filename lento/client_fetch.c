@@ -161,13 +161,37 @@ static void reply_over(struct job *j, const struct lp_frame *f, int err)
 
 /* -------------------------------------------------------------- lookup */
 
+/* The volume and its root (status to come with its listing) recorded. */
+static int lookup_store(struct client *cl, const struct cache_vol *cv)
+{
+	struct cache_obj root;
+	int err = cache_begin(cl->cache);
+
+	if (!err && cache_obj_get(cl->cache, &cv->root, &root, NULL, 0) ==
+	    -ENOENT) {
+		memset(&root, 0, sizeof(root));
+		root.fid = cv->root;
+		root.type = LENTO_T_DIR;
+		root.nlink = 2;
+		root.used_ms = wall_ms();
+		err = cache_obj_put(cl->cache, &root, NULL, 0);
+	}
+	err = err ?: cache_vol_put(cl->cache, cv);
+	err = err ?: cache_commit(cl->cache);
+	if (err)
+		cache_rollback(cl->cache);
+	if (!err && mkdirat(cache_dirfd(cl->cache), cv->name, 0700) &&
+	    errno != EEXIST)
+		err = -errno;
+	return err;
+}
+
 static int lookup_reply(void *arg, const struct lp_frame *f, int err,
 			const char **why)
 {
 	struct job *j = arg;
 	struct client *cl = j->cl;
 	struct cache_vol cv = { 0 };
-	struct cache_obj root = { 0 };
 	struct lp_volume m;
 	struct vol *v;
 	bool known;
@@ -192,28 +216,7 @@ static int lookup_reply(void *arg, const struct lp_frame *f, int err,
 		cv.stamp = v->cv.stamp;
 		cv.applied = v->cv.applied;
 	}
-	err = cache_begin(cl->cache);
-	/* Its status comes with its first listing. */
-	if (!err && cache_obj_get(cl->cache, &m.root, &root, NULL, 0) ==
-	    -ENOENT) {
-		memset(&root, 0, sizeof(root));
-		root.fid = m.root;
-		root.type = LENTO_T_DIR;
-		root.nlink = 2;
-		root.used_ms = wall_ms();
-		err = cache_obj_put(cl->cache, &root, NULL, 0);
-	}
-	err = err ?: cache_vol_put(cl->cache, &cv);
-	err = err ?: cache_commit(cl->cache);
-	if (err) {
-		cache_rollback(cl->cache);
-		job_msg(j, "volume %s: the cache: %s", j->name, strerror(-err));
-		return job_end(j, err), 0;
-	}
-	err = vol_add(cl, &cv, &v);
-	if (!err && mkdirat(cache_dirfd(cl->cache), cv.name, 0700) &&
-	    errno != EEXIST)
-		err = -errno;
+	err = lookup_store(cl, &cv) ?: vol_add(cl, &cv, &v);
 	if (err) {
 		job_msg(j, "volume %s: %s", j->name, strerror(-err));
 		return job_end(j, err), 0;
