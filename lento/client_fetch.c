@@ -525,13 +525,22 @@ static int collect_old(void *arg, const char *name,
 	return 0;
 }
 
+static int ent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct lp_dirent *)a)->de.name,
+		      ((const struct lp_dirent *)b)->de.name);
+}
+
+/* Is (name, fid) in the new listing (sorted by name)? */
 static bool listed(const struct listing *li, const struct old_ent *oe)
 {
-	for (uint32_t i = 0; i < li->n; i++)
-		if (!strcmp(li->e[i].de.name, oe->name) &&
-		    lento_fid_eq(&li->e[i].de.st.fid, &oe->fid))
-			return true;
-	return false;
+	struct lp_dirent key;
+	const struct lp_dirent *e;
+
+	snprintf(key.de.name, sizeof(key.de.name), "%s", oe->name);
+	e = li->n ? bsearch(&key, li->e, li->n, sizeof(*li->e), ent_cmp) :
+		    NULL;
+	return e && lento_fid_eq(&e->de.st.fid, &oe->fid);
 }
 
 static int join(char *buf, const char *dir, const char *name)
@@ -675,6 +684,18 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 				       &e->de.st.fid);
 }
 
+/* Entries in name order, each with its target: lookups by bsearch. */
+static void listing_sort(struct listing *li)
+{
+	for (uint32_t i = 0; i < li->n; i++)
+		li->e[i].target = li->targets[i];	/* travels with it */
+	qsort(li->e, li->n, sizeof(*li->e), ent_cmp);
+	for (uint32_t i = 0; i < li->n; i++) {
+		li->targets[i] = (char *)li->e[i].target;
+		li->e[i].target = NULL;
+	}
+}
+
 static int listing_apply(struct job *j)
 {
 	struct listing *li = j->priv;
@@ -690,6 +711,7 @@ static int listing_apply(struct job *j)
 	err = cache_path(cl->cache, &j->fid, dirpath, sizeof(dirpath));
 	if (err == -ENOENT)
 		return 0;	/* not reachable any more */
+	listing_sort(li);
 	obj_from_status(&nd, &li->dir);
 	nd.valid = !j->broken;
 	nd.data = true;
