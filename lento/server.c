@@ -43,6 +43,7 @@
 #include "vv.h"
 
 #define TICK_MS			200
+#define STALL_MS		500	/* ticks this far apart: we stood still */
 #define FETCH_QUEUE_LOW		(4u << 20)	/* queue more DATA below this */
 #define DEFAULT_PORT_V4		"127.0.0.1:4770"
 #define DEFAULT_PORT_V6		"[::1]:4770"
@@ -117,6 +118,7 @@ struct server {
 	struct store *st;
 	uint64_t epoch;
 	uint32_t lease_ms, heartbeat_ms, gone_ms;
+	uint64_t ticked_ms;		/* the last tick */
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
@@ -1470,6 +1472,14 @@ static void tick(struct lo_loop *loop, void *arg)
 		}
 		p->tail = dp;
 	}
+	/*
+	 * The server stood still (a long batch): what the clients sent
+	 * meanwhile is still unread, so their silence counts from now.
+	 */
+	if (srv->ticked_ms && now - srv->ticked_ms > STALL_MS)
+		for (s = srv->sessions; s; s = s->next)
+			s->heard_ms = now;
+	srv->ticked_ms = now;
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
 		if (!s->closing && now - s->heard_ms > srv->gone_ms)
