@@ -34,6 +34,7 @@ struct conn {
 	uint32_t hello_tag, ping_tag;	/* 0: none in flight */
 	uint64_t since_ms;		/* the attempt began */
 	uint64_t heard_ms, pinged_ms;
+	uint64_t ticked_ms;		/* the last conn_tick() */
 	uint64_t retry_at, backoff_ms;
 	uint32_t heartbeat_ms;
 	struct pending *pend;
@@ -486,6 +487,16 @@ void conn_tick(struct conn *c, uint64_t now)
 {
 	uint64_t gone = 3ull * c->heartbeat_ms;
 	char why[128];
+
+	/*
+	 * This process stood still (a long transaction, a stop signal):
+	 * what the server sent meanwhile is still unread, so its silence
+	 * counts from now.
+	 */
+	if (c->ticked_ms && now - c->ticked_ms > CONN_STALL_MS &&
+	    c->heard_ms < now)
+		c->heard_ms = now;
+	c->ticked_ms = now;
 
 	if (c->closing)
 		return;

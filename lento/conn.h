@@ -30,6 +30,8 @@
 #include "loop.h"
 #include "lproto.h"
 
+/* Ticks this far apart: the process stood still, not the server. */
+#define CONN_STALL_MS		500
 #define CONN_BACKOFF_MIN_MS	200
 #define CONN_BACKOFF_MAX_MS	10000
 
