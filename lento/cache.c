@@ -45,7 +45,7 @@ enum stmt {
 	S_OBJ_WALK,
 	S_VOL_INVAL,
 	S_DIRTY_CLEAR,
-	S_DIRTY_SET,
+	S_DIRTY_ADD,
 	S_PURGE,
 	S_PURGE_HANDLES,
 	S_LOOKUP,
@@ -85,10 +85,13 @@ static const char *const sql[S_COUNT] = {
 	[S_VOL_LIST] = "SELECT id, name, root, stamp, applied FROM volumes "
 		       "ORDER BY id",
 	[S_OBJ_GET] = "SELECT " OBJ_COLS " FROM cache WHERE fid = ?1",
-	/* A symlink's target stays when none is given. */
+	/*
+	 * A symlink's target stays when none is given; the dirty count is
+	 * cache_dirty_add()'s alone (0 for a new row).
+	 */
 	[S_OBJ_PUT] = "INSERT INTO cache(volume, " OBJ_COLS ") "
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-		      "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
+		      "?12, ?13, ?14, ?15, ?16, 0, ?18, ?19) "
 		      "ON CONFLICT(fid) DO UPDATE SET volume = excluded.volume, "
 		      "type = excluded.type, nlink = excluded.nlink, "
 		      "a_valid = excluded.a_valid, mode = excluded.mode, "
@@ -97,7 +100,7 @@ static const char *const sql[S_COUNT] = {
 		      "mtime = excluded.mtime, ctime = excluded.ctime, "
 		      "rdev = excluded.rdev, vv = excluded.vv, "
 		      "valid = excluded.valid, data = excluded.data, "
-		      "dirty = excluded.dirty, used = excluded.used, "
+		      "used = excluded.used, "
 		      "target = coalesce(excluded.target, target)",
 	[S_OBJ_DEL] = "DELETE FROM cache WHERE fid = ?1",
 	[S_OBJ_DEL_NAMES] = "DELETE FROM dirents WHERE fid = ?1 OR dir = ?1",
@@ -110,7 +113,8 @@ static const char *const sql[S_COUNT] = {
 	[S_VOL_INVAL] = "UPDATE cache SET valid = 0 WHERE volume = ?1",
 	[S_DIRTY_CLEAR] = "UPDATE cache SET dirty = 0 WHERE volume = ?1 "
 			  "AND dirty <> 0",
-	[S_DIRTY_SET] = "UPDATE cache SET dirty = 1 WHERE fid = ?1",
+	[S_DIRTY_ADD] = "UPDATE cache SET dirty = max(dirty + ?2, 0) "
+			"WHERE fid = ?1",
 	[S_PURGE_HANDLES] = "DELETE FROM handles WHERE fid IN (SELECT fid "
 			    "FROM cache WHERE volume = ?1 AND nlink = 0 AND "
 			    "dirty = 0)",
@@ -655,7 +659,7 @@ static int col_obj(sqlite3_stmt *st, struct cache_obj *o, char *target,
 	err = err ?: col_vv(st, 12, &o->vv);
 	o->valid = sqlite3_column_int(st, 13);
 	o->data = sqlite3_column_int(st, 14);
-	o->dirty = sqlite3_column_int(st, 15);
+	o->dirty = sqlite3_column_int(st, 15) > 0;
 	o->used_ms = sqlite3_column_int64(st, 16);
 	if (target && target_size) {
 		const void *t = sqlite3_column_blob(st, 17);
@@ -706,7 +710,6 @@ int cache_obj_put(struct cache *c, const struct cache_obj *o,
 	bind_vv(st, 14, &o->vv);
 	sqlite3_bind_int(st, 15, o->valid);
 	sqlite3_bind_int(st, 16, o->data);
-	sqlite3_bind_int(st, 17, o->dirty);
 	sqlite3_bind_int64(st, 18, o->used_ms);
 	if (target)
 		sqlite3_bind_blob(st, 19, target, (int)target_len,
@@ -797,9 +800,13 @@ int cache_dirty_clear(struct cache *c, uint32_t volume)
 	return run(c, S_DIRTY_CLEAR);
 }
 
-int cache_dirty_set(struct cache *c, const struct lento_fid *fid)
+int cache_dirty_add(struct cache *c, const struct lento_fid *fid, int delta)
 {
-	return fid_run(c, S_DIRTY_SET, fid);
+	sqlite3_stmt *st = stmt(c, S_DIRTY_ADD);
+
+	bind_fid(st, 1, fid);
+	sqlite3_bind_int(st, 2, delta);
+	return run(c, S_DIRTY_ADD);
 }
 
 int cache_purge(struct cache *c, uint32_t volume)

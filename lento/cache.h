@@ -109,7 +109,8 @@ struct cache_obj {
 	struct lento_vv vv;		/* the server's version (see above) */
 	bool valid;			/* no break since it was fetched */
 	bool data;			/* file content / full listing cached */
-	bool dirty;			/* named by a record not reintegrated */
+	bool dirty;			/* named by a record not reintegrated
+					 * (read only: cache_dirty_add) */
 	int64_t used_ms;		/* last use, wall clock: the LRU */
 };
 
@@ -135,9 +136,15 @@ int cache_obj_walk(struct cache *c, uint32_t volume, cache_obj_fn fn,
 
 /* Every object of @volume: not valid (a break, a new epoch). */
 int cache_volume_invalidate(struct cache *c, uint32_t volume);
-/* Dirty flags: all of @volume cleared; one set. */
+/*
+ * An object is dirty while records of the log name it: the count of
+ * those (a slot of a record counts once). Added to when a record is
+ * logged, taken from when it is acknowledged; recounted when the
+ * optimiser rewrites the log. cache_obj_put() leaves it alone.
+ */
+int cache_dirty_add(struct cache *c, const struct lento_fid *fid, int delta);
+/* Every object of @volume clean (to recount, or the log is empty). */
 int cache_dirty_clear(struct cache *c, uint32_t volume);
-int cache_dirty_set(struct cache *c, const struct lento_fid *fid);
 /* Objects with no name left and no pending change: forgotten. */
 int cache_purge(struct cache *c, uint32_t volume);
 

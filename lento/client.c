@@ -71,6 +71,7 @@ int vol_add(struct client *cl, const struct cache_vol *cv, struct vol **out)
 		if (!v)
 			return -ENOMEM;
 		v->cl = cl;
+		v->log_changed = true;	/* whatever the log holds */
 		/* In id order, for status. */
 		for (pp = &cl->vols; *pp && (*pp)->cv.id < cv->id;
 		     pp = &(*pp)->next)

@@ -111,7 +111,7 @@ static int log_rec(struct client *cl, struct lento_rec *r, uint64_t body)
 
 	for (size_t i = 0; !err && i < 4; i++)
 		if (!lento_fid_is_null(f[i]))
-			err = cache_dirty_set(cl->cache, f[i]);
+			err = cache_dirty_add(cl->cache, f[i], 1);
 	return err;
 }
 
@@ -123,6 +123,7 @@ static int finish(struct client *cl, struct vol *v, int err)
 		return err;
 	}
 	v->last_change_ms = lo_now_ms();
+	v->log_changed = true;
 	return 0;
 }
 

@@ -78,6 +78,7 @@ struct vol {
 	uint64_t last_change_ms;
 	/* Reintegration. */
 	bool force;		/* ship now, however young the records */
+	bool log_changed;	/* records logged since the optimiser ran */
 	bool stuck;		/* refused: waits for "lentoctl reintegrate" */
 	uint64_t retry_at_ms;	/* after a failure that may pass */
 	struct reint_result last;

@@ -355,18 +355,23 @@ static int wire_bases(struct batch *b)
 
 /* --------------------------------------------------------- dirty flags */
 
-static int mark_rec(void *arg, const struct lento_rec *r, uint64_t body)
+/* Each object a record names counts it once per slot (as logged). */
+static int count_rec(struct cache *c, const struct lento_rec *r, int delta)
 {
-	struct cache *c = arg;
 	const struct lento_fid *f[4] = { &r->dir, &r->obj, &r->dir2,
 					 &r->target };
 	int err = 0;
 
-	(void)body;
 	for (int k = 0; !err && k < 4; k++)
 		if (!lento_fid_is_null(f[k]))
-			err = cache_dirty_set(c, f[k]);
+			err = cache_dirty_add(c, f[k], delta);
 	return err;
+}
+
+static int mark_rec(void *arg, const struct lento_rec *r, uint64_t body)
+{
+	(void)body;
+	return count_rec(arg, r, 1);
 }
 
 int reint_dirty_refresh(struct client *cl, uint32_t volume)
@@ -379,6 +384,31 @@ int reint_dirty_refresh(struct client *cl, uint32_t volume)
 		err = err < 0 ? err : 0;
 	}
 	return err ?: cache_purge(cl->cache, volume);
+}
+
+/* The records the server has no longer make their objects dirty. */
+static int unmark_acked(struct client *cl, const struct batch *b,
+			uint64_t applied)
+{
+	struct cml_stats cs;
+	int err = 0;
+
+	for (uint32_t i = 0; !err && i < b->n && b->recs[i].recno <= applied;
+	     i++)
+		err = count_rec(cl->cache, &b->recs[i], -1);
+	/* An empty log leaves nothing dirty, whatever was counted. */
+	err = err ?: cml_stats(cache_cml(cl->cache), b->volume, &cs);
+	if (!err && !cs.records)
+		err = cache_dirty_clear(cl->cache, b->volume);
+	return err ?: cache_purge(cl->cache, b->volume);
+}
+
+/* Did the optimiser rewrite or drop anything? */
+static bool optimised(const struct cml_opt_stats *os)
+{
+	return os->before != os->after || os->cancelled || os->converted ||
+	       os->moot || os->stores || os->setattrs || os->folded ||
+	       os->renames || os->creates;
 }
 
 /* ------------------------------------------------------------- sending */
@@ -504,8 +534,10 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		/* Not applied: pending again, numbered afresh next time. */
 		err = cml_requeue(cml, b->volume);
 		err = err ?: cache_ship_drop(cl->cache, b->volume, UINT64_MAX);
+		/* May be optimised further, now that it is pending. */
+		v->log_changed = true;
 	}
-	err = err ?: reint_dirty_refresh(cl, b->volume);
+	err = err ?: unmark_acked(cl, b, m->applied);
 	err = err ?: cache_vol_put(cl->cache, &v->cv);
 	err = err ?: cache_commit(cl->cache);
 	if (err) {
@@ -549,6 +581,7 @@ static int answer(struct client *cl, struct batch *b,
 {
 	struct vol *v = vol_by_id(cl, b->volume);
 	struct lp_reint_reply m;
+	struct cml_stats cs;
 	uint64_t before;
 	int err;
 
@@ -571,6 +604,8 @@ static int answer(struct client *cl, struct batch *b,
 		return 0;
 	}
 	note_result(v, b, &m, before);
+	if (!cml_stats(cache_cml(cl->cache), v->cv.id, &cs) && !cs.records)
+		v->force = false;	/* done: later changes age as usual */
 	if (m.code == LP_OK)
 		log_info("volume %s: %" PRIu64 " records reintegrated (up to "
 			 "%" PRIu64 ")", v->cv.name, v->last.records,
@@ -662,9 +697,14 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	}
 	if (err < 0)
 		return err;
-	err = cml_optimise(cml, v->cv.id, &os);
-	if (err)
-		return err;
+	/* Once per change of the log, not per batch: it reads it all. */
+	memset(&os, 0, sizeof(os));
+	if (v->log_changed) {
+		err = cml_optimise(cml, v->cv.id, &os);
+		if (err)
+			return err;
+		v->log_changed = false;
+	}
 	if (os.before != os.after)
 		log_info("volume %s: the optimiser made %" PRIu64 " records "
 			 "of %" PRIu64, v->cv.name, os.after, os.before);
@@ -675,8 +715,9 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	n = cml_batch(cml, v->cv.id, BATCH_RECORDS_MAX, BATCH_BYTES_MAX,
 		      take_new, b);
 	err = n < 0 ? n : 0;
-	/* What the optimiser removed made objects clean. */
-	err = err ?: reint_dirty_refresh(cl, v->cv.id);
+	/* The log rewritten: count again what names what. */
+	if (!err && optimised(&os))
+		err = reint_dirty_refresh(cl, v->cv.id);
 	err = err ?: cache_commit(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
@@ -729,6 +770,8 @@ static void batch_start(struct client *cl, struct vol *v)
 			strerror(-err));
 		v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
 	}
+	if (!err && !b->n)
+		v->force = false;	/* done: later changes age as usual */
 	if (err || !b->n) {
 		batch_free(b);
 		/* Optimised to nothing: syncs may be over. */

@@ -175,9 +175,18 @@ START_TEST(objects)
 	ck_assert(!got.valid && got.data);
 	ck_assert_int_eq(got.vv.v[0], 9);
 	ck_assert_int_eq(cache_volume_invalidate(c, 1), 0);
-	ck_assert_int_eq(cache_dirty_set(c, &o.fid), 0);
+	/* Dirty while records name it: counted, not set by a put. */
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, 1), 0);
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, 1), 0);
+	o.dirty = false;
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, -1), 0);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
 	ck_assert(got.dirty);
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, -1), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(!got.dirty);
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, 3), 0);
 	ck_assert_int_eq(cache_dirty_clear(c, 1), 0);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
 	ck_assert(!got.dirty);
@@ -314,11 +323,12 @@ START_TEST(stats_lru_purge)
 	a.data = b.data = true;
 	a.used_ms = 200;
 	b.used_ms = 100;
-	d.dirty = true;		/* dirty, content counted, never evicted */
 	d.used_ms = 1;
 	ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
 	ck_assert_int_eq(cache_obj_put(c, &b, NULL, 0), 0);
 	ck_assert_int_eq(cache_obj_put(c, &d, NULL, 0), 0);
+	/* Dirty: its content counted, never evicted. */
+	ck_assert_int_eq(cache_dirty_add(c, &d.fid, 1), 0);
 	ck_assert_int_eq(cache_stats(c, &st), 0);
 	ck_assert_int_eq(st.objects, 3);
 	ck_assert_int_eq(st.files_cached, 2);
