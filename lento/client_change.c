@@ -677,7 +677,7 @@ int cmd_unlink(struct ctl_req *r, void *ctx, int argc, char **argv)
 /* An empty directory, by its full listing: 0, OP_WAIT, -errno. */
 static int need_empty(struct op *op, struct resolved *res, const char *path)
 {
-	int n = need_listing(op, res->vol, &res->fid);
+	int n = need_listing(op, &res->fid);
 
 	if (n)
 		return n;

@@ -1224,13 +1224,12 @@ bool usable(struct client *cl, const struct cache_obj *o)
 	return !connected(cl) || (v && v->validated);
 }
 
-int need_listing(struct op *op, struct vol *v, const struct lento_fid *dir)
+int need_listing(struct op *op, const struct lento_fid *dir)
 {
 	struct client *cl = op->cl;
 	struct cache_obj o;
 	int err = cache_obj_get(cl->cache, dir, &o, NULL, 0);
 
-	(void)v;
 	if (err) {
 		ctl_error(op->r, "directory " FIDFMT ": %s", FIDARG(dir),
 			  strerror(-err));
@@ -1304,7 +1303,7 @@ static int resolve_walk(struct op *op, struct resolved *res, const char *p)
 	while ((p = next_comp(p, name, &err))) {
 		any = true;
 		/* Each directory on the way: its whole listing. */
-		err = need_listing(op, res->vol, &cur);
+		err = need_listing(op, &cur);
 		if (err)
 			return err;
 		res->parent = cur;
@@ -1330,7 +1329,7 @@ static int resolve_walk(struct op *op, struct resolved *res, const char *p)
 		return err;
 	}
 	/* The root itself: its status comes with its listing. */
-	return any ? 0 : need_listing(op, res->vol, &cur);
+	return any ? 0 : need_listing(op, &cur);
 }
 
 int resolve(struct op *op, const char *path, bool need_obj,
@@ -1462,7 +1461,7 @@ static int ls_step(struct op *op)
 	if (err)
 		return err;
 	if (res.obj.type == LENTO_T_DIR) {
-		err = need_listing(op, res.vol, &res.fid);
+		err = need_listing(op, &res.fid);
 		if (err)
 			return err;
 	}

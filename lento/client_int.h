@@ -218,7 +218,7 @@ int resolve(struct op *op, const char *path, bool need_obj,
 /* The object's cached data may be used now (hit), per connection state. */
 bool usable(struct client *cl, const struct cache_obj *o);
 /* A directory's full listing, fetched if need be: 0, OP_WAIT, -errno. */
-int need_listing(struct op *op, struct vol *v, const struct lento_fid *dir);
+int need_listing(struct op *op, const struct lento_fid *dir);
 int cmd_ls(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_cat(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_stat(struct ctl_req *r, void *ctx, int argc, char **argv);
