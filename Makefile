@@ -203,7 +203,7 @@ tests/bin/unit-store: tests/unit/check_store.c $(STORELIB)
 		$$(pkg-config --cflags --libs check sqlite3)
 
 # lento client log
-CMLLIB := lento/cml.c lento/cml_opt.c lento/cml.h lento/cml_opt.h \
+CMLLIB := lento/cml.c lento/cml_opt.c lento/cml.h lento/cml_opt.h lento/blob.h \
 	protocol/lento_types.h
 
 UNITS += tests/bin/unit-cml

@@ -10,7 +10,6 @@
 #include "cache.h"
 
 #include <dirent.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -21,10 +20,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "blob.h"
 #include "cml.h"
 
-#define FID_BLOB	16
-#define VV_BLOB_MAX	(4 + 8 * LENTO_VV_MAX + 12)
 #define PATH_DEPTH_MAX	2048	/* a path longer than this is a loop */
 
 enum stmt {
@@ -258,86 +256,31 @@ static int count(struct cache *c, enum stmt s, int64_t *v)
 	return err;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
 static void bind_fid(sqlite3_stmt *st, int col, const struct lento_fid *f)
 {
 	uint8_t b[FID_BLOB];
 
-	put32(b, f->volume);
-	put32(b + 4, f->client);
-	put64(b + 8, f->seq);
+	fid_encode(b, f);
 	sqlite3_bind_blob(st, col, b, sizeof(b), SQLITE_TRANSIENT);
 }
 
 static int col_fid(sqlite3_stmt *st, int col, struct lento_fid *f)
 {
-	const uint8_t *b = sqlite3_column_blob(st, col);
-
-	if (sqlite3_column_bytes(st, col) != FID_BLOB || !b)
-		return -EUCLEAN;
-	f->volume = get32(b);
-	f->client = get32(b + 4);
-	f->seq = get64(b + 8);
-	return 0;
+	return fid_decode(sqlite3_column_blob(st, col),
+			  (size_t)sqlite3_column_bytes(st, col), f);
 }
 
 static void bind_vv(sqlite3_stmt *st, int col, const struct lento_vv *vv)
 {
 	uint8_t b[VV_BLOB_MAX];
-	size_t len = 4;
-	uint32_t n = vv->n > LENTO_VV_MAX ? LENTO_VV_MAX : vv->n;
 
-	put32(b, n);
-	for (uint32_t i = 0; i < n; i++, len += 8)
-		put64(b + len, vv->v[i]);
-	put32(b + len, vv->store.client);
-	put64(b + len + 4, vv->store.seq);
-	sqlite3_bind_blob(st, col, b, (int)len + 12, SQLITE_TRANSIENT);
+	sqlite3_bind_blob(st, col, b, (int)vv_encode(b, vv), SQLITE_TRANSIENT);
 }
 
 static int col_vv(sqlite3_stmt *st, int col, struct lento_vv *vv)
 {
-	const uint8_t *b = sqlite3_column_blob(st, col);
-	size_t len = (size_t)sqlite3_column_bytes(st, col);
-
-	memset(vv, 0, sizeof(*vv));
-	if (len < 16 || !b)
-		return -EUCLEAN;
-	vv->n = get32(b);
-	if (vv->n > LENTO_VV_MAX || len != 16 + 8 * (size_t)vv->n)
-		return -EUCLEAN;
-	for (uint32_t i = 0; i < vv->n; i++)
-		vv->v[i] = get64(b + 4 + 8 * i);
-	vv->store.client = get32(b + 4 + 8 * vv->n);
-	vv->store.seq = get64(b + 8 + 8 * vv->n);
-	return 0;
+	return vv_decode(sqlite3_column_blob(st, col),
+			 (size_t)sqlite3_column_bytes(st, col), vv);
 }
 
 static void bind_name(sqlite3_stmt *st, int col, const char *name)

@@ -10,10 +10,10 @@
  * are blobs of their bytes (no NUL); attributes are columns. Every change
  * runs in a savepoint, so it joins a transaction the caller opened.
  */
+#include "blob.h"
 #include "cml.h"
 #include "cml_opt.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -133,8 +133,6 @@ struct cml {
 	sqlite3_stmt *st[S_COUNT];
 };
 
-#define FID_BLOB	16
-#define VV_BLOB_MAX	(4 + 8 * LENTO_VV_MAX + 12)
 
 /* -errno for an SQLite result code. */
 static int sql_err(int rc)
@@ -207,90 +205,24 @@ static int end(struct cml *cml, int err)
 
 /* Encodings ------------------------------------------------------------ */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
 static int bind_fid(sqlite3_stmt *st, int col, const struct lento_fid *f)
 {
 	uint8_t b[FID_BLOB];
 
 	if (lento_fid_is_null(f))
 		return sqlite3_bind_null(st, col);
-	put32(b, f->volume);
-	put32(b + 4, f->client);
-	put64(b + 8, f->seq);
+	fid_encode(b, f);
 	return sqlite3_bind_blob(st, col, b, sizeof(b), SQLITE_TRANSIENT);
 }
 
+/* NULL is the null fid. */
 static int col_fid(sqlite3_stmt *st, int col, struct lento_fid *f)
 {
-	const uint8_t *b = sqlite3_column_blob(st, col);
-	int len = sqlite3_column_bytes(st, col);
-
 	memset(f, 0, sizeof(*f));
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
 		return 0;
-	if (len != FID_BLOB || !b)
-		return -EUCLEAN;
-	f->volume = get32(b);
-	f->client = get32(b + 4);
-	f->seq = get64(b + 8);
-	return 0;
-}
-
-static size_t vv_encode(uint8_t *b, const struct lento_vv *vv)
-{
-	size_t len = 0;
-
-	put32(b, vv->n);
-	len += 4;
-	for (uint32_t i = 0; i < vv->n; i++, len += 8)
-		put64(b + len, vv->v[i]);
-	put32(b + len, vv->store.client);
-	put64(b + len + 4, vv->store.seq);
-	return len + 12;
-}
-
-static int vv_decode(const uint8_t *b, size_t len, struct lento_vv *vv)
-{
-	memset(vv, 0, sizeof(*vv));
-	if (!len)
-		return 0;
-	if (len < 16 || !b)
-		return -EUCLEAN;
-	vv->n = get32(b);
-	if (vv->n > LENTO_VV_MAX || len != 16 + 8 * (size_t)vv->n)
-		return -EUCLEAN;
-	for (uint32_t i = 0; i < vv->n; i++)
-		vv->v[i] = get64(b + 4 + 8 * i);
-	vv->store.client = get32(b + 4 + 8 * vv->n);
-	vv->store.seq = get64(b + 8 + 8 * vv->n);
-	return 0;
+	return fid_decode(sqlite3_column_blob(st, col),
+			  (size_t)sqlite3_column_bytes(st, col), f);
 }
 
 /* A base for a slot: NULL when the slot is unused. */
@@ -309,7 +241,14 @@ static int col_vv(sqlite3_stmt *st, int col, struct lento_vv *vv)
 {
 	const void *b = sqlite3_column_blob(st, col);
 
-	return vv_decode(b, (size_t)sqlite3_column_bytes(st, col), vv);
+	size_t len = (size_t)sqlite3_column_bytes(st, col);
+
+	/* NULL (an unused slot) is no version. */
+	if (!len) {
+		memset(vv, 0, sizeof(*vv));
+		return 0;
+	}
+	return vv_decode(b, len, vv);
 }
 
 /* A name: its bytes without the NUL, NULL when empty. */
