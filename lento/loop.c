@@ -277,20 +277,6 @@ const char *lo_conn_peer(const struct lo_conn *c)
 	return c->peer;
 }
 
-int lo_conn_peercred(const struct lo_conn *c, uid_t *uid, pid_t *pid)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (!c->local)
-		return -ENOTSOCK;
-	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
-		return -errno;
-	*uid = cred.uid;
-	*pid = cred.pid;
-	return 0;
-}
-
 int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid)
 {
 	struct ucred cred;

@@ -79,9 +79,10 @@ void lo_conn_set(struct lo_conn *c, const struct lo_conn_ops *ops, void *ctx);
 void *lo_conn_ctx(const struct lo_conn *c);
 /* "ADDR:PORT" of the peer, "[v6]:PORT", or "local". */
 const char *lo_conn_peer(const struct lo_conn *c);
-/* The peer's credentials on a local socket (-ENOTSOCK otherwise). */
-int lo_conn_peercred(const struct lo_conn *c, uid_t *uid, pid_t *pid);
-/* The same with the group (SO_PEERCRED): the ids a change is made as. */
+/*
+ * The uid and gid of the peer on a local socket (SO_PEERCRED): the ids a
+ * change is made as. -ENOTSOCK on TCP.
+ */
 int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid);
 /* Bytes the connection may buffer unread (default 64 MiB + 64). */
 void lo_conn_set_max_in(struct lo_conn *c, size_t max);
