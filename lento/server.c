@@ -421,10 +421,8 @@ static int read_waits(struct session *s, uint32_t volume,
 
 	if (!p)
 		return 0;
-	if (defer(s, p, f)) {
+	if (defer(s, p, f))
 		sess_error(s, f->tag, -ENOMEM, "out of memory");
-		return 1;
-	}
 	return 1;
 }
 
