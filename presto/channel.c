@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The channel to lento: filesets, upcalls, and the generic-netlink family
- * they travel on (protocol/KERNEL.md).
+ * The channel to lento: filesets, upcalls and what lento tells presto
+ * (protocol/KERNEL.md). The netlink family they travel on is genl.c.
  *
  * A fileset is a name that a mount (fileset=) and a lento (REGISTER) meet
  * at, in either order: whichever comes first makes it, and it lives while
@@ -21,13 +21,10 @@
 #include <linux/ctype.h>
 #include <linux/freezer.h>
 #include <linux/kref.h>
-#include <linux/module.h>
-#include <linux/netlink.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
 #include <net/genetlink.h>
-#include <net/netlink.h>
 #include "presto.h"
 
 #define PRESTO_RESEND_DELAY	(HZ / 10)
@@ -86,7 +83,6 @@ struct presto_upcall {
 
 static LIST_HEAD(presto_filesets);
 static DEFINE_MUTEX(presto_filesets_lock);
-static struct genl_family presto_genl_family;
 
 static void presto_count(struct presto_fileset *fs, int i)
 {
@@ -109,7 +105,7 @@ static void presto_resend_work(struct work_struct *work);
 static void presto_hint_work(struct work_struct *work);
 
 /* The fileset called @name, with a new reference; made if @make. */
-static struct presto_fileset *presto_fileset_get(const char *name, bool make)
+struct presto_fileset *presto_fileset_get(const char *name, bool make)
 {
 	struct presto_fileset *fs;
 
@@ -154,7 +150,7 @@ static void presto_fileset_release(struct kref *ref)
 	kfree(fs);
 }
 
-static void presto_fileset_put(struct presto_fileset *fs)
+void presto_fileset_put(struct presto_fileset *fs)
 {
 	kref_put_mutex(&fs->ref, presto_fileset_release, &presto_filesets_lock);
 }
@@ -164,17 +160,7 @@ static void presto_fileset_put(struct presto_fileset *fs)
 static struct sk_buff *presto_msg_new(struct presto_fileset *fs, u8 cmd,
 				      void **hdr)
 {
-	struct sk_buff *skb;
-
-	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
-	if (!skb)
-		return NULL;
-	*hdr = genlmsg_put(skb, 0, 0, &presto_genl_family, 0, cmd);
-	if (!*hdr || nla_put_string(skb, PRESTO_A_FILESET, fs->name)) {
-		nlmsg_free(skb);
-		return NULL;
-	}
-	return skb;
+	return presto_genl_new(fs->name, cmd, hdr);
 }
 
 /* Unicast to the fileset's lento. Caller holds fs->mutex. */
@@ -563,142 +549,45 @@ void presto_fileset_show(struct seq_file *m, struct super_block *sb)
 		seq_printf(m, " %s %llu", presto_stat_names[i], v[i]);
 }
 
-/* ------------------------------------------------------------ commands */
+/* ------------------------------------------------------------ lento */
 
-static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
-	[PRESTO_A_FILESET]	= { .type = NLA_NUL_STRING,
-				    .len = PRESTO_FILESET_MAX },
-	[PRESTO_A_REQ]		= { .type = NLA_U64 },
-	[PRESTO_A_OP]		= NLA_POLICY_RANGE(NLA_U32, PRESTO_OP_FETCH_DIR,
-						   PRESTO_OP_FETCH_ATTR),
-	[PRESTO_A_HANDLE]	= NLA_POLICY_EXACT_LEN(sizeof(struct presto_handle)),
-	[PRESTO_A_ERRNO]	= NLA_POLICY_MAX(NLA_U32, 511),
-	[PRESTO_A_FLAGS]	= NLA_POLICY_MASK(NLA_U32, PRESTO_CB_ALL),
-	[PRESTO_A_EPOCH]	= NLA_POLICY_MIN(NLA_U64, 1),
-	/* What only presto sends. */
-	[PRESTO_A_ROOT]		= { .type = NLA_REJECT },
-	[PRESTO_A_TIMEOUT_MS]	= { .type = NLA_REJECT },
-	[PRESTO_A_MOUNTED]	= { .type = NLA_REJECT },
-	[PRESTO_A_STAT]		= { .type = NLA_REJECT },
-	[PRESTO_A_HANDLES]	= { .type = NLA_REJECT },
-	[PRESTO_A_PAD]		= { .type = NLA_REJECT },
-};
-
-/* Each command's attributes: required (and no others are used). */
-#define A(x)	BIT(PRESTO_A_##x)
-static const u32 presto_cmd_attrs[PRESTO_CMD_MAX + 1] = {
-	[PRESTO_CMD_REGISTER]	= A(FILESET),
-	[PRESTO_CMD_UNREGISTER]	= A(FILESET),
-	[PRESTO_CMD_SET_EPOCH]	= A(FILESET) | A(EPOCH),
-	[PRESTO_CMD_REPLY]	= A(FILESET) | A(REQ) | A(ERRNO),
-	[PRESTO_CMD_PROGRESS]	= A(FILESET) | A(REQ),
-	[PRESTO_CMD_BREAK]	= A(FILESET) | A(HANDLE) | A(FLAGS),
-	[PRESTO_CMD_SET_FLAGS]	= A(FILESET) | A(HANDLE) | A(FLAGS) | A(EPOCH),
-	[PRESTO_CMD_PURGE]	= A(FILESET) | A(HANDLE),
-	[PRESTO_CMD_STATS]	= A(FILESET),
-};
-#undef A
-
-static int presto_get_handle(struct genl_info *info, struct presto_handle *h)
+/* Is @portid the lento of @fs? */
+bool presto_fileset_is_lento(struct presto_fileset *fs, u32 portid)
 {
-	nla_memcpy(h, info->attrs[PRESTO_A_HANDLE], sizeof(*h));
-	if (h->pad) {
-		GENL_SET_ERR_MSG(info, "presto: handle padding is not zero");
-		return -EINVAL;
-	}
-	return 0;
+	return READ_ONCE(fs->portid) == portid;
 }
 
-/*
- * Every command: the caller may act for lento (CAP_SYS_ADMIN, checked on
- * the socket, since the family flag would check CAP_NET_ADMIN), its
- * attributes are all there, its fileset exists; all but REGISTER and
- * STATS come from the fileset's lento. On success info->user_ptr[0]
- * holds a reference to the fileset.
- */
-static int presto_pre_doit(const struct genl_ops *ops, struct sk_buff *skb,
-			   struct genl_info *info)
+/* @portid becomes the lento of @fs; -EBUSY if another one is. */
+int presto_fileset_register(struct presto_fileset *fs, u32 portid)
 {
-	u8 cmd = ops->cmd;
-	struct presto_fileset *fs;
-	const char *name;
-	int a;
+	int err = 0;
 
-	if (cmd != PRESTO_CMD_STATS && !netlink_capable(skb, CAP_SYS_ADMIN))
-		return -EPERM;
-	for (a = 1; a <= PRESTO_A_MAX; a++) {
-		if ((presto_cmd_attrs[cmd] & BIT(a)) && !info->attrs[a]) {
-			GENL_SET_ERR_MSG(info, "presto: an attribute is missing");
-			return -EINVAL;
-		}
-	}
-	name = nla_data(info->attrs[PRESTO_A_FILESET]);
-	if (!presto_fileset_name_ok(name)) {
-		GENL_SET_ERR_MSG(info, "presto: not a fileset name");
-		return -EINVAL;
-	}
-	fs = presto_fileset_get(name, cmd == PRESTO_CMD_REGISTER);
-	if (!fs)
-		return cmd == PRESTO_CMD_REGISTER ? -ENOMEM : -ENOENT;
-	if (cmd != PRESTO_CMD_REGISTER && cmd != PRESTO_CMD_STATS &&
-	    READ_ONCE(fs->portid) != info->snd_portid) {
-		presto_fileset_put(fs);
-		GENL_SET_ERR_MSG(info, "presto: not this fileset's lento");
-		return -EPERM;
-	}
-	info->user_ptr[0] = fs;
-	return 0;
-}
-
-static void presto_post_doit(const struct genl_ops *ops, struct sk_buff *skb,
-			     struct genl_info *info)
-{
-	if (info->user_ptr[0])
-		presto_fileset_put(info->user_ptr[0]);
-}
-
-static int presto_cmd_register(struct sk_buff *skb, struct genl_info *info)
-{
-	struct presto_fileset *fs = info->user_ptr[0];
-	struct presto_upcall *up;
-	struct sk_buff *msg;
-	void *hdr;
-	int err = -ENOMEM;
-
-	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
-	if (!msg)
-		return -ENOMEM;
 	mutex_lock(&fs->mutex);
-	if (fs->portid && fs->portid != info->snd_portid) {
+	if (fs->portid && fs->portid != portid) {
 		err = -EBUSY;
-		GENL_SET_ERR_MSG(info, "presto: another lento holds the fileset");
-		goto out;
+	} else {
+		if (!fs->portid)
+			kref_get(&fs->ref);	/* lento's, until it goes */
+		fs->portid = portid;
 	}
-	hdr = genlmsg_put_reply(msg, info, &presto_genl_family, 0,
-				PRESTO_CMD_REGISTER);
-	if (!hdr || nla_put_string(msg, PRESTO_A_FILESET, fs->name) ||
-	    presto_put_mount(msg, fs)) {
-		err = -EMSGSIZE;
-		goto out;
-	}
-	genlmsg_end(msg, hdr);
-	if (!fs->portid)
-		kref_get(&fs->ref);	/* lento's, until it goes */
-	fs->portid = info->snd_portid;
-	err = genlmsg_reply(msg, info);
-	msg = NULL;
-	/* Everything still pending goes to this lento. */
-	list_for_each_entry(up, &fs->upcalls, node)
-		up->sent = false;
-	presto_resend_all(fs);
-out:
 	mutex_unlock(&fs->mutex);
-	nlmsg_free(msg);
 	return err;
 }
 
+/* Everything still pending goes to the lento just registered. */
+void presto_fileset_resend(struct presto_fileset *fs)
+{
+	struct presto_upcall *up;
+
+	mutex_lock(&fs->mutex);
+	list_for_each_entry(up, &fs->upcalls, node)
+		up->sent = false;
+	presto_resend_all(fs);
+	mutex_unlock(&fs->mutex);
+}
+
 /* The lento @portid of @fs goes (UNREGISTER, or its socket closed). */
-static void presto_unregister(struct presto_fileset *fs, u32 portid)
+void presto_fileset_unregister(struct presto_fileset *fs, u32 portid)
 {
 	bool had;
 
@@ -711,25 +600,84 @@ static void presto_unregister(struct presto_fileset *fs, u32 portid)
 		presto_fileset_put(fs);
 }
 
-static int presto_cmd_unregister(struct sk_buff *skb, struct genl_info *info)
+/* A netlink socket closed: if it was a lento, it is gone at once. */
+void presto_lento_closed(u32 portid)
 {
-	presto_unregister(info->user_ptr[0], info->snd_portid);
+	struct presto_fileset *fs, *gone[8];
+	int i, nr;
+
+	do {
+		nr = 0;
+		mutex_lock(&presto_filesets_lock);
+		list_for_each_entry(fs, &presto_filesets, node) {
+			if (READ_ONCE(fs->portid) != portid)
+				continue;
+			kref_get(&fs->ref);
+			gone[nr++] = fs;
+			if (nr == ARRAY_SIZE(gone))
+				break;
+		}
+		mutex_unlock(&presto_filesets_lock);
+		for (i = 0; i < nr; i++) {
+			presto_fileset_unregister(gone[i], portid);
+			presto_fileset_put(gone[i]);
+		}
+	} while (nr == ARRAY_SIZE(gone));
+}
+
+/* Module exit, the family gone: no mount is left, lentos let go. */
+void presto_filesets_exit(void)
+{
+	struct presto_fileset *fs, *tmp;
+
+	list_for_each_entry_safe(fs, tmp, &presto_filesets, node) {
+		if (WARN_ON_ONCE(fs->sb))
+			continue;
+		presto_fileset_unregister(fs, fs->portid);
+	}
+}
+
+/* The state of @fs into @skb: its mount, and with @stats its counters. */
+int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
+			bool stats)
+{
+	u64 v[PRESTO_ST_NR];
+	struct nlattr *nest;
+	int i, err;
+
+	mutex_lock(&fs->mutex);
+	err = presto_put_mount(skb, fs);
+	mutex_unlock(&fs->mutex);
+	if (err || !stats)
+		return err;
+	nest = nla_nest_start(skb, PRESTO_A_STAT);
+	if (!nest)
+		return -EMSGSIZE;
+	presto_fileset_stats(fs, v);
+	for (i = 0; i < PRESTO_ST_NR; i++)
+		if (nla_put_u64_64bit(skb, PRESTO_S_UPCALLS + i, v[i],
+				      PRESTO_S_PAD))
+			return -EMSGSIZE;
+	if (nla_put_u64_64bit(skb, PRESTO_S_PENDING, READ_ONCE(fs->pending),
+			      PRESTO_S_PAD) ||
+	    nla_put_u64_64bit(skb, PRESTO_S_REGISTERED, !!READ_ONCE(fs->portid),
+			      PRESTO_S_PAD))
+		return -EMSGSIZE;
+	nla_nest_end(skb, nest);
 	return 0;
 }
 
-static int presto_cmd_set_epoch(struct sk_buff *skb, struct genl_info *info)
+int presto_fileset_set_epoch(struct presto_fileset *fs, u64 epoch)
 {
-	struct presto_fileset *fs = info->user_ptr[0];
-	u64 epoch = nla_get_u64(info->attrs[PRESTO_A_EPOCH]);
-	int ret = -ENOENT;
+	int err = -ENOENT;
 
 	mutex_lock(&fs->mutex);
 	if (fs->sb) {
 		WRITE_ONCE(presto_sb(fs->sb)->epoch, epoch);
-		ret = 0;
+		err = 0;
 	}
 	mutex_unlock(&fs->mutex);
-	return ret;
+	return err;
 }
 
 static struct presto_upcall *presto_upcall_by_id(struct presto_fileset *fs,
@@ -743,20 +691,16 @@ static struct presto_upcall *presto_upcall_by_id(struct presto_fileset *fs,
 	return NULL;
 }
 
-static int presto_cmd_reply(struct sk_buff *skb, struct genl_info *info)
+/*
+ * lento answers upcall @id: @err (0 or a negative errno) and, if @flags,
+ * the flags it filled in @epoch. -ESRCH if no such upcall is pending.
+ */
+int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
+			 u32 flags, u64 epoch)
 {
-	struct presto_fileset *fs = info->user_ptr[0];
-	u64 id = nla_get_u64(info->attrs[PRESTO_A_REQ]);
-	u32 err = nla_get_u32(info->attrs[PRESTO_A_ERRNO]);
-	struct nlattr *flags = info->attrs[PRESTO_A_FLAGS];
-	struct nlattr *epoch = info->attrs[PRESTO_A_EPOCH];
 	struct presto_upcall *up;
 	int ret = 0;
 
-	if (!flags != !epoch || (err && flags)) {
-		GENL_SET_ERR_MSG(info, "presto: FLAGS and EPOCH go together, with ERRNO 0");
-		return -EINVAL;
-	}
 	mutex_lock(&fs->mutex);
 	up = presto_upcall_by_id(fs, id);
 	if (!up) {
@@ -765,22 +709,21 @@ static int presto_cmd_reply(struct sk_buff *skb, struct genl_info *info)
 	}
 	/* Flags first: a waiter woken finds them set. */
 	if (flags && fs->sb)
-		presto_cb_apply(fs->sb, &up->handle, nla_get_u32(flags), 0,
-				nla_get_u64(epoch));
-	presto_upcall_done(fs, up, -(int)err);
+		presto_cb_apply(fs->sb, &up->handle, flags, 0, epoch);
+	presto_upcall_done(fs, up, err);
 out:
 	mutex_unlock(&fs->mutex);
 	return ret;
 }
 
-static int presto_cmd_progress(struct sk_buff *skb, struct genl_info *info)
+/* lento is still at upcall @id: its waiters wait a timeout more. */
+int presto_fileset_progress(struct presto_fileset *fs, u64 id)
 {
-	struct presto_fileset *fs = info->user_ptr[0];
 	struct presto_upcall *up;
 	int ret = -ESRCH;
 
 	mutex_lock(&fs->mutex);
-	up = presto_upcall_by_id(fs, nla_get_u64(info->attrs[PRESTO_A_REQ]));
+	up = presto_upcall_by_id(fs, id);
 	if (up && fs->sb) {
 		WRITE_ONCE(up->progress_until,
 			   jiffies + presto_sb(fs->sb)->timeout);
@@ -790,170 +733,32 @@ static int presto_cmd_progress(struct sk_buff *skb, struct genl_info *info)
 	return ret;
 }
 
-/* BREAK, SET_FLAGS and PURGE: the object named by HANDLE. */
-static int presto_cmd_object(struct sk_buff *skb, struct genl_info *info)
+/* BREAK, SET_FLAGS and PURGE (@cmd) of the object named by @h. */
+int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
+			  const struct presto_handle *h, u32 flags, u64 epoch)
 {
-	struct presto_fileset *fs = info->user_ptr[0];
-	u32 flags = 0;
-	struct presto_handle h;
-	int ret;
+	int ret = 0;
 
-	ret = presto_get_handle(info, &h);
-	if (ret)
-		return ret;
-	if (info->attrs[PRESTO_A_FLAGS])
-		flags = nla_get_u32(info->attrs[PRESTO_A_FLAGS]);
 	mutex_lock(&fs->mutex);
 	if (!fs->sb) {
 		ret = -ENOENT;
 		goto out;
 	}
-	switch (info->genlhdr->cmd) {
+	switch (cmd) {
 	case PRESTO_CMD_BREAK:
-		if (presto_cb_apply(fs->sb, &h, 0, flags, 0))
+		if (presto_cb_apply(fs->sb, h, 0, flags, 0))
 			presto_count(fs, PRESTO_ST_BREAKS);
 		break;
 	case PRESTO_CMD_SET_FLAGS:
-		presto_cb_apply(fs->sb, &h, flags, 0,
-				nla_get_u64(info->attrs[PRESTO_A_EPOCH]));
+		presto_cb_apply(fs->sb, h, flags, 0, epoch);
 		break;
 	case PRESTO_CMD_PURGE:
-		ret = presto_cb_purge(fs->sb, &h);
+		ret = presto_cb_purge(fs->sb, h);
 		break;
+	default:
+		ret = -EINVAL;
 	}
 out:
 	mutex_unlock(&fs->mutex);
 	return ret;
-}
-
-static int presto_cmd_stats(struct sk_buff *skb, struct genl_info *info)
-{
-	struct presto_fileset *fs = info->user_ptr[0];
-	u64 v[PRESTO_ST_NR];
-	struct sk_buff *msg;
-	struct nlattr *nest;
-	void *hdr;
-	int i;
-
-	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
-	if (!msg)
-		return -ENOMEM;
-	hdr = genlmsg_put_reply(msg, info, &presto_genl_family, 0,
-				PRESTO_CMD_STATS);
-	if (!hdr || nla_put_string(msg, PRESTO_A_FILESET, fs->name))
-		goto too_big;
-	mutex_lock(&fs->mutex);
-	i = presto_put_mount(msg, fs);
-	mutex_unlock(&fs->mutex);
-	if (i)
-		goto too_big;
-	nest = nla_nest_start(msg, PRESTO_A_STAT);
-	if (!nest)
-		goto too_big;
-	presto_fileset_stats(fs, v);
-	for (i = 0; i < PRESTO_ST_NR; i++)
-		if (nla_put_u64_64bit(msg, PRESTO_S_UPCALLS + i, v[i],
-				      PRESTO_S_PAD))
-			goto too_big;
-	if (nla_put_u64_64bit(msg, PRESTO_S_PENDING, READ_ONCE(fs->pending),
-			      PRESTO_S_PAD) ||
-	    nla_put_u64_64bit(msg, PRESTO_S_REGISTERED, !!READ_ONCE(fs->portid),
-			      PRESTO_S_PAD))
-		goto too_big;
-	nla_nest_end(msg, nest);
-	genlmsg_end(msg, hdr);
-	return genlmsg_reply(msg, info);
-too_big:
-	nlmsg_free(msg);
-	return -EMSGSIZE;
-}
-
-static const struct genl_small_ops presto_ops[] = {
-	{ .cmd = PRESTO_CMD_REGISTER, .doit = presto_cmd_register },
-	{ .cmd = PRESTO_CMD_UNREGISTER, .doit = presto_cmd_unregister },
-	{ .cmd = PRESTO_CMD_SET_EPOCH, .doit = presto_cmd_set_epoch },
-	{ .cmd = PRESTO_CMD_REPLY, .doit = presto_cmd_reply },
-	{ .cmd = PRESTO_CMD_PROGRESS, .doit = presto_cmd_progress },
-	{ .cmd = PRESTO_CMD_BREAK, .doit = presto_cmd_object },
-	{ .cmd = PRESTO_CMD_SET_FLAGS, .doit = presto_cmd_object },
-	{ .cmd = PRESTO_CMD_PURGE, .doit = presto_cmd_object },
-	{ .cmd = PRESTO_CMD_STATS, .doit = presto_cmd_stats },
-};
-
-static struct genl_family presto_genl_family __ro_after_init = {
-	.name		= PRESTO_GENL_NAME,
-	.version	= PRESTO_GENL_VERSION,
-	.maxattr	= PRESTO_A_MAX,
-	.policy		= presto_policy,
-	/* Strict validation of every command. */
-	.resv_start_op	= PRESTO_CMD_MAX + 1,
-	/* Handlers take their own locks; none waits under genl_mutex. */
-	.parallel_ops	= true,
-	.pre_doit	= presto_pre_doit,
-	.post_doit	= presto_post_doit,
-	.small_ops	= presto_ops,
-	.n_small_ops	= ARRAY_SIZE(presto_ops),
-	.module		= THIS_MODULE,
-};
-
-/* A netlink socket closed: if it was a lento, it is gone at once. */
-static int presto_netlink_notify(struct notifier_block *nb,
-				 unsigned long state, void *data)
-{
-	struct netlink_notify *n = data;
-	struct presto_fileset *fs, *gone[8];
-	int i, nr;
-
-	if (state != NETLINK_URELEASE || n->protocol != NETLINK_GENERIC ||
-	    !n->portid)
-		return NOTIFY_DONE;
-	do {
-		nr = 0;
-		mutex_lock(&presto_filesets_lock);
-		list_for_each_entry(fs, &presto_filesets, node) {
-			if (READ_ONCE(fs->portid) != n->portid)
-				continue;
-			kref_get(&fs->ref);
-			gone[nr++] = fs;
-			if (nr == ARRAY_SIZE(gone))
-				break;
-		}
-		mutex_unlock(&presto_filesets_lock);
-		for (i = 0; i < nr; i++) {
-			presto_unregister(gone[i], n->portid);
-			presto_fileset_put(gone[i]);
-		}
-	} while (nr == ARRAY_SIZE(gone));
-	return NOTIFY_OK;
-}
-
-static struct notifier_block presto_netlink_nb = {
-	.notifier_call = presto_netlink_notify,
-};
-
-int presto_channel_init(void)
-{
-	int err;
-
-	err = genl_register_family(&presto_genl_family);
-	if (err)
-		return err;
-	err = netlink_register_notifier(&presto_netlink_nb);
-	if (err)
-		genl_unregister_family(&presto_genl_family);
-	return err;
-}
-
-void presto_channel_exit(void)
-{
-	struct presto_fileset *fs, *tmp;
-
-	genl_unregister_family(&presto_genl_family);
-	netlink_unregister_notifier(&presto_netlink_nb);
-	/* No mount is left (the module is in use while one is): lentos. */
-	list_for_each_entry_safe(fs, tmp, &presto_filesets, node) {
-		if (WARN_ON_ONCE(fs->sb))
-			continue;
-		presto_unregister(fs, fs->portid);
-	}
 }

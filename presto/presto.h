@@ -241,6 +241,7 @@ void presto_intent_close(struct super_block *sb);
 
 /* channel.c */
 struct presto_fileset;
+struct sk_buff;
 bool presto_fileset_name_ok(const char *name);
 int presto_fileset_attach(struct super_block *sb, const char *name);
 void presto_fileset_announce(struct super_block *sb);
@@ -248,8 +249,28 @@ void presto_fileset_detach(struct super_block *sb);
 void presto_fileset_show(struct seq_file *m, struct super_block *sb);
 int presto_upcall(struct inode *inode, u32 op);
 void presto_hint_open(struct inode *inode);
-int presto_channel_init(void);
-void presto_channel_exit(void);
+/* for genl.c: what lento says */
+struct presto_fileset *presto_fileset_get(const char *name, bool make);
+void presto_fileset_put(struct presto_fileset *fs);
+bool presto_fileset_is_lento(struct presto_fileset *fs, u32 portid);
+int presto_fileset_register(struct presto_fileset *fs, u32 portid);
+void presto_fileset_resend(struct presto_fileset *fs);
+void presto_fileset_unregister(struct presto_fileset *fs, u32 portid);
+void presto_lento_closed(u32 portid);
+void presto_filesets_exit(void);
+int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
+			bool stats);
+int presto_fileset_set_epoch(struct presto_fileset *fs, u64 epoch);
+int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
+			 u32 flags, u64 epoch);
+int presto_fileset_progress(struct presto_fileset *fs, u64 id);
+int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
+			  const struct presto_handle *h, u32 flags, u64 epoch);
+
+/* genl.c */
+struct sk_buff *presto_genl_new(const char *fileset, u8 cmd, void **hdr);
+int presto_genl_init(void);
+void presto_genl_exit(void);
 
 /* callback.c */
 void presto_cb_load(struct inode *inode, struct dentry *lower);

@@ -446,7 +446,7 @@ static int __init presto_init(void)
 	err = presto_inode_cache_init();
 	if (err)
 		return err;
-	err = presto_channel_init();
+	err = presto_genl_init();
 	if (err)
 		goto out_cache;
 	err = register_filesystem(&presto_fs_type);
@@ -454,7 +454,7 @@ static int __init presto_init(void)
 		goto out_channel;
 	return 0;
 out_channel:
-	presto_channel_exit();
+	presto_genl_exit();
 out_cache:
 	presto_inode_cache_destroy();
 	return err;
@@ -463,7 +463,7 @@ out_cache:
 static void __exit presto_exit(void)
 {
 	unregister_filesystem(&presto_fs_type);
-	presto_channel_exit();
+	presto_genl_exit();
 	presto_inode_cache_destroy();
 }
 

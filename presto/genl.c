@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The generic-netlink family "presto": what comes from lento is checked
+ * here, then handed to channel.c (protocol/KERNEL.md).
+ *
+ * Everything lento sends may be wrong. Each attribute has a policy and
+ * every command is validated strictly (resv_start_op past the last
+ * command); each command's required attributes are checked; a handle's
+ * padding must be zero; the sender must have CAP_SYS_ADMIN (checked on
+ * the socket: the family flag GENL_ADMIN_PERM would check CAP_NET_ADMIN)
+ * and, but for REGISTER and STATS, be the fileset's lento. Handlers run
+ * in parallel (parallel_ops) under the fileset's own mutex, never under
+ * the global genetlink mutex, which other families share.
+ */
+#include <linux/netlink.h>
+#include <net/genetlink.h>
+#include <net/netlink.h>
+#include "presto.h"
+
+static struct genl_family presto_genl_family;
+
+static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
+	[PRESTO_A_FILESET]	= { .type = NLA_NUL_STRING,
+				    .len = PRESTO_FILESET_MAX },
+	[PRESTO_A_REQ]		= { .type = NLA_U64 },
+	[PRESTO_A_OP]		= NLA_POLICY_RANGE(NLA_U32, PRESTO_OP_FETCH_DIR,
+						   PRESTO_OP_FETCH_ATTR),
+	[PRESTO_A_HANDLE]	= NLA_POLICY_EXACT_LEN(sizeof(struct presto_handle)),
+	[PRESTO_A_ERRNO]	= NLA_POLICY_MAX(NLA_U32, 511),
+	[PRESTO_A_FLAGS]	= NLA_POLICY_MASK(NLA_U32, PRESTO_CB_ALL),
+	[PRESTO_A_EPOCH]	= NLA_POLICY_MIN(NLA_U64, 1),
+	/* What only presto sends. */
+	[PRESTO_A_ROOT]		= { .type = NLA_REJECT },
+	[PRESTO_A_TIMEOUT_MS]	= { .type = NLA_REJECT },
+	[PRESTO_A_MOUNTED]	= { .type = NLA_REJECT },
+	[PRESTO_A_STAT]		= { .type = NLA_REJECT },
+	[PRESTO_A_HANDLES]	= { .type = NLA_REJECT },
+	[PRESTO_A_PAD]		= { .type = NLA_REJECT },
+};
+
+/* Each command's required attributes. */
+#define A(x)	BIT(PRESTO_A_##x)
+static const u32 presto_cmd_attrs[PRESTO_CMD_MAX + 1] = {
+	[PRESTO_CMD_REGISTER]	= A(FILESET),
+	[PRESTO_CMD_UNREGISTER]	= A(FILESET),
+	[PRESTO_CMD_SET_EPOCH]	= A(FILESET) | A(EPOCH),
+	[PRESTO_CMD_REPLY]	= A(FILESET) | A(REQ) | A(ERRNO),
+	[PRESTO_CMD_PROGRESS]	= A(FILESET) | A(REQ),
+	[PRESTO_CMD_BREAK]	= A(FILESET) | A(HANDLE) | A(FLAGS),
+	[PRESTO_CMD_SET_FLAGS]	= A(FILESET) | A(HANDLE) | A(FLAGS) | A(EPOCH),
+	[PRESTO_CMD_PURGE]	= A(FILESET) | A(HANDLE),
+	[PRESTO_CMD_STATS]	= A(FILESET),
+};
+#undef A
+
+/* A message of presto's own for @fileset; NULL if out of memory. */
+struct sk_buff *presto_genl_new(const char *fileset, u8 cmd, void **hdr)
+{
+	struct sk_buff *skb;
+
+	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!skb)
+		return NULL;
+	*hdr = genlmsg_put(skb, 0, 0, &presto_genl_family, 0, cmd);
+	if (!*hdr || nla_put_string(skb, PRESTO_A_FILESET, fileset)) {
+		nlmsg_free(skb);
+		return NULL;
+	}
+	return skb;
+}
+
+static int presto_pre_doit(const struct genl_ops *ops, struct sk_buff *skb,
+			   struct genl_info *info)
+{
+	u8 cmd = ops->cmd;
+	struct presto_fileset *fs;
+	const char *name;
+	int a;
+
+	if (cmd != PRESTO_CMD_STATS && !netlink_capable(skb, CAP_SYS_ADMIN))
+		return -EPERM;
+	for (a = 1; a <= PRESTO_A_MAX; a++) {
+		if ((presto_cmd_attrs[cmd] & BIT(a)) && !info->attrs[a]) {
+			GENL_SET_ERR_MSG(info, "presto: an attribute is missing");
+			return -EINVAL;
+		}
+	}
+	name = nla_data(info->attrs[PRESTO_A_FILESET]);
+	if (!presto_fileset_name_ok(name)) {
+		GENL_SET_ERR_MSG(info, "presto: not a fileset name");
+		return -EINVAL;
+	}
+	fs = presto_fileset_get(name, cmd == PRESTO_CMD_REGISTER);
+	if (!fs)
+		return cmd == PRESTO_CMD_REGISTER ? -ENOMEM : -ENOENT;
+	if (cmd != PRESTO_CMD_REGISTER && cmd != PRESTO_CMD_STATS &&
+	    !presto_fileset_is_lento(fs, info->snd_portid)) {
+		presto_fileset_put(fs);
+		GENL_SET_ERR_MSG(info, "presto: not this fileset's lento");
+		return -EPERM;
+	}
+	info->user_ptr[0] = fs;
+	return 0;
+}
+
+static void presto_post_doit(const struct genl_ops *ops, struct sk_buff *skb,
+			     struct genl_info *info)
+{
+	presto_fileset_put(info->user_ptr[0]);
+}
+
+/* REGISTER and STATS answer with a message: the fileset's state. */
+static int presto_reply_state(struct genl_info *info, u8 cmd, bool stats)
+{
+	struct presto_fileset *fs = info->user_ptr[0];
+	struct sk_buff *msg;
+	const char *name;
+	void *hdr;
+
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		return -ENOMEM;
+	name = nla_data(info->attrs[PRESTO_A_FILESET]);
+	hdr = genlmsg_put_reply(msg, info, &presto_genl_family, 0, cmd);
+	if (!hdr || nla_put_string(msg, PRESTO_A_FILESET, name) ||
+	    presto_fileset_fill(fs, msg, stats)) {
+		nlmsg_free(msg);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(msg, hdr);
+	return genlmsg_reply(msg, info);
+}
+
+static int presto_cmd_register(struct sk_buff *skb, struct genl_info *info)
+{
+	struct presto_fileset *fs = info->user_ptr[0];
+	int err;
+
+	err = presto_fileset_register(fs, info->snd_portid);
+	if (err) {
+		GENL_SET_ERR_MSG(info, "presto: another lento holds the fileset");
+		return err;
+	}
+	err = presto_reply_state(info, PRESTO_CMD_REGISTER, false);
+	/* After the answer, what was pending for the old lento, if any. */
+	presto_fileset_resend(fs);
+	return err;
+}
+
+static int presto_cmd_unregister(struct sk_buff *skb, struct genl_info *info)
+{
+	presto_fileset_unregister(info->user_ptr[0], info->snd_portid);
+	return 0;
+}
+
+static int presto_cmd_set_epoch(struct sk_buff *skb, struct genl_info *info)
+{
+	return presto_fileset_set_epoch(info->user_ptr[0],
+			nla_get_u64(info->attrs[PRESTO_A_EPOCH]));
+}
+
+static int presto_cmd_reply(struct sk_buff *skb, struct genl_info *info)
+{
+	u32 err = nla_get_u32(info->attrs[PRESTO_A_ERRNO]);
+	struct nlattr *flags = info->attrs[PRESTO_A_FLAGS];
+	struct nlattr *epoch = info->attrs[PRESTO_A_EPOCH];
+
+	if (!flags != !epoch || (err && flags)) {
+		GENL_SET_ERR_MSG(info, "presto: FLAGS and EPOCH go together, with ERRNO 0");
+		return -EINVAL;
+	}
+	return presto_fileset_reply(info->user_ptr[0],
+				    nla_get_u64(info->attrs[PRESTO_A_REQ]),
+				    -(int)err, flags ? nla_get_u32(flags) : 0,
+				    epoch ? nla_get_u64(epoch) : 0);
+}
+
+static int presto_cmd_progress(struct sk_buff *skb, struct genl_info *info)
+{
+	return presto_fileset_progress(info->user_ptr[0],
+			nla_get_u64(info->attrs[PRESTO_A_REQ]));
+}
+
+/* BREAK, SET_FLAGS and PURGE: the object named by HANDLE. */
+static int presto_cmd_object(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *flags = info->attrs[PRESTO_A_FLAGS];
+	struct nlattr *epoch = info->attrs[PRESTO_A_EPOCH];
+	struct presto_handle h;
+
+	nla_memcpy(&h, info->attrs[PRESTO_A_HANDLE], sizeof(h));
+	if (h.pad) {
+		GENL_SET_ERR_MSG(info, "presto: handle padding is not zero");
+		return -EINVAL;
+	}
+	return presto_fileset_object(info->user_ptr[0], info->genlhdr->cmd, &h,
+				     flags ? nla_get_u32(flags) : 0,
+				     epoch ? nla_get_u64(epoch) : 0);
+}
+
+static int presto_cmd_stats(struct sk_buff *skb, struct genl_info *info)
+{
+	return presto_reply_state(info, PRESTO_CMD_STATS, true);
+}
+
+static const struct genl_small_ops presto_ops[] = {
+	{ .cmd = PRESTO_CMD_REGISTER, .doit = presto_cmd_register },
+	{ .cmd = PRESTO_CMD_UNREGISTER, .doit = presto_cmd_unregister },
+	{ .cmd = PRESTO_CMD_SET_EPOCH, .doit = presto_cmd_set_epoch },
+	{ .cmd = PRESTO_CMD_REPLY, .doit = presto_cmd_reply },
+	{ .cmd = PRESTO_CMD_PROGRESS, .doit = presto_cmd_progress },
+	{ .cmd = PRESTO_CMD_BREAK, .doit = presto_cmd_object },
+	{ .cmd = PRESTO_CMD_SET_FLAGS, .doit = presto_cmd_object },
+	{ .cmd = PRESTO_CMD_PURGE, .doit = presto_cmd_object },
+	{ .cmd = PRESTO_CMD_STATS, .doit = presto_cmd_stats },
+};
+
+static struct genl_family presto_genl_family __ro_after_init = {
+	.name		= PRESTO_GENL_NAME,
+	.version	= PRESTO_GENL_VERSION,
+	.maxattr	= PRESTO_A_MAX,
+	.policy		= presto_policy,
+	.resv_start_op	= PRESTO_CMD_MAX + 1,
+	.parallel_ops	= true,
+	.pre_doit	= presto_pre_doit,
+	.post_doit	= presto_post_doit,
+	.small_ops	= presto_ops,
+	.n_small_ops	= ARRAY_SIZE(presto_ops),
+	.module		= THIS_MODULE,
+};
+
+static int presto_netlink_notify(struct notifier_block *nb,
+				 unsigned long state, void *data)
+{
+	struct netlink_notify *n = data;
+
+	if (state != NETLINK_URELEASE || n->protocol != NETLINK_GENERIC ||
+	    !n->portid)
+		return NOTIFY_DONE;
+	presto_lento_closed(n->portid);
+	return NOTIFY_OK;
+}
+
+static struct notifier_block presto_netlink_nb = {
+	.notifier_call = presto_netlink_notify,
+};
+
+int presto_genl_init(void)
+{
+	int err;
+
+	err = genl_register_family(&presto_genl_family);
+	if (err)
+		return err;
+	err = netlink_register_notifier(&presto_netlink_nb);
+	if (err)
+		genl_unregister_family(&presto_genl_family);
+	return err;
+}
+
+void presto_genl_exit(void)
+{
+	genl_unregister_family(&presto_genl_family);
+	netlink_unregister_notifier(&presto_netlink_nb);
+	presto_filesets_exit();
+}
