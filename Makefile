@@ -181,7 +181,7 @@ LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/loop.c lento/ctl.c lento/jw.c lento/log.c lento/fidset.c \
 	lento/client.c lento/client_fetch.c lento/client_change.c \
 	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
-	lento/kchan.c lento/kchan_decode.c \
+	lento/kchan.c lento/kchan_decode.c lento/client_kernel.c \
 	protocol/lproto.c
 LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h \
 	protocol/presto_genl.h
