@@ -68,6 +68,12 @@ struct upcall {
 	uint64_t wait_job;
 	int steps;
 	bool fetched;		/* a job ran for it: not a hit */
+	/*
+	 * The object asked about, once known: a fetched body replaces the
+	 * inode the handle named, so the handle is looked up only once.
+	 */
+	bool have_fid;
+	struct lento_fid fid;
 	uint32_t flags;		/* what the answer sets */
 };
 
@@ -287,9 +293,9 @@ void kclient_validated(struct client *cl, struct vol *v, bool changed)
 				fs->name, strerror(-err));
 			return;
 		}
-		if (changed)
-			log_info("fileset %s: the volume changed at the server:"
-				 " a new epoch", fs->name);
+		log_info("fileset %s: a new epoch (%s)", fs->name, changed ?
+			 "the volume is new here or changed at the server" :
+			 "none was recorded");
 	}
 	epoch_push(cl, fs);
 }
@@ -517,9 +523,13 @@ static int uc_step(struct upcall *uc)
 	if (!fs->epoch)
 		return -EIO;
 	epoch_push(cl, fs);
-	err = fid_of_handle(cl, fs, v, &uc->h, &fid);
-	if (err)
-		return err;
+	if (!uc->have_fid) {
+		err = fid_of_handle(cl, fs, v, &uc->h, &uc->fid);
+		if (err)
+			return err;
+		uc->have_fid = true;
+	}
+	fid = uc->fid;
 	err = cache_obj_get(cl->cache, &fid, &o, NULL, 0);
 	err = err ?: cache_path(cl->cache, &fid, path, sizeof(path));
 	if (err)

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""presto and lento, the read path (issue 6), end to end. Runs in the test
+VM as root with presto loaded, SCRATCH on ext4:
+
+    tests/integration/readpath.py SCRATCH [CASE...]
+
+One lento server and three lento clients: C publishes (lentoctl), A and B
+each have their cache on ext4 under SCRATCH and serve the fileset "vol"
+through a presto mount (lower=CACHE/vol). The cases run in order on that
+one setup; each prints "ok - NAME" or "not ok - NAME", and the last line
+is "N passed, N failed".
+
+Alone in the VM (about a minute of TCG):
+
+    tools/vm --disk build/vm/rp.img:2G --fresh-disks -- bash -c '
+        mount -t tmpfs tmpfs /mnt && mkdir /mnt/ext &&
+        mkfs.ext4 -q /dev/vda && mount /dev/vda /mnt/ext &&
+        insmod $PRESTO_KO && python3 tests/integration/readpath.py /mnt/ext/rp'
+"""
+import errno
+import hashlib
+import importlib.machinery
+import importlib.util
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+_path = os.path.join(TOP, "tests", "lento", "run")
+_loader = importlib.machinery.SourceFileLoader("lento_run", _path)
+_spec = importlib.util.spec_from_loader("lento_run", _loader)
+lr = importlib.util.module_from_spec(_spec)
+_loader.exec_module(lr)
+Fail, check, wait_until = lr.Fail, lr.check, lr.wait_until
+
+TIMEOUT_S = 3           # the mounts' timeout=
+VOL = "vol"
+
+
+def content(name, size):
+    """A file's expected content, from its name."""
+    seed = hashlib.sha256(name.encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+# The tree C publishes: name -> size (directories end in /), symlinks.
+TREE = {
+    "d1/": None, "d1/f1": 100, "d1/f2": 5000, "d1/sub/": None,
+    "d1/sub/deep": 70000, "d2/": None, "d2/big": 300000, "d2/empty": 0,
+    "top": 42, "d2/x.cold": 1234,
+}
+LINKS = {"d2/link": "../d1/f1", "top-link": "d2"}
+
+
+class Kclient(lr.Client):
+    """A lento client serving the fileset vol over a presto mount."""
+
+    def __init__(self, tmp, name, server, mnt):
+        lr.Client.__init__(self, tmp, name, server, volumes=(VOL,),
+                           extra=["--fileset", VOL])
+        self.mnt = mnt
+
+    def fileset(self):
+        st = self.status()
+        check(st.get("presto"), "%s has no presto status" % self.name)
+        for fs in st["presto"]["filesets"]:
+            if fs["name"] == VOL:
+                return fs
+        raise Fail("%s: no fileset %s in status" % (self.name, VOL))
+
+    def kstat(self):
+        k = self.fileset()["kernel"]
+        check(k is not None, "%s: no kernel counters" % self.name)
+        return k
+
+    def mount(self):
+        lower = os.path.join(self.cache, VOL)
+        wait_until(lambda: os.path.isdir(lower), 20, lower)
+        os.makedirs(os.path.join(lower, ".presto"), exist_ok=True)
+        os.makedirs(self.mnt, exist_ok=True)
+        subprocess.run(["mount", "-t", "presto", "-o",
+                        "lower=%s,fileset=%s,timeout=%d" % (
+                            lower, VOL, TIMEOUT_S), "presto", self.mnt],
+                       check=True)
+
+    def umount(self):
+        subprocess.run(["umount", self.mnt], check=False)
+
+    def ready(self, timeout=30):
+        def ok():
+            fs = self.fileset()
+            return (fs["registered"] and fs["mounted"] and fs["root_ok"]
+                    and fs["epoch_sent"])
+        return wait_until(ok, timeout, self.name + "'s fileset ready")
+
+
+def read_all(mnt, skip_cold=True):
+    """Every file read (open/read/close), checked against TREE."""
+    for name, size in TREE.items():
+        if size is None or (skip_cold and name.endswith(".cold")):
+            continue
+        with open(os.path.join(mnt, name), "rb") as f:
+            data = f.read()
+        check(data == content(name, size),
+              "%s: %d bytes, not the %d published" % (name, len(data), size))
+    for name, target in LINKS.items():
+        check(os.readlink(os.path.join(mnt, name)) == target,
+              "symlink %s" % name)
+
+
+def warm_pass(mnt):
+    """ls -lR, find, stat, open/read/close, mmap, getdents."""
+    subprocess.run(["ls", "-lR", mnt], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["find", mnt, "-printf", "%p %s %m\n"], check=True,
+                   stdout=subprocess.DEVNULL)
+    for root, dirs, files in os.walk(mnt):
+        for n in dirs + files:
+            os.lstat(os.path.join(root, n))
+        for e in os.scandir(root):
+            e.stat(follow_symlinks=False)
+    read_all(mnt)
+    with open(os.path.join(mnt, "d2/big"), "rb") as f:
+        with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            check(m[:] == content("d2/big", TREE["d2/big"]), "mmap of big")
+    # Negative lookups in a complete directory are the kernel's too.
+    check(not os.path.exists(os.path.join(mnt, "d1/nosuch")), "nosuch")
+
+
+class Setup:
+    def __init__(self, scratch):
+        self.t = lr.Test("readpath", scratch)
+        self.srv = self.t.server()
+        self.srv.volume(VOL)
+        self.c = self.t.client("c", self.srv)
+        self.a = self.b = None
+
+    def kclient(self, name):
+        k = Kclient(self.t.tmp, name, self.srv,
+                    os.path.join(self.t.tmp, "mnt-" + name))
+        self.t.procs.append(k)
+        return k.start()
+
+    def publish(self):
+        c = self.c
+        for name, size in TREE.items():
+            if size is None:
+                c.ctl("mkdir", VOL + "/" + name.rstrip("/"))
+        for name, size in TREE.items():
+            if size is not None:
+                path = os.path.join(self.t.tmp, "body")
+                with open(path, "wb") as f:
+                    f.write(content(name, size))
+                c.ctl("write", VOL + "/" + name, "@" + path)
+        for name, target in LINKS.items():
+            c.ctl("symlink", VOL + "/" + name, target)
+        c.sync()
+
+    def finish(self):
+        for k in (self.a, self.b):
+            if k:
+                k.umount()
+        return self.t.finish()
+
+
+# ---------------------------------------------------------------- cases
+
+def case_mount(s):
+    """Both clients register (before the mount), see the mount, check the
+    root and confirm an epoch."""
+    s.a = s.kclient("a")
+    s.b = s.kclient("b")
+    for k in (s.a, s.b):
+        wait_until(lambda: k.fileset()["registered"], 20,
+                   k.name + " registered before the mount")
+        k.mount()
+        k.ready()
+        check(int(k.fileset()["epoch"], 16) != 0, "epoch 0")
+
+
+def case_cold_read(s):
+    """The tree published through C reads right through both mounts."""
+    s.publish()
+    for k in (s.a, s.b):
+        before = k.kstat()
+        warm_pass(k.mnt)
+        after = k.kstat()
+        check(after["upcalls"] > before["upcalls"],
+              "%s: a cold read made no upcall: %s" % (k.name, after))
+        check(after["fetch_dir"] > 0 and after["fetch_file"] > 0,
+              "%s: %s" % (k.name, after))
+
+
+def case_warm_no_upcalls(s):
+    """I-1: ls -lR, find, stat, open/read/close, mmap, getdents of a warm
+    tree do not move the upcall counter."""
+    for k in (s.a, s.b):
+        before = k.kstat()
+        warm_pass(k.mnt)
+        warm_pass(k.mnt)
+        after = k.kstat()
+        check(after["upcalls"] == before["upcalls"],
+              "%s: warm reads made upcalls: %s -> %s" % (
+                  k.name, before, after))
+        check(after["pending"] == 0, "%s: pending %s" % (k.name, after))
+
+
+def case_change_seen(s):
+    """A change published through C is seen by each client's next open
+    after the break; a file open before keeps its old content."""
+    old = content("d1/f1", TREE["d1/f1"])
+    new = b"the second version, longer than the first one\n" * 3
+    fa = open(os.path.join(s.a.mnt, "d1/f1"), "rb")
+    try:
+        path = os.path.join(s.t.tmp, "body")
+        with open(path, "wb") as f:
+            f.write(new)
+        s.c.ctl("write", VOL + "/d1/f1", "@" + path)
+        s.c.sync()
+        for k in (s.a, s.b):
+            def fresh():
+                with open(os.path.join(k.mnt, "d1/f1"), "rb") as f:
+                    return f.read() == new
+            wait_until(fresh, 10, k.name + " reading the new version")
+            check(os.stat(os.path.join(k.mnt, "d1/f1")).st_size ==
+                  len(new), k.name + ": stat after the change")
+        check(fa.read() == old, "the file open before the change changed")
+    finally:
+        fa.close()
+    for k in (s.a, s.b):
+        read_all_changed(k.mnt, new)
+
+
+def read_all_changed(mnt, new):
+    """d1/f1 as case change_seen left it."""
+    with open(os.path.join(mnt, "d1/f1"), "rb") as f:
+        check(f.read() == new, "d1/f1 reverted")
+
+
+def case_restart_warm(s):
+    """A's lento killed (-9) and restarted serves its warm cache again
+    after revalidation, with no body fetched."""
+    a = s.a
+    a.kill()
+    a.stop()
+    a.start()
+    a.ready()
+    wait_until(lambda: a.volstat(VOL)["validated"], 20, "A validated")
+    before = a.kstat()
+    warm_pass(a.mnt)
+    read_all_changed(a.mnt, b"the second version, longer than the first "
+                     b"one\n" * 3)
+    after = a.kstat()
+    cache = a.ctl("cache")
+    check(cache["fetches"] == 0,
+          "A fetched %d bodies after its restart" % cache["fetches"])
+    print("  # after the restart: %d upcalls, %d listings fetched" % (
+        after["upcalls"] - before["upcalls"], cache["listings"]))
+
+
+def case_no_lento(s):
+    """With no lento, a hit still works and a miss fails with ENOTCONN
+    after timeout=; a new lento then serves the miss."""
+    a = s.a
+    a.kill()
+    a.stop()
+    with open(os.path.join(a.mnt, "d1/f2"), "rb") as f:
+        check(f.read() == content("d1/f2", TREE["d1/f2"]), "a hit")
+    t0 = time.monotonic()
+    try:
+        open(os.path.join(a.mnt, "d2/x.cold"), "rb").close()
+        raise Fail("a miss with no lento succeeded")
+    except OSError as e:
+        check(e.errno == errno.ENOTCONN, "a miss failed with %s, not "
+              "ENOTCONN" % errno.errorcode.get(e.errno, e.errno))
+    dt = time.monotonic() - t0
+    check(TIMEOUT_S - 0.5 <= dt <= TIMEOUT_S + 10,
+          "the miss failed after %.1f s (timeout=%d)" % (dt, TIMEOUT_S))
+    a.start()
+    a.ready()
+    with open(os.path.join(a.mnt, "d2/x.cold"), "rb") as f:
+        check(f.read() == content("d2/x.cold", TREE["d2/x.cold"]),
+              "the miss once lento is back")
+
+
+def case_status(s):
+    """lentoctl status shows the fileset and presto's counters."""
+    fs = s.b.fileset()
+    for key in ("upcalls", "fetch_dir", "fetch_file", "fetch_attr",
+                "pending", "timeouts", "registered"):
+        check(key in fs["kernel"], "no %s in %s" % (key, fs["kernel"]))
+    check(fs["kernel"]["registered"] == 1, "registered gauge")
+    text = s.b.ctl("status", json_out=False)
+    check("fileset vol: registered, mounted" in text, text)
+    check("kernel: upcalls" in text, text)
+
+
+CASES = [
+    ("mount", case_mount),
+    ("cold_read", case_cold_read),
+    ("warm_no_upcalls", case_warm_no_upcalls),
+    ("change_seen", case_change_seen),
+    ("restart_warm", case_restart_warm),
+    ("no_lento", case_no_lento),
+    ("status", case_status),
+]
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: readpath.py SCRATCH [CASE...]")
+        return 2
+    scratch = os.path.abspath(sys.argv[1])
+    only = sys.argv[2:]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch, mode=0o700)
+    passed = failed = 0
+    s = None
+    try:
+        s = Setup(scratch)
+    except Exception as e:
+        print("not ok - setup: %s" % e)
+        print("0 passed, 1 failed")
+        return 1
+    for name, fn in CASES:
+        if only and name not in only and name != "mount":
+            continue
+        t0 = time.monotonic()
+        try:
+            fn(s)
+            print("ok - %s (%.1f s)" % (name, time.monotonic() - t0))
+            passed += 1
+        except Exception as e:
+            failed += 1
+            print("not ok - %s (%.1f s)" % (name, time.monotonic() - t0))
+            msg = "".join(traceback.format_exception_only(type(e), e))
+            if not isinstance(e, Fail):
+                msg += traceback.format_exc()
+            for line in msg.strip().splitlines():
+                print("  # " + line)
+            for p in s.t.procs:
+                print(p.tail(15))
+        sys.stdout.flush()
+    problems = s.finish()
+    for p in problems:
+        failed += 1
+        print("not ok - %s" % p.splitlines()[0])
+        for line in p.splitlines()[1:]:
+            print("  # " + line)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
