@@ -126,6 +126,7 @@ struct lo_poll {
 	lo_poll_fn fn;
 	void *arg;
 	bool inflight, closing;
+	bool in_fn;		/* its callback runs: lo_poll_done frees it */
 };
 
 struct lo_loop {
@@ -998,6 +999,8 @@ void lo_poll_close(struct lo_poll *p)
 		return;
 	p->closing = true;
 	p->fn = NULL;
+	if (p->in_fn)
+		return;
 	if (!p->inflight) {
 		lo_poll_unlink(p);
 		free(p);
@@ -1019,7 +1022,9 @@ static void lo_poll_done(struct lo_poll *p, int res)
 		free(p);
 		return;
 	}
+	p->in_fn = true;
 	p->fn(p->arg, res < 0 ? res : 0);
+	p->in_fn = false;
 	/* The callback may have closed it. */
 	if (p->closing) {
 		lo_poll_unlink(p);
@@ -1027,8 +1032,14 @@ static void lo_poll_done(struct lo_poll *p, int res)
 		return;
 	}
 	if (lo_poll_arm(p)) {
-		/* No room in the ring now: the callback tries again later. */
+		/* No room in the ring now: the owner starts a new watch. */
+		p->in_fn = true;
 		p->fn(p->arg, -EAGAIN);
+		p->in_fn = false;
+		if (p->closing) {
+			lo_poll_unlink(p);
+			free(p);
+		}
 	}
 }
 
