@@ -749,6 +749,29 @@ struct purge {
 	char path[CACHE_PATH_MAX];
 };
 
+/*
+ * Drop a file's content in place (a sparse file of its size): presto
+ * keeps its inode, which PURGE just made incomplete. Not by a new
+ * placeholder inode as evict_obj() does: presto would still hold the old.
+ */
+static int evict_in_place(struct client *cl, const struct cache_obj *o,
+			  const char *path)
+{
+	int fd = openat(cache_dirfd(cl->cache), path, O_WRONLY | O_NOFOLLOW |
+			O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)o->attr.size))
+		err = -errno;
+	close(fd);
+	err = err ?: cache_set_attrs(cl->cache, path, o);
+	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
+	if (!err)
+		cl->st.evictions++;
+	return err;
+}
+
 static void purge_ack(void *arg, int err, const struct kmsg *reply)
 {
 	struct purge *p = arg;
@@ -769,7 +792,7 @@ static void purge_ack(void *arg, int err, const struct kmsg *reply)
 	} else if (!cache_obj_get(cl->cache, &p->fid, &o, NULL, 0) &&
 		   o.data && !o.dirty) {
 		p->fs->purges++;
-		err = evict_obj(cl, &o);
+		err = evict_in_place(cl, &o, p->path);
 		if (err)
 			log_warn("evicting %s: %s", p->path, strerror(-err));
 	}

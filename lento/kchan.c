@@ -35,6 +35,7 @@ struct pending {
 	struct pending *next;
 	uint32_t seq;
 	uint8_t cmd;
+	char fileset[PRESTO_FILESET_MAX + 1];
 	uint64_t sent_ms;
 	kchan_ack_fn fn;
 	void *arg;
@@ -159,15 +160,26 @@ static void dispatch(struct kchan *k, const struct kmsg *m)
 	}
 	if (m->kind != KM_GENL)
 		return;
-	if (m->cmd == PRESTO_CMD_REGISTER || m->cmd == PRESTO_CMD_STATS)
-		for (p = k->pend; p; p = p->next)
-			if (p->seq == m->seq && p->cmd == m->cmd) {
-				p->reply = *m;
-				p->reply.handles = NULL;
-				p->reply.nhandles = 0;
-				p->have_reply = true;
+	if (m->cmd == PRESTO_CMD_REGISTER || m->cmd == PRESTO_CMD_STATS) {
+		struct pending *by_name = NULL;
+
+		for (p = k->pend; p; p = p->next) {
+			if (p->cmd != m->cmd || p->have_reply ||
+			    strcmp(p->fileset, m->fileset))
+				continue;
+			if (p->seq == m->seq)
 				break;
-			}
+			by_name = p;	/* the oldest (the list is newest first) */
+		}
+		/* An answer with another sequence: the oldest one asked. */
+		p = p ?: by_name;
+		if (p) {
+			p->reply = *m;
+			p->reply.handles = NULL;
+			p->reply.nhandles = 0;
+			p->have_reply = true;
+		}
+	}
 	if (m->cmd != PRESTO_CMD_STATS && k->ops->msg)
 		k->ops->msg(k->arg, m);
 }
@@ -426,6 +438,7 @@ int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	}
 	p->seq = k->seq;
 	p->cmd = c->cmd;
+	snprintf(p->fileset, sizeof(p->fileset), "%s", c->fileset);
 	p->sent_ms = lo_now_ms();
 	p->fn = fn;
 	p->arg = arg;
