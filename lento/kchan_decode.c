@@ -12,6 +12,13 @@
  * is specified with. An attribute type above PRESTO_A_MAX, or a command
  * above PRESTO_CMD_MAX, is skipped: KERNEL.md lets a later presto add
  * them at the end without a new version, and lento must keep working.
+ * PAD attributes (nla_put_u64_64bit's alignment, on machines that need
+ * it) are skipped wherever they are.
+ *
+ * MOUNTED (the u8) may come with every message that says whether the
+ * fileset is mounted -- REGISTER's and STATS' answers, the MOUNTED and
+ * UNMOUNTED notices -- and must agree with them; mounted, ROOT and
+ * TIMEOUT_MS must be there.
  */
 #include "kchan.h"
 
@@ -74,10 +81,12 @@ static const struct kshape kshapes[PRESTO_CMD_MAX + 1] = {
 				  KA(ROOT) | KA(TIMEOUT_MS) },
 	[PRESTO_CMD_UPCALL] = { KA(FILESET) | KA(REQ) | KA(OP) | KA(HANDLE),
 				0 },
-	[PRESTO_CMD_MOUNTED] = { KA(FILESET) | KA(ROOT) | KA(TIMEOUT_MS), 0 },
-	[PRESTO_CMD_UNMOUNTED] = { KA(FILESET), 0 },
+	[PRESTO_CMD_MOUNTED] = { KA(FILESET) | KA(ROOT) | KA(TIMEOUT_MS),
+				 KA(MOUNTED) },
+	[PRESTO_CMD_UNMOUNTED] = { KA(FILESET), KA(MOUNTED) },
 	[PRESTO_CMD_ACCESS] = { KA(FILESET) | KA(HANDLES), 0 },
-	[PRESTO_CMD_STATS] = { KA(FILESET) | KA(STAT), 0 },
+	[PRESTO_CMD_STATS] = { KA(FILESET) | KA(STAT),
+			       KA(MOUNTED) | KA(ROOT) | KA(TIMEOUT_MS) },
 };
 
 static const char *const cmd_names[PRESTO_CMD_MAX + 1] = {
@@ -146,8 +155,9 @@ bool kchan_fileset_ok(const char *s, size_t len)
 }
 
 /*
- * The attributes in [p, p + len): no type 0 or PAD, none twice, nothing
- * trailing. Types above @max are skipped (see the top). *seen: bits.
+ * The attributes in [p, p + len): no type 0, none twice (but PAD),
+ * nothing trailing. Types above @max and PAD are skipped (see the top).
+ * *seen: bits.
  */
 static int attrs_strict(const uint8_t *p, size_t len, int max, int pad,
 			uint32_t *seen, const char **why)
@@ -167,11 +177,11 @@ static int attrs_strict(const uint8_t *p, size_t len, int max, int pad,
 			return -EBADMSG;
 		}
 		type = a.nla_type & NLA_TYPE_MASK;
-		if (type == 0 || type == pad) {
-			*why = "an attribute of type 0 or PAD";
+		if (type == 0) {
+			*why = "an attribute of type 0";
 			return -EBADMSG;
 		}
-		if (type <= max) {
+		if (type <= max && type != pad) {
 			if (*seen & (1u << type)) {
 				*why = "an attribute twice";
 				return -EBADMSG;
@@ -302,9 +312,21 @@ static int decode_genl(const struct nlmsghdr *h, size_t len, struct kmsg *m,
 			return -EBADMSG;
 		}
 	}
-	if (g.cmd == PRESTO_CMD_REGISTER && m->mounted &&
-	    (~seen & (KA(ROOT) | KA(TIMEOUT_MS)))) {
-		*why = "REGISTER: mounted, but no ROOT or TIMEOUT_MS";
+	if ((seen & KA(MOUNTED)) &&
+	    ((g.cmd == PRESTO_CMD_MOUNTED && !m->mounted) ||
+	     (g.cmd == PRESTO_CMD_UNMOUNTED && m->mounted))) {
+		*why = "MOUNTED contradicts the notice";
+		return -EBADMSG;
+	}
+	if (g.cmd == PRESTO_CMD_MOUNTED)
+		m->mounted = 1;
+	if (m->mounted && (~seen & (KA(ROOT) | KA(TIMEOUT_MS)))) {
+		*why = "mounted, but no ROOT or TIMEOUT_MS";
+		return -EBADMSG;
+	}
+	if (!m->mounted && (seen & (KA(ROOT) | KA(TIMEOUT_MS))) &&
+	    g.cmd != PRESTO_CMD_MOUNTED) {
+		*why = "a ROOT or TIMEOUT_MS of a fileset not mounted";
 		return -EBADMSG;
 	}
 	if (tb[PRESTO_A_HANDLES]) {
