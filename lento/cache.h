@@ -219,8 +219,10 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg);
 
 /*
  * Record the lower inode handle of @fid's object at @path (relative to
- * DIR), replacing what @fid had. -EOPNOTSUPP where the file system has
- * none: the caller may ignore it.
+ * DIR). The handles of the inodes it had before (a body fetched, a
+ * placeholder replaced) still name it: presto may ask by one it still
+ * holds. -EOPNOTSUPP where the file system has none: the caller may
+ * ignore it.
  */
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path);
