@@ -41,7 +41,8 @@
 
 struct fset {
 	struct fset *next;
-	char name[LENTO_VOLNAME_MAX + 1];
+	char name[PRESTO_FILESET_MAX + 1];	/* presto's (fileset=) */
+	char volume[LENTO_VOLNAME_MAX + 1];	/* lower=CACHE/volume */
 	bool registered, registering;
 	bool mounted, root_ok, refused_said;
 	struct presto_handle root;
@@ -99,11 +100,23 @@ static struct fset *fset_by_name(struct client *cl, const char *name)
 	return NULL;
 }
 
+static struct fset *fset_by_volume(struct client *cl, const char *volume)
+{
+	struct fset *fs;
+
+	if (!cl->k)
+		return NULL;
+	for (fs = cl->k->fsets; fs; fs = fs->next)
+		if (!strcmp(fs->volume, volume))
+			return fs;
+	return NULL;
+}
+
 static struct fset *fset_of_volume(struct client *cl, uint32_t volume)
 {
 	struct vol *v = vol_by_id(cl, volume);
 
-	return v ? fset_by_name(cl, v->cv.name) : NULL;
+	return v ? fset_by_volume(cl, v->cv.name) : NULL;
 }
 
 /* Presto has the fileset mounted over this cache and listens. */
@@ -240,7 +253,7 @@ static int epoch_new(struct client *cl, struct fset *fs)
 	while (!e || e == fs->epoch)
 		if (getrandom(&e, sizeof(e), 0) != sizeof(e))
 			return -errno;
-	meta_key(key, sizeof(key), fs->name);
+	meta_key(key, sizeof(key), fs->volume);
 	err = cache_meta_set(cl->cache, key, (int64_t)e);
 	if (err)
 		return err;
@@ -278,13 +291,13 @@ static void epoch_push(struct client *cl, struct fset *fs)
 
 void kclient_validated(struct client *cl, struct vol *v, bool changed)
 {
-	struct fset *fs = fset_by_name(cl, v->cv.name);
+	struct fset *fs = fset_by_volume(cl, v->cv.name);
 	uint64_t e;
 	int err;
 
 	if (!fs)
 		return;
-	if (!changed && !fs->epoch && !epoch_load(cl, fs->name, &e))
+	if (!changed && !fs->epoch && !epoch_load(cl, fs->volume, &e))
 		fs->epoch = e;
 	if (changed || !fs->epoch) {
 		err = epoch_new(cl, fs);
@@ -303,7 +316,7 @@ void kclient_validated(struct client *cl, struct vol *v, bool changed)
 /* Mounted: which epoch counts now? */
 static void epoch_at_mount(struct client *cl, struct fset *fs)
 {
-	struct vol *v = vol_by_name(cl, fs->name);
+	struct vol *v = vol_by_name(cl, fs->volume);
 	uint64_t e;
 
 	if (fs->epoch) {
@@ -312,7 +325,7 @@ static void epoch_at_mount(struct client *cl, struct fset *fs)
 	}
 	if (!connected(cl)) {
 		/* Disconnected: the cache is served as it is. */
-		if (!epoch_load(cl, fs->name, &e)) {
+		if (!epoch_load(cl, fs->volume, &e)) {
 			fs->epoch = e;
 			log_info("fileset %s: the server is not connected: "
 				 "serving the cache as it was", fs->name);
@@ -321,7 +334,7 @@ static void epoch_at_mount(struct client *cl, struct fset *fs)
 		return;
 	}
 	if (!v)
-		job_start(cl, J_LOOKUP, 0, NULL, fs->name, NULL);
+		job_start(cl, J_LOOKUP, 0, NULL, fs->volume, NULL);
 	else if (!v->validated)
 		job_start(cl, J_VALIDATE, v->cv.id, NULL, NULL, NULL);
 	else
@@ -503,7 +516,7 @@ static int uc_step(struct upcall *uc)
 {
 	struct client *cl = uc->cl;
 	struct fset *fs = uc->fs;
-	struct vol *v = vol_by_name(cl, fs->name);
+	struct vol *v = vol_by_name(cl, fs->volume);
 	char path[CACHE_PATH_MAX];
 	struct lento_fid fid;
 	struct cache_obj o;
@@ -512,7 +525,7 @@ static int uc_step(struct upcall *uc)
 	if (!fs->root_ok)
 		return -EIO;
 	if (!v)
-		return connected(cl) ? uc_need(uc, J_LOOKUP, 0, NULL, fs->name)
+		return connected(cl) ? uc_need(uc, J_LOOKUP, 0, NULL, fs->volume)
 				     : -ENOTCONN;
 	if (v->unknown)
 		return -ENOENT;
@@ -682,7 +695,7 @@ void kclient_break_fid(struct client *cl, const struct lento_fid *fid)
 
 void kclient_break_volume(struct client *cl, struct vol *v)
 {
-	struct fset *fs = fset_by_name(cl, v->cv.name);
+	struct fset *fs = fset_by_volume(cl, v->cv.name);
 	int err;
 
 	if (!fs || !fs->epoch)
@@ -727,7 +740,7 @@ bool kclient_skip_name(struct client *cl, const struct lento_fid *dir,
 	v = vol_by_id(cl, dir->volume);
 	if (!v || !lento_fid_eq(dir, &v->cv.root))
 		return false;
-	fs = fset_by_name(cl, v->cv.name);
+	fs = fset_by_volume(cl, v->cv.name);
 	if (fs && !fs->dot_presto_said) {
 		fs->dot_presto_said = true;
 		log_warn("volume %s: the server has an entry .presto at its "
@@ -901,14 +914,14 @@ static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
 	fs->root = m->root;
 	fs->timeout_ms = m->timeout_ms;
 	fs->epoch_sent = false;
-	err = handle_of(cl, fs->name, &mine);
+	err = handle_of(cl, fs->volume, &mine);
 	fs->root_ok = !err && handle_eq(&mine, &m->root);
 	if (!fs->root_ok) {
 		if (err)
 			log_err("fileset %s: presto mounted it over inode %"
 				PRIu64 "/%" PRIu32 ", but %s/%s: %s: refusing "
 				"to serve it", fs->name, (uint64_t)m->root.ino,
-				m->root.gen, cl->opt->cache, fs->name,
+				m->root.gen, cl->opt->cache, fs->volume,
 				strerror(-err));
 		else
 			log_err("fileset %s: presto mounted it over inode %"
@@ -916,8 +929,8 @@ static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
 				PRIu64 "/%" PRIu32 "): refusing to serve it "
 				"(mount with lower=%s/%s)", fs->name,
 				(uint64_t)m->root.ino, m->root.gen,
-				cl->opt->cache, fs->name, (uint64_t)mine.ino,
-				mine.gen, cl->opt->cache, fs->name);
+				cl->opt->cache, fs->volume, (uint64_t)mine.ino,
+				mine.gen, cl->opt->cache, fs->volume);
 		return;
 	}
 	log_info("fileset %s: mounted (timeout %" PRIu32 " ms)", fs->name,
@@ -927,7 +940,7 @@ static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
 
 static void on_access(struct client *cl, struct fset *fs, const struct kmsg *m)
 {
-	struct vol *v = vol_by_name(cl, fs->name);
+	struct vol *v = vol_by_name(cl, fs->volume);
 
 	if (!v || !fs->root_ok)
 		return;
@@ -1026,21 +1039,41 @@ int kclient_start(struct client *cl, char *err, size_t errlen)
 	if (!cl->k)
 		return -ENOMEM;
 	for (int i = o->nfilesets - 1; i >= 0; i--) {
+		char vol[LENTO_VOLNAME_MAX + 1], name[PRESTO_FILESET_MAX + 1];
+		const char *arg = o->filesets[i], *colon = strrchr(arg, ':');
 		struct fset *fs;
 
-		if (!cache_volname_ok(o->filesets[i]) ||
-		    !kchan_fileset_ok(o->filesets[i],
-				      strlen(o->filesets[i]))) {
-			snprintf(err, errlen, "--fileset %s: not a name both "
-				 "presto and the cache take", o->filesets[i]);
+		/* VOLUME, or VOLUME:NAME (a fileset name of its own). */
+		if (colon && colon > arg &&
+		    kchan_fileset_ok(colon + 1, strlen(colon + 1)) &&
+		    (size_t)(colon - arg) <= LENTO_VOLNAME_MAX) {
+			snprintf(vol, sizeof(vol), "%.*s", (int)(colon - arg),
+				 arg);
+			snprintf(name, sizeof(name), "%s", colon + 1);
+		} else if (strlen(arg) <= PRESTO_FILESET_MAX) {
+			snprintf(vol, sizeof(vol), "%s", arg);
+			snprintf(name, sizeof(name), "%s", arg);
+		} else {
+			vol[0] = name[0] = 0;
+		}
+		if (!cache_volname_ok(vol) ||
+		    !kchan_fileset_ok(name, strlen(name))) {
+			snprintf(err, errlen, "--fileset %s: not VOLUME or "
+				 "VOLUME:NAME with a volume name and a fileset "
+				 "name presto takes (letters, digits, . _ -)",
+				 arg);
 			return -EINVAL;
 		}
-		if (fset_by_name(cl, o->filesets[i]))
-			continue;
+		if (fset_by_name(cl, name) || fset_by_volume(cl, vol)) {
+			snprintf(err, errlen, "--fileset %s: that fileset or "
+				 "volume twice", arg);
+			return -EINVAL;
+		}
 		fs = calloc(1, sizeof(*fs));
 		if (!fs)
 			return -ENOMEM;
-		snprintf(fs->name, sizeof(fs->name), "%s", o->filesets[i]);
+		snprintf(fs->name, sizeof(fs->name), "%s", name);
+		snprintf(fs->volume, sizeof(fs->volume), "%s", vol);
 		fs->timeout_ms = 30000;
 		fs->next = cl->k->fsets;
 		cl->k->fsets = fs;
@@ -1106,10 +1139,10 @@ void kclient_conn_up(struct client *cl)
 		return;
 	/* presto serves hits without asking: validate now, not lazily. */
 	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
-		struct vol *v = vol_by_name(cl, fs->name);
+		struct vol *v = vol_by_name(cl, fs->volume);
 
 		if (!v)
-			job_start(cl, J_LOOKUP, 0, NULL, fs->name, NULL);
+			job_start(cl, J_LOOKUP, 0, NULL, fs->volume, NULL);
 		else
 			job_start(cl, J_VALIDATE, v->cv.id, NULL, NULL, NULL);
 	}
@@ -1222,6 +1255,8 @@ void kclient_status_json(struct client *cl, struct jw *w)
 		jw_obj_begin(w);
 		jw_key(w, "name");
 		jw_str(w, fs->name);
+		jw_key(w, "volume");
+		jw_str(w, fs->volume);
 		jw_key(w, "registered");
 		jw_bool(w, fs->registered);
 		jw_key(w, "mounted");
@@ -1278,8 +1313,8 @@ void kclient_status_text(struct client *cl, struct jw *w)
 	if (!kchan_is_up(cl->k->kc))
 		jw_printf(w, "presto: %s\n", kchan_state(cl->k->kc));
 	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
-		jw_printf(w, "fileset %s: %s, %s%s, epoch %016" PRIx64 "%s\n",
-			  fs->name, fs->registered ? "registered" :
+		jw_printf(w, "fileset %s (volume %s): %s, %s%s, epoch %016"
+			  PRIx64 "%s\n", fs->name, fs->volume, fs->registered ? "registered" :
 			  "NOT registered", fs->mounted ? "mounted" :
 			  "not mounted", fs->mounted && !fs->root_ok ?
 			  " over another directory (REFUSED)" : "",

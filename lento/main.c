@@ -5,7 +5,7 @@
  *   lento server --store DIR [--listen ADDR]... [--control PATH]
  *                [--lease-ms N] [--heartbeat-ms N] [--log FILE] [--debug]
  *   lento client --cache DIR --server ADDR [--control PATH]
- *                [--volume NAME]... [--fileset VOLUME]... [--age-ms N]
+ *                [--volume NAME]... [--fileset VOLUME[:NAME]]... [--age-ms N]
  *                [--cache-size SIZE]
  *                [--log FILE] [--debug]
  *
@@ -37,16 +37,17 @@ static void usage(FILE *f)
 		"  --debug            log more\n"
 		"\n"
 		"usage: lento client --cache DIR --server ADDR [--control PATH]\n"
-		"                    [--volume NAME]... [--fileset VOLUME]... [--age-ms N]\n"
-		"                    [--cache-size SIZE] [--log FILE] [--debug]\n"
+		"                    [--volume NAME]... [--fileset VOLUME[:NAME]]...\n"
+		"                    [--age-ms N] [--cache-size SIZE] [--log FILE] [--debug]\n"
 		"  --cache DIR        the cache (made if missing); DIR/.lento holds\n"
 		"                     the database, DIR/VOLUME each volume's tree\n"
 		"  --server ADDR      the server, HOST:PORT or [IPv6]:PORT\n"
 		"  --control PATH     lentoctl's socket (default DIR/.lento/control.sock)\n"
 		"  --volume NAME      look this volume up at the first connection;\n"
 		"                     repeatable (others are looked up when used)\n"
-		"  --fileset VOLUME   serve presto's fileset VOLUME, mounted with\n"
-		"                     -o lower=DIR/VOLUME,fileset=VOLUME; repeatable\n"
+		"  --fileset VOLUME[:NAME]  serve presto's fileset NAME (default\n"
+		"                     VOLUME), mounted with -o lower=DIR/VOLUME,\n"
+		"                     fileset=NAME; repeatable\n"
 		"  --age-ms N         ship a change once it is this old (default 5000)\n"
 		"  --cache-size SIZE  bytes of file content kept (default 1G; K, M, G, T)\n"
 		"  --log FILE         log there instead of standard error\n"
