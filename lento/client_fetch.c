@@ -255,7 +255,6 @@ void client_lookup_configured(struct client *cl)
 
 struct validation {
 	uint64_t stamp;			/* the server's, to adopt at the end */
-	bool changed;			/* it is not the stamp we had */
 	struct lp_fidvv *items;
 	uint32_t n, cap, next, sent;	/* sent: items of the request out */
 };
@@ -316,7 +315,8 @@ static void validation_done(struct job *j)
 	v->validated = true;
 	log_info("volume %s validated: stamp %" PRIu64 "%s", v->cv.name,
 		 va->stamp, va->n ? ", objects checked one by one" : "");
-	kclient_validated(cl, v, va->changed);
+	/* What changed was broken object by object: the epoch stays. */
+	kclient_validated(cl, v, false);
 	job_end(j, 0);
 }
 
@@ -355,6 +355,9 @@ static int validate_reply(void *arg, const struct lp_frame *f, int err,
 			valid = false;
 		changed += !valid;
 		err = cache_obj_set_state(cl->cache, &o.fid, valid, o.data);
+		/* presto's flags of it go too: the epoch may stay. */
+		if (!err && !valid)
+			kclient_break_fid(cl, &o.fid);
 	}
 	err = err ?: cache_commit(cl->cache);
 	if (err) {
@@ -397,7 +400,6 @@ static void validate_objects(struct job *j, uint64_t stamp)
 	int err;
 
 	va->stamp = stamp;
-	va->changed = true;
 	err = cache_obj_walk(j->cl->cache, j->volume, collect_obj, va);
 	if (err) {
 		job_msg(j, "validating: the cache: %s", strerror(-err));

@@ -250,8 +250,12 @@ void kclient_free(struct client *cl);
 void kclient_tick(struct client *cl, uint64_t now_ms);
 /* The server connection is up: validate the filesets' volumes now. */
 void kclient_conn_up(struct client *cl);
-/* @v was validated (@changed: its stamp moved, or it is new here). */
-void kclient_validated(struct client *cl, struct vol *v, bool changed);
+/*
+ * @v was validated: its fileset's epoch is confirmed (a new one if
+ * @fresh: the volume is new here). Objects found changed were broken one
+ * by one (kclient_break_fid) before.
+ */
+void kclient_validated(struct client *cl, struct vol *v, bool fresh);
 /* A job ended: the upcalls parked on it run again. */
 void kclient_job_ended(struct client *cl, struct job *j);
 /* The server broke @fid / the whole of @v. */

@@ -8,12 +8,16 @@
  * Epochs. Each fileset's volume has an epoch in the cache database
  * (cache_meta "kepoch:VOLUME"): the flags lento writes in the lower
  * inodes' trusted.presto.cb carry it. When the volume is validated with
- * the server, the epoch stays if the volume's stamp did not move (a warm
- * cache stays warm across a restart of lento or a remount) and is
- * replaced by a new random one if it did, or when the server breaks the
- * whole volume: one SET_EPOCH turns every flag off at once. Started
- * without its server, lento confirms the epoch it has, as it serves the
- * rest of the cache disconnected.
+ * the server the epoch stays, so that a warm cache stays warm across a
+ * restart of lento or a remount: if the stamp moved, the objects whose
+ * versions changed are broken one by one (their flags cleared in the
+ * xattr and in presto) as the validation finds them. A new random epoch
+ * -- one SET_EPOCH turns every flag off at once -- is taken when the
+ * server breaks the whole volume (lento holds no callback of it any
+ * more, so presto must not serve it alone until it is validated again)
+ * and for a volume new to the cache. Started without its server, lento
+ * confirms the epoch it has, as it serves the rest of the cache
+ * disconnected.
  *
  * Upcalls are like ops (client_int.h): a step runs, finds what it lacks,
  * parks on the job that fetches it and runs again when the job ends. A
@@ -289,7 +293,7 @@ static void epoch_push(struct client *cl, struct fset *fs)
 	log_info("fileset %s: epoch %016" PRIx64, fs->name, fs->epoch);
 }
 
-void kclient_validated(struct client *cl, struct vol *v, bool changed)
+void kclient_validated(struct client *cl, struct vol *v, bool fresh)
 {
 	struct fset *fs = fset_by_volume(cl, v->cv.name);
 	uint64_t e;
@@ -297,18 +301,17 @@ void kclient_validated(struct client *cl, struct vol *v, bool changed)
 
 	if (!fs)
 		return;
-	if (!changed && !fs->epoch && !epoch_load(cl, fs->volume, &e))
+	if (!fresh && !fs->epoch && !epoch_load(cl, fs->volume, &e))
 		fs->epoch = e;
-	if (changed || !fs->epoch) {
+	if (fresh || !fs->epoch) {
 		err = epoch_new(cl, fs);
 		if (err) {
 			log_err("fileset %s: cannot record a new epoch: %s",
 				fs->name, strerror(-err));
 			return;
 		}
-		log_info("fileset %s: a new epoch (%s)", fs->name, changed ?
-			 "the volume is new here or changed at the server" :
-			 "none was recorded");
+		log_info("fileset %s: a new epoch (%s)", fs->name, fresh ?
+			 "the volume is new here" : "none was recorded");
 	}
 	epoch_push(cl, fs);
 }
