@@ -82,11 +82,20 @@ struct upcall {
 	uint32_t flags;		/* what the answer sets */
 };
 
+#define BUSY_KEEP	64		/* files found open, remembered */
+#define BUSY_MS		10000		/* not asked again for this long */
+
 struct kclient {
 	struct kchan *kc;
 	struct fset *fsets;
 	struct upcall *upcalls;
 	unsigned int purging;		/* PURGEs awaiting their ack */
+	/* Files a PURGE found open: the LRU's next ones go first. */
+	struct {
+		struct lento_fid fid;
+		uint64_t until_ms;
+	} busy[BUSY_KEEP];
+	unsigned int busy_next;
 };
 
 static const char *const op_names[] = { "?", "FETCH_DIR", "FETCH_FILE",
@@ -798,8 +807,13 @@ static void purge_ack(void *arg, int err, const struct kmsg *reply)
 	cl->k->purging--;
 	if (err == -EBUSY) {
 		/* Open through the mount: it stays, and so does DATA. */
+		struct kclient *k = cl->k;
+
 		p->fs->busy++;
 		flags_write(cl, p->path, PRESTO_CB_ALL, p->fs->epoch);
+		k->busy[k->busy_next].fid = p->fid;
+		k->busy[k->busy_next].until_ms = lo_now_ms() + BUSY_MS;
+		k->busy_next = (k->busy_next + 1) % BUSY_KEEP;
 	} else if (err) {
 		log_warn("fileset %s: PURGE of %s: %s", p->fs->name, p->path,
 			 strerror(-err));
@@ -826,6 +840,10 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 		return 0;	/* presto has none of it in memory */
 	if (!live(fs))
 		return -EAGAIN;
+	for (unsigned int i = 0; i < BUSY_KEEP; i++)
+		if (lento_fid_eq(&cl->k->busy[i].fid, &o->fid) &&
+		    lo_now_ms() < cl->k->busy[i].until_ms)
+			return -EBUSY;	/* open a moment ago */
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
