@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -63,11 +64,11 @@ LINKS = {"d2/link": "../d1/f1", "top-link": "d2"}
 class Kclient(lr.Client):
     """A lento client serving the fileset vol over a presto mount."""
 
-    def __init__(self, tmp, name, server, mnt):
+    def __init__(self, tmp, name, server, mnt, extra=()):
         self.fsname = VOL + "-" + name
         lr.Client.__init__(self, tmp, name, server, volumes=(VOL,),
                            extra=["--fileset", VOL + ":" + self.fsname,
-                                  "--debug"])
+                                  "--debug"] + list(extra))
         self.mnt = mnt
 
     def fileset(self):
@@ -145,11 +146,13 @@ class Setup:
         self.srv.volume(VOL)
         self.c = self.t.client("c", self.srv)
         self.a = self.b = None
+        self.more = []          # every presto client, to unmount
 
-    def kclient(self, name):
-        k = Kclient(self.t.tmp, name, self.srv,
-                    os.path.join(self.t.tmp, "mnt-" + name))
+    def kclient(self, name, via=None, extra=()):
+        k = Kclient(self.t.tmp, name, via or self.srv,
+                    os.path.join(self.t.tmp, "mnt-" + name), extra)
         self.t.procs.append(k)
+        self.more.append(k)
         return k.start()
 
     def publish(self):
@@ -168,9 +171,8 @@ class Setup:
         c.sync()
 
     def finish(self):
-        for k in (self.a, self.b):
-            if k:
-                k.umount()
+        for k in self.more:
+            k.umount()
         return self.t.finish()
 
 
@@ -290,6 +292,90 @@ def case_no_lento(s):
               "the miss once lento is back")
 
 
+def case_evict(s):
+    """Over its cache size, a client evicts through presto: PURGE first,
+    a file open through the mount is left alone (EBUSY) and keeps
+    reading, an evicted file is fetched again at its next open."""
+    e = s.kclient("e", extra=["--cache-size", "100K"])
+    e.mount()
+    e.ready()
+    big = open(os.path.join(e.mnt, "d2/big"), "rb")
+    try:
+        read_all(e.mnt)
+        def purged():
+            fs = e.fileset()["lento"]
+            return fs["purged"] >= 1 and fs["purge_busy"] >= 1 and fs
+        wait_until(purged, 20, "E purging, and finding big open")
+        check(big.read() == content("d2/big", TREE["d2/big"]),
+              "the file open through the mount changed under its reader")
+    finally:
+        big.close()
+    before = e.ctl("cache")
+    check(before["evictions"] >= 1, "no eviction: %s" % before)
+    read_all(e.mnt)
+    after = e.ctl("cache")
+    check(after["fetches"] > before["fetches"],
+          "nothing fetched again after the evictions: %s -> %s" % (
+              before, after))
+
+
+def case_progress_and_disconnected(s):
+    """A fetch that outlasts timeout= survives by PROGRESS; with its
+    server gone, a client answers a miss ENOTCONN at once and a hit still
+    works."""
+    proxy = s.t.proxy(s.srv)
+    p = s.kclient("p", via=proxy)
+    p.mount()
+    p.ready()
+    subprocess.run(["ls", "-lR", p.mnt], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(p.mnt, "d1/f2"), "rb") as f:
+        f.read()
+    before = p.kstat()
+    proxy.freeze()
+    result = {}
+
+    def reader():
+        t0 = time.monotonic()
+        try:
+            with open(os.path.join(p.mnt, "d2/big"), "rb") as f:
+                result["data"] = f.read()
+        except OSError as e:
+            result["err"] = e
+        result["dt"] = time.monotonic() - t0
+    th = threading.Thread(target=reader)
+    th.start()
+    time.sleep(TIMEOUT_S * 1.5)
+    proxy.restore()
+    th.join(30)
+    check("err" not in result, "the slow fetch failed: %s" %
+          result.get("err"))
+    check(result.get("data") == content("d2/big", TREE["d2/big"]),
+          "the slow fetch's content")
+    check(result["dt"] > TIMEOUT_S, "the fetch was not slow (%.1f s)" %
+          result["dt"])
+    after = p.kstat()
+    check(after["timeouts"] == before["timeouts"], "timeouts: %s -> %s" %
+          (before, after))
+    # The server gone: lento itself answers.
+    proxy.cut()
+    wait_until(lambda: p.status()["state"] != "connected", 20,
+               "P disconnected")
+    t0 = time.monotonic()
+    try:
+        open(os.path.join(p.mnt, "d2/x.cold"), "rb").close()
+        raise Fail("a miss while disconnected succeeded")
+    except OSError as e:
+        check(e.errno == errno.ENOTCONN, "a disconnected miss failed with "
+              "%s" % errno.errorcode.get(e.errno, e.errno))
+    check(time.monotonic() - t0 < TIMEOUT_S, "lento did not answer the "
+          "disconnected miss at once")
+    with open(os.path.join(p.mnt, "d1/f2"), "rb") as f:
+        check(f.read() == content("d1/f2", TREE["d1/f2"]),
+              "a hit while disconnected")
+    proxy.restore()
+
+
 def case_status(s):
     """lentoctl status shows the fileset and presto's counters."""
     fs = s.b.fileset()
@@ -309,6 +395,8 @@ CASES = [
     ("change_seen", case_change_seen),
     ("restart_warm", case_restart_warm),
     ("no_lento", case_no_lento),
+    ("evict", case_evict),
+    ("progress_and_disconnected", case_progress_and_disconnected),
     ("status", case_status),
 ]
 
