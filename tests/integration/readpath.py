@@ -84,8 +84,8 @@ class Kclient(lr.Client):
         check(k is not None, "%s: no kernel counters" % self.name)
         return k
 
-    def mount(self):
-        lower = os.path.join(self.cache, VOL)
+    def mount(self, lower=None):
+        lower = lower or os.path.join(self.cache, VOL)
         wait_until(lambda: os.path.isdir(lower), 20, lower)
         os.makedirs(os.path.join(lower, ".presto"), exist_ok=True)
         os.makedirs(self.mnt, exist_ok=True)
@@ -376,6 +376,29 @@ def case_progress_and_disconnected(s):
     proxy.restore()
 
 
+def case_wrong_lower(s):
+    """A fileset mounted over another directory than CACHE/VOLUME is
+    refused, with a log line; its misses fail (EIO), nothing is filled."""
+    r = s.kclient("r")
+    wait_until(lambda: os.path.isdir(os.path.join(r.cache, VOL)), 20,
+               "R's volume directory")
+    other = os.path.join(s.t.tmp, "elsewhere")
+    os.makedirs(other)
+    r.mount(lower=other)
+    wait_until(lambda: r.fileset()["mounted"], 20, "R mounted")
+    check(not r.fileset()["root_ok"], "R serves a wrong lower")
+    wait_until(lambda: lr.grep(r, "refusing to serve it"), 10,
+               "R saying why it refuses")
+    try:
+        os.listdir(r.mnt)
+        raise Fail("a listing of a refused fileset worked")
+    except OSError as e:
+        check(e.errno == errno.EIO, "a refused fileset's miss: %s" %
+              errno.errorcode.get(e.errno, e.errno))
+    check(os.listdir(other) == [".presto"] or os.listdir(other) == [],
+          "R filled the wrong directory: %s" % os.listdir(other))
+
+
 def case_status(s):
     """lentoctl status shows the fileset and presto's counters."""
     fs = s.b.fileset()
@@ -397,6 +420,7 @@ CASES = [
     ("no_lento", case_no_lento),
     ("evict", case_evict),
     ("progress_and_disconnected", case_progress_and_disconnected),
+    ("wrong_lower", case_wrong_lower),
     ("status", case_status),
 ]
 
