@@ -61,16 +61,22 @@ static void presto_unlock_lower(struct dentry *dentry)
 	inode_unlock(d_inode(presto_lower_dentry(dentry->d_parent)));
 }
 
-/* Give @dentry the presto inode of its lower dentry, just created. */
-static int presto_instantiate(struct dentry *dentry, struct dentry *lower)
+/*
+ * Give @dentry the presto inode of its lower dentry, just created: a new
+ * object if @made (complete, as far as callbacks go), else a new link.
+ */
+static int presto_instantiate(struct dentry *dentry, struct dentry *lower,
+			      bool made)
 {
 	struct inode *inode;
 
 	if (WARN_ON_ONCE(d_is_negative(lower)))
 		return -EIO;
-	inode = presto_iget(dentry->d_sb, d_inode(lower));
+	inode = presto_iget(dentry->d_sb, lower);
 	if (IS_ERR(inode))
 		return PTR_ERR(inode);
+	if (made)
+		presto_cb_local(inode);
 	d_instantiate(dentry, inode);
 	return 0;
 }
@@ -127,7 +133,7 @@ static int presto_create_object(struct inode *dir, struct dentry *dentry,
 		seq = presto_change_log(&chg, 0, PRESTO_KML_A_ALL, ldir,
 					d_inode(lower), NULL, NULL);
 		presto_stamp(dir, seq);
-		err = presto_instantiate(dentry, lower);
+		err = presto_instantiate(dentry, lower, true);
 		if (!err)
 			presto_stamp(d_inode(dentry), seq);
 	}
@@ -222,7 +228,7 @@ static int presto_link(struct dentry *old, struct inode *dir,
 				      presto_change_mark(&chg, lobj));
 		presto_stamp(dir, seq);
 		presto_stamp(inode, seq);
-		err = presto_instantiate(new, lower);
+		err = presto_instantiate(new, lower, false);
 	}
 	presto_copyattr(dir);
 	presto_copyattr(inode);
@@ -381,7 +387,8 @@ unlock:
 /* Open the lower tmpfile that presto_tmpfile() left in ->private_data. */
 static int presto_open_tmpfile(struct inode *inode, struct file *file)
 {
-	return 0;
+	/* Counted as any open of a regular file (presto_release()). */
+	return presto_cb_open(inode, file);
 }
 
 static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
@@ -412,12 +419,13 @@ static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
 	err = PTR_ERR(lfile);
 	if (IS_ERR(lfile))
 		goto out_free;
-	inode = presto_iget(dir->i_sb, file_inode(lfile));
+	inode = presto_iget(dir->i_sb, lfile->f_path.dentry);
 	err = PTR_ERR(inode);
 	if (IS_ERR(inode)) {
 		fput(lfile);
 		goto out_free;
 	}
+	presto_cb_local(inode);
 	dentry->d_fsdata = dget(lfile->f_path.dentry);
 	pf->lower = lfile;
 	file->private_data = pf;

@@ -72,11 +72,18 @@ static int presto_open(struct inode *inode, struct file *file)
 	struct presto_file *pf = NULL;
 	struct file *lfile;
 	struct path lower;
+	int err;
 
+	/* The content is here (lento fetched it if need be). */
+	err = presto_cb_open(inode, file);
+	if (err)
+		return err;
 	if (file->f_mode & FMODE_WRITE) {
 		pf = kzalloc(sizeof(*pf), GFP_KERNEL);
-		if (!pf)
-			return -ENOMEM;
+		if (!pf) {
+			err = -ENOMEM;
+			goto out;
+		}
 	}
 	if (!(file->f_flags & PRESTO_PRIVATE_FLAGS)) {
 		lfile = presto_get_shared_ro(file);
@@ -87,7 +94,8 @@ static int presto_open(struct inode *inode, struct file *file)
 	}
 	if (IS_ERR(lfile)) {
 		kfree(pf);
-		return PTR_ERR(lfile);
+		err = PTR_ERR(lfile);
+		goto out;
 	}
 	if (pf) {
 		pf->lower = lfile;
@@ -103,10 +111,14 @@ static int presto_open(struct inode *inode, struct file *file)
 	 */
 	presto_copyattr(inode);
 	return 0;
+out:
+	presto_cb_close(inode);
+	return err;
 }
 
 static int presto_release(struct inode *inode, struct file *file)
 {
+	presto_cb_close(inode);
 	if (file->f_mode & FMODE_WRITE) {
 		/* The STORE of what this file wrote, if nobody logged it. */
 		presto_store(file, true);

@@ -56,6 +56,10 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 	spin_lock_init(&pi->mark_lock);
 	pi->data_mark = NULL;
 	pi->writers = 0;
+	pi->cb_flags = 0;
+	pi->cb_epoch = 0;
+	pi->opens = 0;
+	pi->hinted = 0;
 	return &pi->vfs_inode;
 }
 
@@ -128,9 +132,10 @@ static int presto_inode_set(struct inode *inode, void *lower)
 	return 0;
 }
 
-/* The presto inode for @lower, with a new reference. */
-struct inode *presto_iget(struct super_block *sb, struct inode *lower)
+/* The presto inode for @ldentry's inode, with a new reference. */
+struct inode *presto_iget(struct super_block *sb, struct dentry *ldentry)
 {
+	struct inode *lower = d_inode(ldentry);
 	struct inode *inode;
 
 	inode = iget5_locked(sb, lower->i_ino, presto_inode_test,
@@ -173,7 +178,25 @@ struct inode *presto_iget(struct super_block *sb, struct inode *lower)
 		break;
 	}
 	__presto_copyattr(inode, lower);
+	presto_cb_load(inode, ldentry);
 	unlock_new_inode(inode);
+	return inode;
+}
+
+/*
+ * The presto inode of lower inode @ino of generation @gen, with a new
+ * reference, if both are in memory; else NULL.
+ */
+struct inode *presto_ilookup(struct super_block *sb, u64 ino, u32 gen)
+{
+	struct inode *lower, *inode = NULL;
+
+	lower = ilookup(presto_lower_mnt(sb)->mnt_sb, ino);
+	if (!lower)
+		return NULL;
+	if (lower->i_generation == gen)
+		inode = ilookup5(sb, lower->i_ino, presto_inode_test, lower);
+	iput(lower);
 	return inode;
 }
 
@@ -185,6 +208,16 @@ struct inode *presto_iget(struct super_block *sb, struct inode *lower)
 int presto_permission(struct user_namespace *userns, struct inode *inode,
 		      int mask)
 {
+	int err;
+
+	if (mask & MAY_NOT_BLOCK) {
+		if (!presto_cb_valid(inode, PRESTO_CB_ATTR))
+			return -ECHILD;
+	} else {
+		err = presto_cb_need(inode, PRESTO_CB_ATTR);
+		if (err)
+			return err;
+	}
 	return inode_permission(presto_lower_userns(inode->i_sb),
 				presto_lower_inode(inode), mask);
 }
@@ -196,6 +229,9 @@ int presto_getattr(struct user_namespace *userns, const struct path *path,
 	struct path lower;
 	int err;
 
+	err = presto_cb_need(d_inode(dentry), PRESTO_CB_ATTR);
+	if (err)
+		return err;
 	presto_lower_path(dentry, &lower);
 	err = vfs_getattr(&lower, stat, request_mask, flags);
 	if (err)

@@ -39,10 +39,15 @@ struct dentry *presto_lookup(struct inode *dir, struct dentry *dentry,
 	struct dentry *lparent = presto_lower_dentry(dentry->d_parent);
 	struct inode *inode = NULL;
 	struct dentry *lower;
+	int err;
 
 	/* presto's own files are not part of the tree it shows. */
 	if (presto_is_reserved(dir, &dentry->d_name))
 		return d_splice_alias(NULL, dentry);
+	/* The lower answers once the listing is complete. */
+	err = presto_cb_need(dir, PRESTO_CB_DATA);
+	if (err)
+		return ERR_PTR(err);
 
 	lower = lookup_one_unlocked(presto_lower_userns(dir->i_sb),
 				    dentry->d_name.name, lparent,
@@ -51,7 +56,7 @@ struct dentry *presto_lookup(struct inode *dir, struct dentry *dentry,
 		return ERR_CAST(lower);
 
 	if (d_is_positive(lower)) {
-		inode = presto_iget(dir->i_sb, d_inode(lower));
+		inode = presto_iget(dir->i_sb, lower);
 		if (IS_ERR(inode)) {
 			dput(lower);
 			return ERR_CAST(inode);
@@ -87,11 +92,38 @@ static bool presto_lower_matches(const struct dentry *dentry,
 	return ok;
 }
 
+/*
+ * A fileset's names are as good as their directory's listing: one that
+ * lento has not made complete (never, or not since a callback break) is
+ * fetched first, and the lower then says whether the name still stands.
+ */
+static int presto_revalidate_dir(struct dentry *dentry, unsigned int flags)
+{
+	struct dentry *parent;
+	struct inode *dir;
+	int err;
+
+	if (flags & LOOKUP_RCU) {
+		dir = d_inode_rcu(READ_ONCE(dentry->d_parent));
+		return dir && presto_cb_valid(dir, PRESTO_CB_DATA) ? 0 : -ECHILD;
+	}
+	parent = dget_parent(dentry);
+	err = presto_cb_need(d_inode(parent), PRESTO_CB_DATA);
+	dput(parent);
+	return err;
+}
+
 static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
 {
 	struct dentry *lower;
 	struct inode *inode;
 	int valid;
+
+	if (presto_sb(dentry->d_sb)->fileset) {
+		valid = presto_revalidate_dir(dentry, flags);
+		if (valid)
+			return valid;
+	}
 
 	rcu_read_lock();
 	lower = presto_lower_dentry(dentry);

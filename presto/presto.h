@@ -18,6 +18,7 @@
 #include <linux/path.h>
 #include <linux/fs_context.h>
 #include "presto_kml.h"
+#include "presto_genl.h"
 
 #define PRESTO_SUPER_MAGIC	0x70726573	/* "pres" */
 
@@ -35,6 +36,11 @@ struct presto_sb_info {
 	struct presto_journal *journal;	/* the fileset's KML (journal.c) */
 	struct presto_intent *intent;	/* intent marks (intent.c) */
 	u64 kml_limit;			/* kml_limit=, bytes */
+	/* A fileset mount (fileset=): its channel to lento (channel.c). */
+	struct presto_fileset *fileset;
+	char *fileset_name;		/* fileset= as given */
+	unsigned long timeout;		/* timeout=, jiffies */
+	u64 epoch;			/* the flags' epoch lento confirmed */
 };
 
 struct presto_inode {
@@ -62,8 +68,16 @@ struct presto_inode {
 	spinlock_t mark_lock;
 	struct presto_mark *data_mark;
 	unsigned int writers;
+	/* Kernel callbacks (callback.c); under vfs_inode.i_lock. */
+	u32 cb_flags;			/* PRESTO_CB_* */
+	u64 cb_epoch;			/* they count in; 0: none */
+	unsigned int opens;		/* open files (a fileset's regular file) */
+	unsigned long hinted;		/* jiffies of its last access hint */
 	struct inode vfs_inode;
 };
+
+/* The epoch of what was made through the mount: valid in any epoch. */
+#define PRESTO_EPOCH_LOCAL	U64_MAX
 
 /*
  * A regular file open for writing. A read-only file's ->private_data is
@@ -144,7 +158,8 @@ extern struct file_system_type presto_fs_type;
 extern const struct inode_operations presto_file_iops;
 extern const struct inode_operations presto_symlink_iops;
 extern const struct inode_operations presto_special_iops;
-struct inode *presto_iget(struct super_block *sb, struct inode *lower);
+struct inode *presto_iget(struct super_block *sb, struct dentry *lower);
+struct inode *presto_ilookup(struct super_block *sb, u64 ino, u32 gen);
 void presto_copyattr(struct inode *inode);
 void presto_copysize(struct inode *inode);
 int presto_permission(struct user_namespace *userns, struct inode *inode,
@@ -223,6 +238,47 @@ int presto_intent_remove(struct super_block *sb, const char *name);
 const struct path *presto_intent_dir(struct super_block *sb);
 int presto_intent_open(struct super_block *sb);
 void presto_intent_close(struct super_block *sb);
+
+/* channel.c */
+struct presto_fileset;
+bool presto_fileset_name_ok(const char *name);
+int presto_fileset_attach(struct super_block *sb, const char *name);
+void presto_fileset_announce(struct super_block *sb);
+void presto_fileset_detach(struct super_block *sb);
+void presto_fileset_show(struct seq_file *m, struct super_block *sb);
+int presto_upcall(struct inode *inode, u32 op);
+void presto_hint_open(struct inode *inode);
+int presto_channel_init(void);
+void presto_channel_exit(void);
+
+/* callback.c */
+void presto_cb_load(struct inode *inode, struct dentry *lower);
+void presto_cb_local(struct inode *inode);
+int presto_cb_need(struct inode *inode, u32 want);
+bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
+		     u32 set, u32 clear, u64 epoch);
+int presto_cb_purge(struct super_block *sb, const struct presto_handle *h);
+int presto_cb_open(struct inode *inode, struct file *file);
+void presto_cb_close(struct inode *inode);
+
+/*
+ * Does @inode have the flags @want (PRESTO_CB_*) in the fileset's epoch?
+ * Lock-free, for RCU walks too: a torn read only costs an upcall.
+ */
+static inline bool presto_cb_valid(const struct inode *inode, u32 want)
+{
+	const struct presto_sb_info *sbi = presto_sb(inode->i_sb);
+	const struct presto_inode *pi = PRESTO_I(inode);
+	u64 epoch;
+
+	if (!sbi->fileset)
+		return true;
+	if ((READ_ONCE(pi->cb_flags) & want) != want)
+		return false;
+	epoch = READ_ONCE(pi->cb_epoch);
+	return epoch && (epoch == PRESTO_EPOCH_LOCAL ||
+			 epoch == READ_ONCE(sbi->epoch));
+}
 
 /* recover.c */
 int presto_recover(struct super_block *sb, unsigned int *anchors);

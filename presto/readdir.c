@@ -39,6 +39,9 @@ static int presto_iterate(struct file *file, struct dir_context *ctx)
 	};
 	int err;
 
+	err = presto_cb_need(file_inode(file), PRESTO_CB_DATA);
+	if (err)
+		return err;
 	/* fcntl(F_SETFL, O_NOATIME) reached presto's file only. */
 	if ((file->f_flags ^ lower->f_flags) & O_NOATIME)
 		presto_set_noatime(lower, file->f_flags & O_NOATIME);

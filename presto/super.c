@@ -2,9 +2,10 @@
 /*
  * presto: mount, superblock and module.
  *
- *   mount -t presto -o lower=DIR presto MNT
+ *   mount -t presto -o lower=DIR[,fileset=NAME[,timeout=S]] presto MNT
  *
- * shows the tree under DIR, a directory on ext4. Every refusal is one line
+ * shows the tree under DIR, a directory on ext4; with fileset=, as lento's
+ * cache of that fileset (protocol/KERNEL.md). Every refusal is one line
  * in the kernel log saying why, and a distinct errno:
  *   no lower=                      EINVAL
  *   lower does not exist           ENOENT (or the lookup's error)
@@ -14,6 +15,9 @@
  *   lower overlaps another presto mount's lower   EBUSY
  *   an unknown option              EINVAL
  *   kml_limit out of range         EINVAL
+ *   fileset not a fileset name     EINVAL
+ *   timeout out of range, or without fileset   EINVAL
+ *   the fileset is mounted already EBUSY
  *   the log cannot be opened       its error (EROFS for a read-only
  *                                  lower, EUCLEAN for a damaged segment)
  */
@@ -32,17 +36,24 @@ static DEFINE_MUTEX(presto_mounts_lock);
 
 /* The log's default limit while nothing consumes it (kml_limit=, MiB). */
 #define PRESTO_KML_LIMIT_MB	256
+/* How long an upcall waits for lento (timeout=, seconds). */
+#define PRESTO_TIMEOUT_S	30
+#define PRESTO_TIMEOUT_MAX_S	3600
 
 struct presto_fs_context {
 	char *lower;
 	u64 kml_limit_mb;	/* 0: not given */
+	char *fileset;
+	unsigned int timeout_s;	/* 0: not given */
 };
 
-enum { Opt_lower, Opt_kml_limit };
+enum { Opt_lower, Opt_kml_limit, Opt_fileset, Opt_timeout };
 
 static const struct fs_parameter_spec presto_fs_parameters[] = {
 	fsparam_string("lower", Opt_lower),
 	fsparam_u64("kml_limit", Opt_kml_limit),
+	fsparam_string("fileset", Opt_fileset),
+	fsparam_u32("timeout", Opt_timeout),
 	{}
 };
 
@@ -68,6 +79,20 @@ static int presto_parse_param(struct fs_context *fc,
 			return invalfc(fc, "kml_limit=%llu: give 16 to %llu MiB",
 				       result.uint_64, 1ULL << 40);
 		ctx->kml_limit_mb = result.uint_64;
+		break;
+	case Opt_fileset:
+		if (!presto_fileset_name_ok(param->string))
+			return invalfc(fc, "fileset=%s: 1 to %d letters, digits, '.', '_', '-', not starting with '.'",
+				       param->string, PRESTO_FILESET_MAX);
+		kfree(ctx->fileset);
+		ctx->fileset = param->string;
+		param->string = NULL;
+		break;
+	case Opt_timeout:
+		if (!result.uint_32 || result.uint_32 > PRESTO_TIMEOUT_MAX_S)
+			return invalfc(fc, "timeout=%u: give 1 to %d seconds",
+				       result.uint_32, PRESTO_TIMEOUT_MAX_S);
+		ctx->timeout_s = result.uint_32;
 		break;
 	}
 	return 0;
@@ -158,13 +183,18 @@ static int presto_show_options(struct seq_file *m, struct dentry *root)
 
 	seq_show_option(m, "lower", sbi->lower_name);
 	seq_printf(m, ",kml_limit=%llu", sbi->kml_limit >> 20);
+	if (sbi->fileset_name) {
+		seq_show_option(m, "fileset", sbi->fileset_name);
+		seq_printf(m, ",timeout=%u", jiffies_to_msecs(sbi->timeout) / 1000);
+	}
 	return 0;
 }
 
-/* /proc/self/mountstats: the log's state. */
+/* /proc/self/mountstats: the log's state, and the channel's. */
 static int presto_show_stats(struct seq_file *m, struct dentry *root)
 {
 	presto_journal_show(m, root->d_sb);
+	presto_fileset_show(m, root->d_sb);
 	return 0;
 }
 
@@ -227,6 +257,8 @@ static int presto_fill_super(struct super_block *sb, struct fs_context *fc)
 
 	if (!ctx->lower)
 		return invalfc(fc, "missing lower=DIR");
+	if (ctx->timeout_s && !ctx->fileset)
+		return invalfc(fc, "timeout= goes with fileset=");
 	err = presto_lookup_lower(fc, ctx->lower, &path);
 	if (err)
 		return err;
@@ -279,7 +311,21 @@ static int presto_fill_super(struct super_block *sb, struct fs_context *fc)
 	/* With ACLs the lower applies the umask, as ext4 would. */
 	sb->s_flags |= lower_sb->s_flags & SB_POSIXACL;
 
-	inode = presto_iget(sb, d_inode(sbi->lower.dentry));
+	/* Before the root inode, which reads its callback flags. */
+	if (ctx->fileset) {
+		err = -ENOMEM;
+		sbi->fileset_name = kstrdup(ctx->fileset, GFP_KERNEL);
+		if (!sbi->fileset_name)
+			goto out_path;
+		sbi->timeout = (ctx->timeout_s ?: PRESTO_TIMEOUT_S) * HZ;
+		err = presto_fileset_attach(sb, ctx->fileset);
+		if (err) {
+			errorfc(fc, "fileset %s: mounted already", ctx->fileset);
+			goto out_path;
+		}
+	}
+
+	inode = presto_iget(sb, sbi->lower.dentry);
 	err = PTR_ERR(inode);
 	if (IS_ERR(inode))
 		goto out_path;
@@ -301,6 +347,8 @@ static int presto_fill_super(struct super_block *sb, struct fs_context *fc)
 	if (err)
 		errorfc(fc, "lower %s: cannot recover from the intent marks in %s (error %d)",
 			ctx->lower, PRESTO_RESERVED_NAME, err);
+	else if (sbi->fileset)
+		presto_fileset_announce(sb);
 out_path:
 	path_put(&path);
 	return err;
@@ -321,6 +369,11 @@ static int presto_reconfigure(struct fs_context *fc)
 		return invalfc(fc, "lower cannot be changed by remount");
 	if (ctx->kml_limit_mb && ctx->kml_limit_mb << 20 != sbi->kml_limit)
 		return invalfc(fc, "kml_limit cannot be changed by remount");
+	if (ctx->fileset && (!sbi->fileset_name ||
+			     strcmp(ctx->fileset, sbi->fileset_name)))
+		return invalfc(fc, "fileset cannot be changed by remount");
+	if (ctx->timeout_s && ctx->timeout_s * HZ != sbi->timeout)
+		return invalfc(fc, "timeout cannot be changed by remount");
 	return 0;
 }
 
@@ -330,6 +383,7 @@ static void presto_free_fc(struct fs_context *fc)
 
 	if (ctx) {
 		kfree(ctx->lower);
+		kfree(ctx->fileset);
 		kfree(ctx);
 	}
 }
@@ -357,6 +411,9 @@ static void presto_kill_sb(struct super_block *sb)
 {
 	struct presto_sb_info *sbi = presto_sb(sb);
 
+	/* No downcall may look for inodes while they are evicted. */
+	if (sbi)
+		presto_fileset_detach(sb);
 	kill_anon_super(sb);
 	if (!sbi)
 		return;
@@ -369,6 +426,7 @@ static void presto_kill_sb(struct super_block *sb)
 	if (sbi->creds)
 		put_cred(sbi->creds);
 	kfree(sbi->lower_name);
+	kfree(sbi->fileset_name);
 	kfree(sbi);
 }
 
@@ -388,15 +446,24 @@ static int __init presto_init(void)
 	err = presto_inode_cache_init();
 	if (err)
 		return err;
+	err = presto_channel_init();
+	if (err)
+		goto out_cache;
 	err = register_filesystem(&presto_fs_type);
 	if (err)
-		presto_inode_cache_destroy();
+		goto out_channel;
+	return 0;
+out_channel:
+	presto_channel_exit();
+out_cache:
+	presto_inode_cache_destroy();
 	return err;
 }
 
 static void __exit presto_exit(void)
 {
 	unregister_filesystem(&presto_fs_type);
+	presto_channel_exit();
 	presto_inode_cache_destroy();
 }
 

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Kernel callbacks: per object, what presto may serve from the cache
+ * without asking lento (protocol/KERNEL.md). ATTR: the attributes are
+ * current; DATA: a file's content, or a directory's listing, is complete.
+ *
+ * The flags come from lento: in the xattr it writes on the lower inode
+ * (read once, when presto first meets the inode), in its answers to
+ * upcalls, and in downcalls. They count while their epoch is the one lento
+ * confirmed for the fileset, so one SET_EPOCH turns all of them off, and
+ * a remounted warm cache is served again once lento says its volume has
+ * not changed. Objects made through the mount are complete by
+ * construction (PRESTO_EPOCH_LOCAL) until lento says otherwise.
+ *
+ * A local mount (no fileset=) has everything.
+ */
+#include <linux/xattr.h>
+#include "presto.h"
+
+/* @inode was just made from @lower: its persisted flags, if any. */
+void presto_cb_load(struct inode *inode, struct dentry *lower)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+	struct presto_cb_xattr x;
+	ssize_t n;
+
+	if (!presto_sb(inode->i_sb)->fileset)
+		return;
+	/* No permission check: this is presto reading its own state. */
+	n = __vfs_getxattr(lower, d_inode(lower), PRESTO_CB_XATTR, &x,
+			   sizeof(x));
+	if (n != sizeof(x) || x.version != PRESTO_CB_XATTR_VERSION)
+		return;
+	pi->cb_flags = x.flags & PRESTO_CB_ALL;
+	pi->cb_epoch = le64_to_cpu(x.epoch);
+}
+
+/* @inode was made through the mount: nothing of it is elsewhere. */
+void presto_cb_local(struct inode *inode)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+
+	spin_lock(&inode->i_lock);
+	WRITE_ONCE(pi->cb_flags, PRESTO_CB_ALL);
+	WRITE_ONCE(pi->cb_epoch, PRESTO_EPOCH_LOCAL);
+	spin_unlock(&inode->i_lock);
+}
+
+/*
+ * Make sure @inode has @want, asking lento if it has not: 0, or why it
+ * could not be had. Sleeps; callers in RCU walk use presto_cb_valid().
+ */
+int presto_cb_need(struct inode *inode, u32 want)
+{
+	u32 op;
+
+	if (presto_cb_valid(inode, want))
+		return 0;
+	/*
+	 * An object lento replaced (or that was removed) is what it was
+	 * when its last name went: files still open on it keep working on
+	 * it, stat included, with nothing to ask.
+	 */
+	if (!READ_ONCE(presto_lower_inode(inode)->i_nlink))
+		return 0;
+	/*
+	 * The root's attributes are the cache's own: a stat of the mount
+	 * point (umount(8) makes one, df too) never waits for lento.
+	 */
+	if (!(want & PRESTO_CB_DATA) && inode == d_inode(inode->i_sb->s_root))
+		return 0;
+	if (!(want & PRESTO_CB_DATA))
+		op = PRESTO_OP_FETCH_ATTR;
+	else if (S_ISDIR(inode->i_mode))
+		op = PRESTO_OP_FETCH_DIR;
+	else
+		op = PRESTO_OP_FETCH_FILE;
+	return presto_upcall(inode, op);
+}
+
+/*
+ * Set @set (if @epoch is the fileset's) and clear @clear on the object
+ * named by @h, if presto has it in memory; false if it has not (the
+ * flags are read from the xattr when it is met). Caller holds the
+ * fileset's mutex, which keeps the superblock alive.
+ */
+bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
+		     u32 set, u32 clear, u64 epoch)
+{
+	struct inode *inode = presto_ilookup(sb, h->ino, h->gen);
+	struct presto_inode *pi;
+	u32 flags;
+
+	if (!inode)
+		return false;
+	pi = PRESTO_I(inode);
+	spin_lock(&inode->i_lock);
+	flags = pi->cb_flags;
+	if (set && epoch == READ_ONCE(presto_sb(sb)->epoch)) {
+		if (pi->cb_epoch != epoch)
+			flags = 0;
+		flags |= set;
+		WRITE_ONCE(pi->cb_epoch, epoch);
+	}
+	WRITE_ONCE(pi->cb_flags, flags & ~clear);
+	spin_unlock(&inode->i_lock);
+	/* lento changed the lower: the VFS's copy follows. */
+	presto_copyattr(inode);
+	iput(inode);
+	return true;
+}
+
+/*
+ * lento wants to drop a file's content: take DATA away unless the file is
+ * open through the mount (-EBUSY).
+ */
+int presto_cb_purge(struct super_block *sb, const struct presto_handle *h)
+{
+	struct inode *inode = presto_ilookup(sb, h->ino, h->gen);
+	struct presto_inode *pi;
+	int err = 0;
+
+	if (!inode)
+		return 0;
+	pi = PRESTO_I(inode);
+	if (!S_ISREG(inode->i_mode)) {
+		err = -EINVAL;
+		goto out;
+	}
+	spin_lock(&inode->i_lock);
+	if (pi->opens)
+		err = -EBUSY;
+	else
+		WRITE_ONCE(pi->cb_flags, pi->cb_flags & ~PRESTO_CB_DATA);
+	spin_unlock(&inode->i_lock);
+out:
+	iput(inode);
+	return err;
+}
+
+/*
+ * A regular file is being opened: count the open (a PURGE of an open file
+ * is refused) and make sure its content is here. If lento filled it by
+ * renaming a new lower file over the name, this open's inode is the old
+ * one: -EOPENSTALE has the VFS walk the path again and find the new one.
+ */
+int presto_cb_open(struct inode *inode, struct file *file)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+	struct dentry *lower;
+	bool have;
+	int err;
+
+	if (!presto_sb(inode->i_sb)->fileset)
+		return 0;
+	spin_lock(&inode->i_lock);
+	pi->opens++;
+	have = presto_cb_valid(inode, PRESTO_CB_DATA);
+	spin_unlock(&inode->i_lock);
+	presto_hint_open(inode);
+	if (have)
+		return 0;
+	err = presto_cb_need(inode, PRESTO_CB_DATA);
+	if (!err) {
+		lower = presto_lower_dentry(file->f_path.dentry);
+		if (!lower || d_unhashed(lower) || d_inode(lower) != pi->lower)
+			err = -EOPENSTALE;
+	}
+	if (err)
+		presto_cb_close(inode);
+	return err;
+}
+
+void presto_cb_close(struct inode *inode)
+{
+	if (!presto_sb(inode->i_sb)->fileset)
+		return;
+	spin_lock(&inode->i_lock);
+	PRESTO_I(inode)->opens--;
+	spin_unlock(&inode->i_lock);
+}

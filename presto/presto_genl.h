@@ -1,0 +1,1 @@
+../protocol/presto_genl.h

@@ -1,0 +1,770 @@
+#!/usr/bin/env python3
+"""presto's channel to lento, tested against a fake lento speaking
+generic netlink by hand (genl.py): registration, upcalls and their
+answers, waits without lento, signals, timeouts, resends to a new lento,
+callback flags (persisted, epochs, breaks, purges), the refetch of a file
+replaced under an open, warm trees served with no upcall (I-1), the
+family's refusals of malformed messages, and random messages (fuzz).
+
+    channel.py EXT_DIR MNT_DIR [--fuzz-seconds N]
+
+EXT_DIR is a directory on ext4 (lower trees go there), MNT_DIR an empty
+directory for the mounts. Runs as root in the test VM. Prints "ok - NAME"
+or "not ok - NAME" per case and "N passed, N failed".
+"""
+import argparse
+import errno
+import mmap
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import genl  # noqa: E402
+from genl import A, CB_ALL, CB_ATTR, CB_DATA, OP  # noqa: E402
+
+EPOCH = 41
+
+
+class Fail(AssertionError):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+class Mount:
+    """A fileset mount of a fresh lower tree."""
+    n = 0
+
+    def __init__(self, ext, mnt, timeout=None, name=None, fill=True):
+        Mount.n += 1
+        self.name = name or "fs%d" % Mount.n
+        self.lower = os.path.join(ext, self.name)
+        self.tmp = os.path.join(ext, self.name + ".tmp")
+        self.mnt = os.path.join(mnt, self.name)
+        for d in (self.lower, self.tmp):
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+        os.makedirs(self.mnt, exist_ok=True)
+        os.makedirs(os.path.join(self.lower, ".presto"))
+        if fill:
+            os.makedirs(os.path.join(self.lower, "d", "e"))
+            for p, text in (("f", "old"), ("d/g", "gee"), ("d/e/h", "aitch")):
+                with open(os.path.join(self.lower, p), "w") as f:
+                    f.write(text)
+        self.opts = "lower=%s,fileset=%s" % (self.lower, self.name)
+        if timeout:
+            self.opts += ",timeout=%d" % timeout
+        self.mounted = False
+
+    def mount(self):
+        subprocess.run(["mount", "-t", "presto", "-o", self.opts, "presto",
+                        self.mnt], check=True)
+        self.mounted = True
+
+    def umount(self):
+        if self.mounted:
+            subprocess.run(["umount", self.mnt], check=True)
+            self.mounted = False
+
+    def lp(self, rel=""):
+        return os.path.join(self.lower, rel) if rel else self.lower
+
+    def mp(self, rel=""):
+        return os.path.join(self.mnt, rel) if rel else self.mnt
+
+    def handle(self, rel=""):
+        return genl.handle_of(self.lp(rel))
+
+    def path_of(self, handle):
+        """The lower path of @handle (a walk of the lower tree)."""
+        for root, dirs, files in os.walk(self.lower):
+            if os.path.relpath(root, self.lower) == ".presto":
+                dirs[:] = []
+                continue
+            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                if not os.path.islink(n) and genl.handle_of(n) == handle:
+                    return n
+        return None
+
+    def warm_all(self, epoch):
+        """Persist ATTR|DATA in @epoch on every lower object."""
+        for root, dirs, files in os.walk(self.lower):
+            if root == self.lower:
+                dirs[:] = [d for d in dirs if d != ".presto"]
+            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                genl.set_cb(n, CB_ALL, epoch)
+
+
+class Op(threading.Thread):
+    """A file operation run aside (it may wait for the fake lento)."""
+
+    def __init__(self, fn, *args):
+        super().__init__(daemon=True)
+        self.fn, self.args = fn, args
+        self.result = self.error = None
+        self.t0 = time.monotonic()
+        self.start()
+
+    def run(self):
+        try:
+            self.result = self.fn(*self.args)
+        except OSError as e:
+            self.error = e.errno
+        self.elapsed = time.monotonic() - self.t0
+
+    def wait(self, timeout=10):
+        self.join(timeout)
+        check(not self.is_alive(), "operation still waiting after %ss" %
+              timeout)
+        return self
+
+
+def read_file(p):
+    with open(p) as f:
+        return f.read()
+
+
+def serve(l, m, msg, epoch=EPOCH, flags=None):
+    """Answer @msg as a lento whose cache is complete would."""
+    p = m.path_of(msg.handle())
+    check(p, "upcall for a handle not in the lower tree")
+    op = msg.u32("OP")
+    if flags is None:
+        flags = CB_ATTR if op == OP["FETCH_ATTR"] else CB_ALL
+    old = genl.get_cb(p)
+    genl.set_cb(p, flags | (old[0] if old and old[1] == epoch else 0), epoch)
+    check(l.reply(m.name, msg.u64("REQ"), 0, flags, epoch) == 0,
+          "REPLY refused")
+    return op, p
+
+
+class Responder(threading.Thread):
+    """Answers every upcall like a complete cache, counting them."""
+
+    def __init__(self, l, m, epoch=EPOCH):
+        super().__init__(daemon=True)
+        self.l, self.m, self.epoch = l, m, epoch
+        self.seen = []
+        self.stop = False
+        self.start()
+
+    def run(self):
+        while not self.stop:
+            msg = self.l.next_msg(0.1, "UPCALL")
+            if msg:
+                self.seen.append(serve(self.l, self.m, msg, self.epoch))
+
+    def halt(self):
+        self.stop = True
+        self.join()
+
+
+def lento_for(m, epoch=EPOCH):
+    l = genl.Lento()
+    rep, err = l.register(m.name)
+    check(err == 0, "REGISTER: %s" % os.strerror(err))
+    if m.mounted:
+        check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], epoch)) == 0,
+              "SET_EPOCH refused")
+    return l
+
+
+def upcalls(l, m):
+    return l.stats(m.name)["UPCALLS"]
+
+
+# ------------------------------------------------------------------ cases
+
+def case_mount_options(ext, mnt):
+    m = Mount(ext, mnt, timeout=7)
+    m.mount()
+    try:
+        line = [x for x in open("/proc/mounts") if m.mnt in x][0]
+        check("fileset=%s" % m.name in line and "timeout=7" in line,
+              "/proc/mounts: %s" % line.strip())
+        other = os.path.join(mnt, "other")
+        os.makedirs(other, exist_ok=True)
+        lower2 = os.path.join(ext, "other")
+        os.makedirs(os.path.join(lower2, ".presto"), exist_ok=True)
+        for opts, what in (
+                ("lower=%s,fileset=%s" % (lower2, m.name), "same fileset"),
+                ("lower=%s,fileset=.bad" % lower2, "name with a dot first"),
+                ("lower=%s,fileset=a/b" % lower2, "name with a slash"),
+                ("lower=%s,fileset=%s" % (lower2, "x" * 64), "64 bytes"),
+                ("lower=%s,timeout=5" % lower2, "timeout without fileset"),
+                ("lower=%s,fileset=ok,timeout=0" % lower2, "timeout 0"),
+                ("lower=%s,fileset=ok,timeout=3601" % lower2, "timeout 3601")):
+            p = subprocess.run(["mount", "-t", "presto", "-o", opts, "presto",
+                                other], capture_output=True)
+            check(p.returncode != 0, "mount accepted: %s" % what)
+        stats = open("/proc/self/mountstats").read()
+        check("fileset: %s" % m.name in stats and "upcalls 0" in stats,
+              "mountstats lacks the channel's line")
+    finally:
+        m.umount()
+
+
+def case_no_lento_enotconn(ext, mnt):
+    m = Mount(ext, mnt, timeout=1)
+    m.mount()
+    try:
+        op = Op(os.stat, m.mp("f")).wait()
+        check(op.error == errno.ENOTCONN, "stat without lento: %s" %
+              (op.error and errno.errorcode[op.error]))
+        check(1.0 <= op.elapsed < 4, "waited %.1f s, timeout=1" % op.elapsed)
+    finally:
+        m.umount()
+
+
+def _interrupted(path):
+    class Intr(Exception):
+        pass
+
+    def raise_intr(sig, frame):
+        raise Intr()
+    signal.signal(signal.SIGUSR1, raise_intr)
+    try:
+        os.stat(path)
+    except Intr:
+        os._exit(0)
+    except OSError as e:
+        os._exit(10 + e.errno)
+    os._exit(1)
+
+
+def case_signal_interrupts(ext, mnt):
+    m = Mount(ext, mnt, timeout=60)
+    m.mount()
+    try:
+        t0 = time.monotonic()
+        os.stat(m.mp())
+        check(time.monotonic() - t0 < 1, "a stat of the mount point waited")
+        pid = os.fork()
+        if pid == 0:
+            _interrupted(m.mp("f"))
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGUSR1)
+        _, status = os.waitpid(pid, 0)
+        check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+              "the signal did not end the wait (status %d)" % status)
+        check(time.monotonic() - t0 < 3, "the signal took long")
+    finally:
+        m.umount()
+
+
+def case_register_then_serve(ext, mnt):
+    m = Mount(ext, mnt)
+    l = genl.Lento()
+    try:
+        check(l.version == genl.VERSION, "family version %d" % l.version)
+        rep, err = l.register(m.name)
+        check(err == 0 and rep and rep.attrs[A["MOUNTED"]] == b"\0",
+              "REGISTER before the mount")
+        m.mount()
+        msg = l.next_msg(5, "MOUNTED")
+        check(msg and msg.handle("ROOT") == m.handle() and
+              msg.u32("TIMEOUT_MS") == 30000, "MOUNTED notice")
+        check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], EPOCH)) == 0,
+              "SET_EPOCH")
+        os.stat(m.mp())         # the root's attributes never wait
+        op = Op(os.listdir, m.mp())
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_DIR"], "FETCH_DIR")
+        serve(l, m, msg)
+        check(sorted(op.wait().result) == ["d", "f"], "listing: %s" %
+              op.result)
+        op = Op(os.stat, m.mp("f"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_ATTR"] and
+              msg.handle() == m.handle("f"), "FETCH_ATTR of f")
+        serve(l, m, msg)
+        check(op.wait().error is None, "stat after the answer")
+        before = upcalls(l, m)
+        check(sorted(os.listdir(m.mp())) == ["d", "f"], "listing again")
+        os.stat(m.mp("f"))
+        check(upcalls(l, m) == before, "a warm listing made an upcall")
+        m.umount()
+        check(l.next_msg(5, "UNMOUNTED"), "UNMOUNTED notice")
+    finally:
+        l.close()
+        m.umount()
+
+
+def case_refusals(ext, mnt):
+    m = Mount(ext, mnt)
+    m.mount()
+    l = lento_for(m)
+    l2 = genl.Lento()
+    F = genl.a_str(A["FILESET"], m.name)
+    h = genl.a_handle(A["HANDLE"], *m.handle())
+    try:
+        cases = [
+            ("REPLY", [F, genl.a_u64(A["REQ"], 999), genl.a_u32(A["ERRNO"], 0)],
+             errno.ESRCH, "an unknown upcall"),
+            ("REPLY", [F, genl.a_u64(A["REQ"], 1), genl.a_u32(A["ERRNO"], 512)],
+             errno.EINVAL, "errno 512"),
+            ("REPLY", [F, genl.a_u64(A["REQ"], 1)], errno.EINVAL,
+             "no ERRNO"),
+            ("REPLY", [F, genl.a_u64(A["REQ"], 1), genl.a_u32(A["ERRNO"], 0),
+                       genl.a_u32(A["FLAGS"], 1)], errno.EINVAL,
+             "FLAGS without EPOCH"),
+            ("BREAK", [F, h, genl.a_u32(A["FLAGS"], 4)], errno.EINVAL,
+             "an unknown flag"),
+            ("BREAK", [F, genl.attr(A["HANDLE"], b"\0" * 12),
+                       genl.a_u32(A["FLAGS"], 1)], errno.EINVAL,
+             "a short handle"),
+            ("BREAK", [F, genl.a_handle(A["HANDLE"], 1, 1, 7),
+                       genl.a_u32(A["FLAGS"], 1)], errno.EINVAL,
+             "handle padding"),
+            ("BREAK", [F, genl.a_u64(A["HANDLE"], 1),
+                       genl.a_u32(A["FLAGS"], 1)], errno.EINVAL,
+             "an 8-byte handle"),
+            ("SET_EPOCH", [F, genl.a_u64(A["EPOCH"], 0)], errno.EINVAL,
+             "epoch 0"),
+            ("SET_EPOCH", [F, genl.a_u32(A["EPOCH"], 3)], errno.EINVAL,
+             "a 4-byte epoch"),
+            ("REGISTER", [], errno.EINVAL, "no FILESET"),
+            ("REGISTER", [genl.a_str(A["FILESET"], ".x")], errno.EINVAL,
+             "a name with a dot first"),
+            ("REGISTER", [genl.a_str(A["FILESET"], "x" * 64)], errno.EINVAL,
+             "a 64-byte name"),
+            ("REGISTER", [genl.attr(A["FILESET"], b"abc")], errno.EINVAL,
+             "a name without NUL"),
+            ("REGISTER", [F, genl.attr(99, b"")], errno.EINVAL,
+             "an unknown attribute"),
+            ("REGISTER", [F, genl.a_handle(A["ROOT"], 1, 1)], errno.EINVAL,
+             "ROOT from user space"),
+            ("STATS", [genl.a_str(A["FILESET"], "nosuch")], errno.ENOENT,
+             "STATS of no fileset"),
+            ("SET_FLAGS", [F, h, genl.a_u32(A["FLAGS"], 1)], errno.EINVAL,
+             "SET_FLAGS without EPOCH"),
+        ]
+        for cmd, attrs, want, what in cases:
+            rep, err = l.request(cmd, *attrs)
+            # Out of a policy's range is ERANGE, other refusals EINVAL.
+            ok = (errno.EINVAL, errno.ERANGE) if want == errno.EINVAL \
+                else (want,)
+            check(err in ok, "%s (%s): %s, not %s" % (
+                cmd, what, errno.errorcode.get(err, err),
+                errno.errorcode[want]))
+        rep, err = l2.register(m.name)
+        check(err == errno.EBUSY, "a second lento registered")
+        check(l2.call("BREAK", m.name, h, genl.a_u32(A["FLAGS"], 1)) ==
+              errno.EPERM, "BREAK from a socket that is not the lento")
+        check(l2.request("STATS", F)[1] == 0, "STATS from anyone")
+        l2.send_raw(77, F)
+        check(l2.next_msg(0.2) is None, "a reply to an unknown command")
+        # Without CAP_SYS_ADMIN.
+        code = ("import sys; sys.path.insert(0, %r); import genl, os\n"
+                "l = genl.Lento()\n"
+                "e1 = l.register(%r)[1]\n"
+                "e2 = l.request('STATS', genl.a_str(genl.A['FILESET'], %r))[1]\n"
+                "print(e1, e2)\n" % (os.path.dirname(genl.__file__),
+                                     "unpriv", m.name))
+        p = subprocess.run(["setpriv", "--reuid", "1000", "--regid", "1000",
+                            "--clear-groups", sys.executable, "-c", code],
+                           capture_output=True, text=True)
+        check(p.stdout.split() == [str(errno.EPERM), "0"],
+              "unprivileged REGISTER/STATS: %r %r" % (p.stdout, p.stderr))
+    finally:
+        l.close()
+        l2.close()
+        m.umount()
+
+
+def case_coalesced(ext, mnt):
+    m = Mount(ext, mnt)
+    m.warm_all(EPOCH)
+    m.mount()
+    genl.set_cb(m.lp("d/g"), 0, EPOCH)
+    l = lento_for(m)
+    try:
+        s0 = l.stats(m.name)
+        ops = [Op(os.stat, m.mp("d/g")) for _ in range(8)]
+        msg = l.next_msg(5, "UPCALL")
+        check(msg, "no upcall")
+        time.sleep(0.3)
+        serve(l, m, msg)
+        for op in ops:
+            check(op.wait().error is None, "stat failed")
+        check(l.next_msg(0.3, "UPCALL") is None, "a second upcall")
+        s1 = l.stats(m.name)
+        check(s1["UPCALLS"] - s0["UPCALLS"] == 1 and
+              s1["JOINED"] - s0["JOINED"] == 7,
+              "upcalls %d joined %d" % (s1["UPCALLS"] - s0["UPCALLS"],
+                                        s1["JOINED"] - s0["JOINED"]))
+    finally:
+        l.close()
+        m.umount()
+
+
+def case_new_lento_resend(ext, mnt):
+    m = Mount(ext, mnt, timeout=20)
+    m.warm_all(EPOCH)
+    m.mount()
+    genl.set_cb(m.lp("f"), CB_ATTR, EPOCH)
+    l = lento_for(m)
+    try:
+        op = Op(read_file, m.mp("f"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_FILE"], "FETCH_FILE")
+        req = msg.u64("REQ")
+        l.close()               # a crash: the socket goes
+        time.sleep(0.2)
+        l = genl.Lento()
+        check(l.stats(m.name)["REGISTERED"] == 0, "still registered")
+        check(l.register(m.name)[1] == 0, "a new lento registers")
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u64("REQ") == req, "the upcall again")
+        serve(l, m, msg)
+        check(op.wait().result == "old", "read after the new lento answered")
+        check(l.stats(m.name)["RESENT"] >= 1, "RESENT not counted")
+    finally:
+        l.close()
+        m.umount()
+
+
+def replace(m, rel, text, flags=CB_ALL, epoch=EPOCH):
+    """Fill @rel as lento does: a temporary file renamed over it."""
+    tmp = os.path.join(m.tmp, "body")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    genl.set_cb(tmp, flags, epoch)
+    old = m.handle(rel)
+    os.rename(tmp, m.lp(rel))
+    return old
+
+
+def case_fetch_renames(ext, mnt):
+    m = Mount(ext, mnt, timeout=5)
+    m.warm_all(EPOCH)
+    m.mount()
+    # A placeholder: attributes, no content.
+    os.truncate(m.lp("f"), 0)
+    os.truncate(m.lp("f"), 5)
+    genl.set_cb(m.lp("f"), CB_ATTR, EPOCH)
+    l = lento_for(m)
+    try:
+        n0 = upcalls(l, m)
+        op = Op(read_file, m.mp("f"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_FILE"], "FETCH_FILE")
+        replace(m, "f", "fresh")
+        check(l.reply(m.name, msg.u64("REQ"), 0) == 0, "REPLY")
+        check(op.wait().result == "fresh", "read %r" % op.result)
+        check(upcalls(l, m) == n0 + 1, "the reopen made an upcall")
+        # An open file keeps what it opened; a new open sees the new one.
+        with open(m.mp("f")) as f:
+            old = replace(m, "f", "newer")
+            check(l.call("BREAK", m.name, genl.a_handle(A["HANDLE"], *old),
+                         genl.a_u32(A["FLAGS"], CB_ALL)) == 0, "BREAK")
+            check(f.read() == "fresh", "the open file changed")
+            check(read_file(m.mp("f")) == "newer", "a new open")
+        check(upcalls(l, m) == n0 + 1, "the new version made an upcall")
+    finally:
+        l.close()
+        m.umount()
+
+
+def case_dir_break(ext, mnt):
+    m = Mount(ext, mnt)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    try:
+        check(not os.path.exists(m.mp("d/new")), "d/new exists")
+        n0 = upcalls(l, m)
+        with open(m.lp("d/new"), "w") as f:
+            f.write("n")
+        genl.set_cb(m.lp("d/new"), CB_ALL, EPOCH)
+        check(l.call("BREAK", m.name, genl.a_handle(A["HANDLE"],
+                                                     *m.handle("d")),
+                     genl.a_u32(A["FLAGS"], CB_DATA)) == 0, "BREAK")
+        op = Op(os.stat, m.mp("d/new"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_DIR"] and
+              msg.handle() == m.handle("d"), "FETCH_DIR of d")
+        serve(l, m, msg)
+        check(op.wait().error is None, "d/new after the break")
+        check(sorted(os.listdir(m.mp("d"))) == ["e", "g", "new"], "listing")
+        check(upcalls(l, m) == n0 + 1, "more than one upcall")
+        check(l.stats(m.name)["BREAKS"] >= 1, "BREAKS not counted")
+    finally:
+        l.close()
+        m.umount()
+
+
+def case_purge(ext, mnt):
+    m = Mount(ext, mnt)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    h = genl.a_handle(A["HANDLE"], *m.handle("d/g"))
+    try:
+        f = open(m.mp("d/g"))
+        check(l.call("PURGE", m.name, h) == errno.EBUSY, "PURGE of an open file")
+        f.close()
+        check(l.call("PURGE", m.name, h) == 0, "PURGE of a closed file")
+        op = Op(read_file, m.mp("d/g"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_FILE"], "FETCH_FILE after PURGE")
+        serve(l, m, msg)
+        check(op.wait().result == "gee", "read after refetch")
+        check(l.call("PURGE", m.name, genl.a_handle(A["HANDLE"],
+                                                     *m.handle("d"))) ==
+              errno.EINVAL, "PURGE of a directory")
+    finally:
+        l.close()
+        m.umount()
+
+
+def warm_reads(mp):
+    """What I-1 says never leaves the kernel, over the whole tree."""
+    subprocess.run(["ls", "-lR", mp], check=True, capture_output=True)
+    subprocess.run(["find", mp], check=True, capture_output=True)
+    for root, dirs, files in os.walk(mp):
+        for n in files:
+            p = os.path.join(root, n)
+            os.stat(p)
+            with open(p, "rb") as f:
+                f.read()
+                if os.fstat(f.fileno()).st_size:
+                    with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+                        mm[:]
+        for n in dirs:
+            os.listdir(os.path.join(root, n))
+
+
+def case_warm_remount(ext, mnt):
+    m = Mount(ext, mnt)
+    for i in range(50):
+        with open(m.lp("d/e/x%d" % i), "w") as f:
+            f.write("x" * i)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = genl.Lento()
+    check(l.register(m.name)[1] == 0, "REGISTER")
+    try:
+        # No epoch confirmed: the persisted flags do not count yet.
+        op = Op(os.stat, m.mp("f"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg, "no upcall before SET_EPOCH")
+        check(l.reply(m.name, msg.u64("REQ"), errno.EIO) == 0, "REPLY")
+        check(op.wait().error == errno.EIO, "lento's errno passed on")
+        check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], EPOCH)) == 0,
+              "SET_EPOCH")
+        n0 = upcalls(l, m)
+        warm_reads(m.mnt)
+        check(upcalls(l, m) == n0, "warm reads made %d upcalls" %
+              (upcalls(l, m) - n0))
+        # Warm opens reach lento's LRU as access hints, batched.
+        files = {m.handle(os.path.relpath(os.path.join(r, n), m.lower))
+                 for r, _, fs in os.walk(m.lower) if ".presto" not in r
+                 for n in fs}
+        hinted = set()
+        msgs = 0
+        while not files <= hinted:
+            msg = l.next_msg(3, "ACCESS")
+            check(msg, "no hint of %d files" % len(files - hinted))
+            msgs += 1
+            data = msg.attrs[A["HANDLES"]]
+            check(len(data) % 16 == 0, "HANDLES of %d bytes" % len(data))
+            hinted |= {struct.unpack_from("=QI", data, i)
+                       for i in range(0, len(data), 16)}
+        check(msgs <= 2, "%d hint messages for %d files" % (msgs, len(files)))
+        # A new epoch turns every flag off.
+        check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], EPOCH + 1))
+              == 0, "SET_EPOCH")
+        r = Responder(l, m, EPOCH + 1)
+        warm_reads(m.mnt)
+        r.halt()
+        check(r.seen, "a new epoch made no upcall")
+        n0 = upcalls(l, m)
+        warm_reads(m.mnt)
+        check(upcalls(l, m) == n0, "warm again: %d upcalls" %
+              (upcalls(l, m) - n0))
+    finally:
+        l.close()
+        m.umount()
+
+
+def case_local_creates(ext, mnt):
+    m = Mount(ext, mnt, timeout=1)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    try:
+        n0 = upcalls(l, m)
+        os.makedirs(m.mp("new/sub"))
+        with open(m.mp("new/sub/f"), "w") as f:
+            f.write("local")
+        os.symlink("f", m.mp("new/sub/l"))
+        check(sorted(os.listdir(m.mp("new/sub"))) == ["f", "l"], "listing")
+        check(read_file(m.mp("new/sub/l")) == "local", "read")
+        check(not os.path.exists(m.mp("new/nothing")), "negative lookup")
+        check(upcalls(l, m) == n0, "local objects made upcalls")
+    finally:
+        l.close()
+        m.umount()
+
+
+def case_timeouts(ext, mnt):
+    m = Mount(ext, mnt, timeout=1)
+    m.warm_all(EPOCH)
+    m.mount()
+    genl.set_cb(m.lp("f"), CB_ATTR, EPOCH)
+    l = lento_for(m)
+    try:
+        op = Op(read_file, m.mp("f"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg, "no upcall")
+        check(op.wait().error == errno.ETIMEDOUT, "silent lento: %s" %
+              op.error)
+        check(l.stats(m.name)["TIMEOUTS"] >= 1, "TIMEOUTS not counted")
+        # The next miss joins the upcall lento has (and waits its own
+        # timeout); PROGRESS keeps it waiting past that.
+        op = Op(read_file, m.mp("f"))
+        check(l.next_msg(1, "UPCALL") is None, "a second upcall")
+        end = time.monotonic() + 2.5
+        while time.monotonic() < end:
+            check(l.call("PROGRESS", m.name,
+                         genl.a_u64(A["REQ"], msg.u64("REQ"))) == 0,
+                  "PROGRESS")
+            time.sleep(0.3)
+        serve(l, m, msg)
+        check(op.wait().result == "old" and op.elapsed > 2,
+              "after PROGRESS: %r %s" % (op.result, op.error))
+        check(l.call("PROGRESS", m.name, genl.a_u64(A["REQ"], 12345)) ==
+              errno.ESRCH, "PROGRESS of no upcall")
+    finally:
+        l.close()
+        m.umount()
+
+
+def quietly(fn, *args):
+    """@fn, whatever it raises (the fuzzer makes reads fail)."""
+    try:
+        fn(*args)
+    except Exception:
+        pass
+
+
+def case_fuzz(ext, mnt, seconds):
+    """Random messages, valid-looking and not, for @seconds."""
+    m = Mount(ext, mnt, timeout=1)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    other = genl.Lento()
+    rng = random.Random(os.environ.get("PRESTO_SEED", "1"))
+    F = genl.a_str(A["FILESET"], m.name)
+    handles = [m.handle(x) for x in ("", "f", "d", "d/g")]
+    n = 0
+    try:
+        end = time.monotonic() + seconds
+        worker = Op(quietly, warm_reads, m.mnt)
+        while time.monotonic() < end:
+            parts = []
+            if rng.random() < 0.8:
+                parts.append(F)
+            for _ in range(rng.randrange(5)):
+                t = rng.randrange(0, 16)
+                kind = rng.randrange(5)
+                if kind == 0:
+                    parts.append(genl.a_u32(t, rng.choice(
+                        [0, 1, 2, 3, 4, 511, 512, 0xffffffff])))
+                elif kind == 1:
+                    parts.append(genl.a_u64(t, rng.choice(
+                        [0, 1, EPOCH, 2**64 - 1, rng.randrange(100)])))
+                elif kind == 2:
+                    parts.append(genl.a_handle(t, *rng.choice(handles)))
+                elif kind == 3:
+                    parts.append(genl.attr(t, os.urandom(rng.randrange(40))))
+                else:
+                    parts.append(genl.a_str(t, rng.choice(
+                        [m.name, "", "x" * 70, "nosuch"])))
+            payload = b"".join(parts)
+            if rng.random() < 0.05:
+                payload = payload[:rng.randrange(len(payload) + 1)]
+            sock = l if rng.random() < 0.8 else other
+            cmd = rng.randrange(0, 16)
+            if cmd == genl.CMD["UNREGISTER"] and sock is l:
+                cmd = genl.CMD["STATS"]
+            sock.send_raw(cmd, payload,
+                          version=rng.choice([genl.VERSION, 0, 9]))
+            sock._read(0)
+            n += 1
+            if not worker.is_alive():
+                worker = Op(quietly, warm_reads, m.mnt)
+        worker.join(30)
+        l.queue.clear()
+        check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], EPOCH)) == 0,
+              "the channel still answers")
+        print("# fuzz: %d messages" % n)
+    finally:
+        l.close()
+        other.close()
+        m.umount()
+
+
+CASES = [
+    ("mount-options", case_mount_options),
+    ("no-lento-miss-ENOTCONN-after-timeout", case_no_lento_enotconn),
+    ("signal-interrupts-wait", case_signal_interrupts),
+    ("register-mounted-notice-and-serve", case_register_then_serve),
+    ("malformed-and-unauthorised-messages-refused", case_refusals),
+    ("concurrent-misses-one-upcall", case_coalesced),
+    ("new-lento-gets-pending-upcall", case_new_lento_resend),
+    ("fetch-by-rename-reopens-open-keeps-old", case_fetch_renames),
+    ("dir-break-refetches-names", case_dir_break),
+    ("purge-busy-while-open", case_purge),
+    ("warm-remount-epoch-no-upcalls", case_warm_remount),
+    ("local-creates-no-upcalls", case_local_creates),
+    ("silent-lento-ETIMEDOUT-progress-extends", case_timeouts),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ext")
+    ap.add_argument("mnt")
+    ap.add_argument("--fuzz-seconds", type=int, default=20)
+    ap.add_argument("--only")
+    args = ap.parse_args()
+    cases = CASES + [("fuzz-%ds-random-messages" % args.fuzz_seconds,
+                      lambda e, m: case_fuzz(e, m, args.fuzz_seconds))]
+    passed = failed = 0
+    for name, fn in cases:
+        if args.only and args.only not in name:
+            continue
+        t0 = time.monotonic()
+        try:
+            fn(args.ext, args.mnt)
+            passed += 1
+            print("ok - %s (%.1f s)" % (name, time.monotonic() - t0))
+        except Exception as e:
+            failed += 1
+            print("not ok - %s: %s" % (name, e))
+            if not isinstance(e, Fail):
+                traceback.print_exc(file=sys.stdout)
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
