@@ -60,6 +60,7 @@ struct fset {
 	uint64_t stat[PRESTO_S_MAX + 1];
 	/* lento's side */
 	uint64_t upcalls, hits, fetched, failed, breaks, purges, busy;
+	uint64_t hints;			/* ACCESS handles taken for the LRU */
 };
 
 struct upcall {
@@ -970,8 +971,10 @@ static void on_access(struct client *cl, struct fset *fs, const struct kmsg *m)
 		struct lento_fid fid;
 
 		kmsg_handle(m, i, &h);
-		if (!fid_of_handle(cl, fs, v, &h, &fid))
+		if (!fid_of_handle(cl, fs, v, &h, &fid)) {
 			client_touch(cl, &fid);
+			fs->hints++;
+		}
 	}
 }
 
@@ -1309,6 +1312,8 @@ void kclient_status_json(struct client *cl, struct jw *w)
 		jw_uint(w, fs->purges);
 		jw_key(w, "purge_busy");
 		jw_uint(w, fs->busy);
+		jw_key(w, "access_hints");
+		jw_uint(w, fs->hints);
 		jw_obj_end(w);
 		jw_key(w, "kernel");
 		if (!fs->have_stat) {
@@ -1344,9 +1349,9 @@ void kclient_status_text(struct client *cl, struct jw *w)
 		jw_printf(w, "  lento: %" PRIu64 " upcalls (%" PRIu64 " from "
 			  "the cache, %" PRIu64 " fetched, %" PRIu64 " failed, "
 			  "%u in progress), %" PRIu64 " breaks, %" PRIu64
-			  " purged\n", fs->upcalls, fs->hits, fs->fetched,
-			  fs->failed, pending_of(cl, fs), fs->breaks,
-			  fs->purges);
+			  " purged, %" PRIu64 " access hints\n", fs->upcalls,
+			  fs->hits, fs->fetched, fs->failed, pending_of(cl, fs),
+			  fs->breaks, fs->purges, fs->hints);
 		if (!fs->have_stat)
 			continue;
 		jw_printf(w, "  kernel:");

@@ -202,6 +202,9 @@ def case_cold_read(s):
               "%s: a cold read made no upcall: %s" % (k.name, after))
         check(after["fetch_dir"] > 0 and after["fetch_file"] > 0,
               "%s: %s" % (k.name, after))
+        # presto's ACCESS hints of the files opened reach the LRU.
+        wait_until(lambda: k.fileset()["lento"]["access_hints"] > 0, 10,
+                   k.name + " getting access hints")
 
 
 def case_warm_no_upcalls(s):
