@@ -733,9 +733,16 @@ static int listing_apply(struct job *j)
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
 			err = drop_entry(cl, dirpath, &j->fid, &ol.e[i]);
-	for (uint32_t i = 0; !err && i < li->n; i++)
+	/* Every new name is in this directory: one fsync of it at the end. */
+	cache_defer_dirsync(cl->cache, true);
+	for (uint32_t i = 0; !err && i < li->n; i++) {
 		err = take_entry(cl, j, dirpath, &j->fid, &li->e[i],
 				 li->targets[i]);
+		if (!(i % 16))
+			kclient_progress(cl);	/* presto waits on this */
+	}
+	cache_defer_dirsync(cl->cache, false);
+	err = err ?: cache_sync_dir(cl->cache, dirpath);
 	err = err ?: cache_obj_put(cl->cache, &nd, NULL, 0);
 	free(ol.e);
 	return err;

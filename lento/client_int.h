@@ -248,6 +248,11 @@ int cmd_removexattr(struct ctl_req *r, void *ctx, int argc, char **argv);
 int kclient_start(struct client *cl, char *err, size_t errlen);
 void kclient_free(struct client *cl);
 void kclient_tick(struct client *cl, uint64_t now_ms);
+/*
+ * PROGRESS for the upcalls that have waited long: from the tick, and
+ * from loops that hold the event loop long (a listing of 100,000).
+ */
+void kclient_progress(struct client *cl);
 /* The server connection is up: validate the filesets' volumes now. */
 void kclient_conn_up(struct client *cl);
 /*

@@ -428,6 +428,7 @@ struct child_flags {
 	const char *dirpath;
 	uint64_t epoch;
 	int err;
+	unsigned int n;
 };
 
 /* A child of a listing just made complete: its flags. */
@@ -439,6 +440,9 @@ static int child_flags(void *arg, const char *name,
 	struct cache_obj o;
 	int err;
 
+	/* A directory of 100,000: presto hears from us meanwhile. */
+	if (!(++cf->n % 16))
+		kclient_progress(cf->cl);
 	if (snprintf(path, sizeof(path), "%s/%s", cf->dirpath, name) >=
 	    (int)sizeof(path) || cache_obj_get(cf->cl->cache, fid, &o, NULL, 0))
 		return 0;
@@ -453,7 +457,7 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 		    const char *path)
 {
 	struct client *cl = uc->cl;
-	struct child_flags cf = { cl, path, uc->fs->epoch, 0 };
+	struct child_flags cf = { cl, path, uc->fs->epoch, 0, 0 };
 	int err;
 
 	if (o->type != LENTO_T_DIR)
@@ -1143,8 +1147,17 @@ void kclient_tick(struct client *cl, uint64_t now)
 	said = false;
 	for (struct fset *fs = k->fsets; fs; fs = fs->next)
 		fset_register(cl, fs);
+	kclient_progress(cl);
+}
+
+void kclient_progress(struct client *cl)
+{
+	uint64_t now = lo_now_ms();
+
+	if (!cl->k || !kchan_is_up(cl->k->kc))
+		return;
 	/* Long fetches tell presto they are still at it. */
-	for (struct upcall *uc = k->upcalls; uc; uc = uc->next) {
+	for (struct upcall *uc = cl->k->upcalls; uc; uc = uc->next) {
 		struct kcmd c = { .cmd = PRESTO_CMD_PROGRESS,
 				  .fileset = uc->fs->name, .have = KA(REQ),
 				  .req = uc->req };
@@ -1153,7 +1166,7 @@ void kclient_tick(struct client *cl, uint64_t now)
 		if (now - uc->progress_ms < every / 2 + every / 4)
 			continue;
 		uc->progress_ms = now;
-		kchan_send(k->kc, &c, NULL, NULL);
+		kchan_send(cl->k->kc, &c, NULL, NULL);
 	}
 }
 
