@@ -188,6 +188,7 @@ struct cache {
 	struct cml *cml;
 	int dirfd;
 	sqlite3_stmt *st[S_COUNT];
+	bool defer_dirsync;	/* cache_defer_dirsync() */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -1091,12 +1092,32 @@ int cache_shadowfile(struct cache *c, char *path)
 }
 
 /* The directory part of @path, opened, to fsync a rename in it. */
+void cache_defer_dirsync(struct cache *c, bool on)
+{
+	c->defer_dirsync = on;
+}
+
+int cache_sync_dir(struct cache *c, const char *path)
+{
+	int fd = openat(c->dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+	    err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 static int sync_parent(struct cache *c, const char *path)
 {
 	char dir[CACHE_PATH_MAX];
 	const char *slash = strrchr(path, '/');
 	int fd, err = 0;
 
+	if (c->defer_dirsync)
+		return 0;	/* the caller syncs the directory once */
 	if (!slash) {
 		snprintf(dir, sizeof(dir), ".");
 	} else {
