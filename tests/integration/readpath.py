@@ -402,6 +402,72 @@ def case_wrong_lower(s):
           "R filled the wrong directory: %s" % os.listdir(other))
 
 
+def case_parallel_cold(s):
+    """Eight readers at once over a cold cache: every content right, the
+    upcalls they share answered once each; then warm: no upcall."""
+    q = s.kclient("q")
+    q.mount()
+    q.ready()
+    errors = []
+
+    def reader(i):
+        try:
+            names = list(TREE.items())
+            for name, size in names[i % len(names):] + names[:i % len(names)]:
+                path = os.path.join(q.mnt, name)
+                if size is None:
+                    os.listdir(path)
+                elif not name.endswith(".cold"):
+                    with open(path, "rb") as f:
+                        if f.read() != content(name, size):
+                            errors.append("%d: %s" % (i, name))
+                os.lstat(path)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append("%d: %r" % (i, e))
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    check(not errors, "parallel readers: %s" % errors[:5])
+    cold = q.kstat()
+    warm_pass(q.mnt)
+    warm_pass(q.mnt)
+    before = q.kstat()
+    warm_pass(q.mnt)
+    after = q.kstat()
+    check(after["upcalls"] == before["upcalls"], "warm after parallel: "
+          "%s -> %s" % (before, after))
+    print("  # cold: %d upcalls, %d joined" % (cold["upcalls"],
+                                             cold["joined"]))
+
+
+def case_bigdir(s):
+    """A directory of 1000 files: one FETCH_DIR lists it all (with every
+    child's flags), and a warm ls -l of it makes no upcall."""
+    names = ["f%05d" % i for i in range(1000)]
+    s.c.ctl("mkdir", VOL + "/big")
+    for i in range(0, len(names), 60):
+        s.c.ctl("create", *[VOL + "/big/" + n for n in names[i:i + 60]])
+    s.c.sync(timeout=300)
+    a = s.a
+    before = a.kstat()
+    t0 = time.monotonic()
+    listed = os.listdir(os.path.join(a.mnt, "big"))
+    dt = time.monotonic() - t0
+    check(sorted(listed) == names, "the listing: %d names" % len(listed))
+    subprocess.run(["ls", "-l", os.path.join(a.mnt, "big")], check=True,
+                   stdout=subprocess.DEVNULL)
+    mid = a.kstat()
+    subprocess.run(["ls", "-l", os.path.join(a.mnt, "big")], check=True,
+                   stdout=subprocess.DEVNULL)
+    after = a.kstat()
+    check(after["upcalls"] == mid["upcalls"], "a warm ls -l of big: %s -> "
+          "%s" % (mid, after))
+    print("  # cold listing %.2f s, %d upcalls for the cold ls -l" % (
+        dt, mid["upcalls"] - before["upcalls"]))
+
+
 def case_status(s):
     """lentoctl status shows the fileset and presto's counters."""
     fs = s.b.fileset()
@@ -424,6 +490,8 @@ CASES = [
     ("evict", case_evict),
     ("progress_and_disconnected", case_progress_and_disconnected),
     ("wrong_lower", case_wrong_lower),
+    ("parallel_cold", case_parallel_cold),
+    ("bigdir", case_bigdir),
     ("status", case_status),
 ]
 
