@@ -612,8 +612,7 @@ void kclient_job_ended(struct client *cl, struct job *j)
 		/* A lost connection: the step finds that out itself. */
 		if (j->err && j->err != -ENOTCONN) {
 			log_debug("fileset %s: %s", uc->fs->name, j->msg);
-			uc_answer(uc, j->err == -ENOENT ? -ENOENT :
-				  j->err == -EACCES ? -EACCES : -EIO);
+			uc_answer(uc, j->err);	/* EIO but the few named */
 			uc_unlink(cl, uc);
 			free(uc);
 			continue;
