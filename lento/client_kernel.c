@@ -42,6 +42,13 @@
 #include "log.h"
 
 #define FILEID_INO32_GEN	1	/* ext4's handles (exportfs.h) */
+/*
+ * A directory listed again (after a volume break, say) has children
+ * presto may hold in memory with flags of an old epoch: they are told
+ * their new flags (SET_FLAGS) rather than each asking (FETCH_ATTR), up to
+ * this many. Larger ones let their children ask.
+ */
+#define SET_FLAGS_MAX		4096
 
 struct fset {
 	struct fset *next;
@@ -425,10 +432,11 @@ static int uc_need(struct upcall *uc, enum job_kind k, uint32_t volume,
 
 struct child_flags {
 	struct client *cl;
+	struct fset *fs;
 	const char *dirpath;
-	uint64_t epoch;
 	int err;
 	unsigned int n;
+	bool tell;		/* SET_FLAGS too */
 };
 
 /* A child of a listing just made complete: its flags. */
@@ -438,6 +446,7 @@ static int child_flags(void *arg, const char *name,
 	struct child_flags *cf = arg;
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
+	uint32_t flags;
 	int err;
 
 	/* A directory of 100,000: presto hears from us meanwhile. */
@@ -446,10 +455,20 @@ static int child_flags(void *arg, const char *name,
 	if (snprintf(path, sizeof(path), "%s/%s", cf->dirpath, name) >=
 	    (int)sizeof(path) || cache_obj_get(cf->cl->cache, fid, &o, NULL, 0))
 		return 0;
-	err = flags_write(cf->cl, path, flags_of(cf->cl, &o), cf->epoch);
+	flags = flags_of(cf->cl, &o);
+	err = flags_write(cf->cl, path, flags, cf->fs->epoch);
 	/* Not materialised (a device): presto does not meet it either. */
 	if (err && err != -ENOENT && !cf->err)
 		cf->err = err;
+	if (!err && flags && cf->tell) {
+		struct kcmd c = { .cmd = PRESTO_CMD_SET_FLAGS,
+				  .fileset = cf->fs->name,
+				  .have = KA(HANDLE) | KA(FLAGS) | KA(EPOCH),
+				  .flags = flags, .epoch = cf->fs->epoch };
+
+		if (!handle_of(cf->cl, path, &c.handle))
+			kchan_send(cf->cl->k->kc, &c, NULL, NULL);
+	}
 	return 0;
 }
 
@@ -457,8 +476,8 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 		    const char *path)
 {
 	struct client *cl = uc->cl;
-	struct child_flags cf = { cl, path, uc->fs->epoch, 0, 0 };
-	int err;
+	struct child_flags cf = { .cl = cl, .fs = uc->fs, .dirpath = path };
+	int err, n;
 
 	if (o->type != LENTO_T_DIR)
 		return -EIO;
@@ -468,6 +487,8 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 		cl->st.misses++;
 		return uc_need(uc, J_READDIR, 0, &o->fid, NULL);
 	}
+	n = cache_dir_count(cl->cache, &o->fid);
+	cf.tell = n >= 0 && n <= SET_FLAGS_MAX;
 	err = cache_readdir(cl->cache, &o->fid, child_flags, &cf);
 	err = err ?: cf.err;
 	err = err ?: flags_write(cl, path, PRESTO_CB_ALL, uc->fs->epoch);

@@ -414,15 +414,15 @@ int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 		return -ENOMEM;
 	}
 	if (!genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, k->family, 0,
-			 NLM_F_REQUEST | NLM_F_ACK, c->cmd,
-			 PRESTO_GENL_VERSION))
+			 NLM_F_REQUEST, c->cmd, PRESTO_GENL_VERSION))
 		err = -EMSGSIZE;
 	err = err ?: put_cmd(msg, c);
 	if (!err) {
 		h = nlmsg_hdr(msg);
 		h->nlmsg_seq = ++k->seq;
 		h->nlmsg_pid = nl_socket_get_local_port(k->sk);
-		h->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+		/* Without @fn no ack is asked (an error still comes back). */
+		h->nlmsg_flags = NLM_F_REQUEST | (fn ? NLM_F_ACK : 0);
 		while (sendto(k->fd, h, h->nlmsg_len, 0,
 			      (struct sockaddr *)&to, sizeof(to)) < 0) {
 			if (errno == EINTR)
@@ -432,7 +432,7 @@ int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 		}
 	}
 	nlmsg_free(msg);
-	if (err) {
+	if (err || !fn) {
 		free(p);
 		return err;
 	}

@@ -140,7 +140,11 @@ void kchan_tick(struct kchan *k, uint64_t now_ms);
 bool kchan_is_up(const struct kchan *k);
 /* Why it is not up ("" if it is). */
 const char *kchan_state(const struct kchan *k);
-/* Send @c (its ack goes to @fn, which may be NULL). -ENOTCONN if down. */
+/*
+ * Send @c; its ack goes to @fn. With @fn NULL no ack is asked nor
+ * awaited (PROGRESS, SET_FLAGS: many, and nothing to do with the
+ * answer). -ENOTCONN if down.
+ */
 int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	       void *arg);
 /* Acks awaited. */
