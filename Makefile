@@ -104,6 +104,25 @@ build/fuzz/lproto: protocol/fuzz/lproto_fuzz.c $(LPROTOLIB) $(LPROTO_RT)
 
 UNITS += tests/bin/unit-lproto
 
+# The kernel channel's decoding (lento/kchan.h, protocol/KERNEL.md): its
+# unit tests and fuzzer. Seeds: tests/bin/unit-kchan --write-corpus
+# protocol/fuzz/corpus/kchan
+NL_FLAGS := $$(pkg-config --cflags --libs libnl-3.0 libnl-genl-3.0)
+KCHANLIB := lento/kchan_decode.c lento/kchan.h protocol/presto_genl.h
+FUZZERS += build/fuzz/kchan
+UNITS += tests/bin/unit-kchan
+
+tests/bin/unit-kchan: tests/unit/check_kchan.c $(KCHANLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Iprotocol -Ilento -o $@ \
+		tests/unit/check_kchan.c lento/kchan_decode.c \
+		$(NL_FLAGS) $$(pkg-config --cflags --libs check)
+
+build/fuzz/kchan: protocol/fuzz/kchan_fuzz.c $(KCHANLIB)
+	@mkdir -p $(@D)
+	clang -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(FUZZFLAGS) \
+		-Iprotocol -Ilento -o $@ $< lento/kchan_decode.c $(NL_FLAGS)
+
 POSIX_SRC := $(wildcard tests/posix/*.c)
 tests/bin/posix: $(POSIX_SRC) tests/posix/posix.h
 	@mkdir -p $(@D)
@@ -162,9 +181,11 @@ LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/loop.c lento/ctl.c lento/jw.c lento/log.c lento/fidset.c \
 	lento/client.c lento/client_fetch.c lento/client_change.c \
 	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
+	lento/kchan.c lento/kchan_decode.c lento/client_kernel.c \
 	protocol/lproto.c
-LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h
-LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd)
+LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h \
+	protocol/presto_genl.h
+LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd) $(NL_FLAGS)
 
 tools/bin/lento: $(LENTO_SRC) $(LENTO_HDR)
 	@mkdir -p $(@D)

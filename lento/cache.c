@@ -61,7 +61,6 @@ enum stmt {
 	S_SHIP_COUNT,
 	S_STATS,
 	S_LRU,
-	S_HANDLE_DEL,
 	S_HANDLE_PUT,
 	S_HANDLE_GET,
 	S_COUNT
@@ -146,7 +145,6 @@ static const char *const sql[S_COUNT] = {
 		    "ELSE 0 END), 0) FROM cache",
 	[S_LRU] = "SELECT " OBJ_COLS " FROM cache WHERE type = 1 AND "
 		  "data <> 0 AND dirty = 0 ORDER BY used",
-	[S_HANDLE_DEL] = "DELETE FROM handles WHERE fid = ?1",
 	[S_HANDLE_PUT] = "INSERT OR REPLACE INTO handles(htype, handle, ino, "
 			 "fid) VALUES (?1, ?2, ?3, ?4)",
 	[S_HANDLE_GET] = "SELECT fid FROM handles WHERE htype = ?1 AND "
@@ -190,6 +188,7 @@ struct cache {
 	struct cml *cml;
 	int dirfd;
 	sqlite3_stmt *st[S_COUNT];
+	bool defer_dirsync;	/* cache_defer_dirsync() */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -1028,15 +1027,17 @@ int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 	} h;
 	sqlite3_stmt *st;
 	struct stat sb;
-	int mount_id, err;
+	int mount_id;
 
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
 	if (name_to_handle_at(c->dirfd, path, &h.fh, &mount_id, 0) ||
 	    fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW))
 		return -errno;
-	err = fid_run(c, S_HANDLE_DEL, fid);
-	if (err)
-		return err;
+	/*
+	 * The handles of inodes it had before stay: presto may still hold
+	 * one (an open file, a dentry not yet revalidated) and ask by it.
+	 * They go with the object (cache_obj_del, cache_purge).
+	 */
 	st = stmt(c, S_HANDLE_PUT);
 	sqlite3_bind_int(st, 1, h.fh.handle_type);
 	sqlite3_bind_blob(st, 2, h.fh.f_handle, (int)h.fh.handle_bytes,
@@ -1091,12 +1092,32 @@ int cache_shadowfile(struct cache *c, char *path)
 }
 
 /* The directory part of @path, opened, to fsync a rename in it. */
+void cache_defer_dirsync(struct cache *c, bool on)
+{
+	c->defer_dirsync = on;
+}
+
+int cache_sync_dir(struct cache *c, const char *path)
+{
+	int fd = openat(c->dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+	    err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 static int sync_parent(struct cache *c, const char *path)
 {
 	char dir[CACHE_PATH_MAX];
 	const char *slash = strrchr(path, '/');
 	int fd, err = 0;
 
+	if (c->defer_dirsync)
+		return 0;	/* the caller syncs the directory once */
 	if (!slash) {
 		snprintf(dir, sizeof(dir), ".");
 	} else {

@@ -219,8 +219,10 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg);
 
 /*
  * Record the lower inode handle of @fid's object at @path (relative to
- * DIR), replacing what @fid had. -EOPNOTSUPP where the file system has
- * none: the caller may ignore it.
+ * DIR). The handles of the inodes it had before (a body fetched, a
+ * placeholder replaced) still name it: presto may ask by one it still
+ * holds. -EOPNOTSUPP where the file system has none: the caller may
+ * ignore it.
  */
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path);
@@ -257,6 +259,14 @@ int cache_placeholder(struct cache *c, const char *path,
  * what @to was (through a temporary name: readers keep the old inode).
  */
 int cache_link(struct cache *c, const char *from, const char *to);
+/*
+ * Between cache_defer_dirsync(c, true) and (c, false), installs and
+ * placeholders do not sync their directory one by one: the caller then
+ * syncs it once with cache_sync_dir() (a listing of 100,000 entries is
+ * one fsync, not 100,000; ext4 commits the metadata before in order).
+ */
+void cache_defer_dirsync(struct cache *c, bool on);
+int cache_sync_dir(struct cache *c, const char *path);
 /* Mode, times and (as root) owner of @path from @o. */
 int cache_set_attrs(struct cache *c, const char *path,
 		    const struct cache_obj *o);

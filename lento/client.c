@@ -445,6 +445,7 @@ static int on_up(void *arg, const struct lp_hello_reply *r)
 		v->acquiring = v->renewing = v->releasing = false;
 	}
 	client_lookup_configured(cl);
+	kclient_conn_up(cl);
 	reint_kick(cl);
 	return 0;
 }
@@ -480,6 +481,8 @@ static int on_push(void *arg, const struct lp_frame *f, const char **why)
 		/* Not in the cache (any more) is fine: nothing to break. */
 		if (!cache_obj_get(cl->cache, &fid, &o, NULL, 0) && o.valid)
 			cache_obj_set_state(cl->cache, &fid, false, o.data);
+		/* And presto's flags of it, in the xattr and in memory. */
+		kclient_break_fid(cl, &fid);
 		log_debug("break of %08" PRIx32 "-%08" PRIx32 "-%016" PRIx64,
 			  fid.volume, fid.client, fid.seq);
 		return 0;
@@ -493,6 +496,7 @@ static int on_push(void *arg, const struct lp_frame *f, const char **why)
 		/* No per-object break comes after this one: revalidate. */
 		v->validated = false;
 		jobs_break_volume(cl, volume);
+		kclient_break_volume(cl, v);
 		log_debug("volume %s: every callback broken", v->cv.name);
 		return 0;
 	}
@@ -632,16 +636,13 @@ static void vol_status_text(struct jw *w, struct vol *v,
 			  v->cv.name);
 }
 
-static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
+static int status_write(struct client *cl, struct ctl_req *r)
 {
-	struct client *cl = ctx;
 	struct jw *w = ctl_out(r);
 	uint64_t now = lo_now_ms();
 	enum conn_state s = conn_state(cl->conn);
 	struct vol *v;
 
-	(void)argc;
-	(void)argv;
 	if (ctl_json(r)) {
 		jw_obj_begin(w);
 		kv_str(w, "role", "client");
@@ -655,6 +656,7 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 			conn_retry_at(cl->conn) > now ?
 			conn_retry_at(cl->conn) - now : 0);
 		kv_bool(w, "cache_full_of_dirty", cl->full_of_dirty);
+		kclient_status_json(cl, w);
 		jw_key(w, "volumes");
 		jw_arr_begin(w);
 	} else {
@@ -668,6 +670,7 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 		if (cl->full_of_dirty)
 			jw_printf(w, "CACHE FULL of changes not yet "
 				  "reintegrated\n");
+		kclient_status_text(cl, w);
 	}
 	for (v = cl->vols; v; v = v->next) {
 		struct cml_stats cs;
@@ -688,6 +691,24 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 		jw_raw(w, "\n", 1);
 	}
 	return 0;
+}
+
+/* presto's counters are in: the status goes out. */
+static void status_later(struct client *cl, struct ctl_req *r)
+{
+	ctl_reply(r, status_write(cl, r));
+}
+
+static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	struct client *cl = ctx;
+
+	(void)argc;
+	(void)argv;
+	/* With filesets: presto's counters first (an ack away). */
+	if (kclient_stats_refresh(cl, r, status_later))
+		return CTL_LATER;
+	return status_write(cl, r);
 }
 
 static int cmd_volumes(struct ctl_req *r, void *ctx, int argc, char **argv)
@@ -814,6 +835,7 @@ static void tick(struct lo_loop *loop, void *arg)
 	}
 	client_touches_flush(cl);
 	conn_tick(cl->conn, now);
+	kclient_tick(cl, now);
 	permits_tick(cl, now);
 	reint_kick(cl);
 	ops_reap(cl);
@@ -890,6 +912,8 @@ static int client_start(struct client *cl, char *err, size_t errlen)
 	e = ctl_listen(cl->loop, o->control ? o->control : path, &cl->ctl,
 		       err, errlen);
 	if (!e)
+		e = kclient_start(cl, err, errlen);
+	if (!e)
 		e = lo_timer(cl->loop, CLIENT_TICK_MS, tick, cl);
 	if (!e)
 		e = lo_signal(cl->loop, SIGTERM, on_signal, cl);
@@ -905,6 +929,7 @@ static void client_free(struct client *cl)
 	if (cl->cache)
 		client_touches_flush(cl);
 	ops_free(cl);
+	kclient_free(cl);	/* before the cache: a status may be waiting */
 	conn_free(cl->conn);	/* fails what is in flight */
 	cl->conn = NULL;
 	jobs_free(cl);

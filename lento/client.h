@@ -22,6 +22,9 @@ struct client_opts {
 	const char *control;		/* NULL: CACHE/.lento/control.sock */
 	const char *volumes[CLIENT_VOLUMES_MAX];	/* looked up at start */
 	int nvolumes;
+	/* presto filesets served: each mounts CACHE/VOLUME (KERNEL.md) */
+	const char *filesets[CLIENT_VOLUMES_MAX];
+	int nfilesets;
 	uint32_t age_ms;		/* 0: CLIENT_AGE_MS */
 	uint64_t cache_size;		/* 0: CLIENT_CACHE_SIZE */
 };

@@ -113,6 +113,7 @@ void job_end(struct job *j, int err)
 		conn_forget(cl->conn, j->tag);
 	j->inflight = false;
 	op_wake_job(cl, j);
+	kclient_job_ended(cl, j);
 	job_free_if_idle(j);
 }
 
@@ -224,6 +225,8 @@ static int lookup_reply(void *arg, const struct lp_frame *f, int err,
 	/* A new one has nothing cached to validate. */
 	if (!known)
 		v->validated = !j->broken;
+	if (!known && v->validated)
+		kclient_validated(cl, v, true);
 	log_info("volume %s: id %" PRIu32 ", root " FIDFMT ", stamp %" PRIu64,
 		 cv.name, cv.id, FIDARG(&cv.root), cv.stamp);
 	job_end(j, 0);
@@ -312,6 +315,8 @@ static void validation_done(struct job *j)
 	v->validated = true;
 	log_info("volume %s validated: stamp %" PRIu64 "%s", v->cv.name,
 		 va->stamp, va->n ? ", objects checked one by one" : "");
+	/* What changed was broken object by object: the epoch stays. */
+	kclient_validated(cl, v, false);
 	job_end(j, 0);
 }
 
@@ -350,6 +355,9 @@ static int validate_reply(void *arg, const struct lp_frame *f, int err,
 			valid = false;
 		changed += !valid;
 		err = cache_obj_set_state(cl->cache, &o.fid, valid, o.data);
+		/* presto's flags of it go too: the epoch may stay. */
+		if (!err && !valid)
+			kclient_break_fid(cl, &o.fid);
 	}
 	err = err ?: cache_commit(cl->cache);
 	if (err) {
@@ -472,7 +480,8 @@ struct listing {
 	uint32_t total;
 	struct lp_dirent *e;
 	char **targets;		/* owned copies, NUL-ended, or NULL */
-	uint32_t n;
+	uint32_t n;		/* entries kept */
+	uint32_t seen;		/* entries received (.presto is not kept) */
 };
 
 static void listing_free(struct job *j)
@@ -673,6 +682,9 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		err = linked < 0 ? linked : 0;
 		if (!linked)
 			err = cache_placeholder(cl->cache, path, &o, target);
+		/* A directory changed keeps its inode: not its flags. */
+		if (!err && have && !same && o.type == LENTO_T_DIR)
+			kclient_clear_flags(cl, o.fid.volume, path);
 		if (err == -EOPNOTSUPP)	/* a device, say: listed only */
 			err = 0;
 		else if (!err && !linked)
@@ -721,9 +733,16 @@ static int listing_apply(struct job *j)
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
 			err = drop_entry(cl, dirpath, &j->fid, &ol.e[i]);
-	for (uint32_t i = 0; !err && i < li->n; i++)
+	/* Every new name is in this directory: one fsync of it at the end. */
+	cache_defer_dirsync(cl->cache, true);
+	for (uint32_t i = 0; !err && i < li->n; i++) {
 		err = take_entry(cl, j, dirpath, &j->fid, &li->e[i],
 				 li->targets[i]);
+		if (!(i % 16))
+			kclient_progress(cl);	/* presto waits on this */
+	}
+	cache_defer_dirsync(cl->cache, false);
+	err = err ?: cache_sync_dir(cl->cache, dirpath);
 	err = err ?: cache_obj_put(cl->cache, &nd, NULL, 0);
 	free(ol.e);
 	return err;
@@ -768,7 +787,7 @@ static int readdir_frame(struct job *j, const struct lp_frame *f,
 		return -EBADMSG;
 	if (!li->e && !m.first)
 		err = listing_init(li, &m);
-	else if (!li->e || m.first != li->n || m.total != li->total) {
+	else if (!li->e || m.first != li->seen || m.total != li->total) {
 		*why = "READDIR_REPLY: frames that do not follow one another";
 		return -EBADMSG;
 	}
@@ -776,8 +795,13 @@ static int readdir_frame(struct job *j, const struct lp_frame *f,
 		*why = "READDIR_REPLY: the listing of another directory";
 		return -EBADMSG;
 	}
-	while (!err && lp_next_dirent(&m.ents, &d) == 1)
+	while (!err && lp_next_dirent(&m.ents, &d) == 1) {
+		li->seen++;
+		/* presto's journal lives there: never lento's to touch. */
+		if (kclient_skip_name(j->cl, &j->fid, d.de.name))
+			continue;
 		err = listing_add(li, &d);
+	}
 	return err;
 }
 
@@ -876,6 +900,10 @@ static int body_install(struct job *j)
 	o.valid = !j->broken;
 	o.data = true;
 	o.used_ms = wall_ms();
+	/* Complete: presto may serve it alone once it has the name. */
+	err = kclient_flags_new(cl, &o.fid, b->tmp);
+	if (err && err != -EOPNOTSUPP)
+		return err;
 	err = cache_begin(cl->cache);
 	err = err ?: cache_install(cl->cache, b->tmp, path, &o);
 	if (!err)
@@ -1601,8 +1629,7 @@ static int pick_victim(void *arg, const struct cache_obj *o)
 	return vs->n == EVICT_BATCH ? 1 : 0;
 }
 
-/* Replace a file's content by a sparse placeholder: not cached now. */
-static int evict_one(struct client *cl, const struct cache_obj *o)
+int evict_obj(struct client *cl, const struct cache_obj *o)
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj e = *o;
@@ -1629,6 +1656,8 @@ void evict_check(struct client *cl)
 		cl->full_of_dirty = false;
 		return;
 	}
+	if (kclient_purging(cl))
+		return;		/* the last round's PURGEs are not answered */
 	vs = calloc(1, sizeof(*vs));
 	if (!vs)
 		return;
@@ -1636,7 +1665,10 @@ void evict_check(struct client *cl)
 	err = cache_lru_walk(cl->cache, pick_victim, vs);
 	for (size_t i = 0; (err == 0 || err == 1) && i < vs->n &&
 	     cs.bytes > cl->cache_size; i++) {
-		if (evict_one(cl, &vs->o[i]))
+		/* presto first, if it has the file: not while open. */
+		int k = kclient_evict(cl, &vs->o[i]);
+
+		if (k < 0 || (!k && evict_obj(cl, &vs->o[i])))
 			continue;
 		cs.bytes -= vs->o[i].attr.size;
 	}

@@ -136,6 +136,7 @@ struct client_stats {
 };
 
 struct batch;
+struct kclient;
 
 struct client {
 	const struct client_opts *opt;
@@ -164,6 +165,7 @@ struct client {
 	uint64_t evict_check_ms;
 	int stop_signal;
 	bool crash_after_send;	/* LENTO_TEST_CRASH_AFTER_SEND */
+	struct kclient *k;	/* presto's filesets (client_kernel.c) */
 };
 
 /* client.c */
@@ -197,6 +199,8 @@ void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
 void jobs_break_volume(struct client *cl, uint32_t volume);
 void jobs_free(struct client *cl);
 void evict_check(struct client *cl);
+/* Replace a file's content by a sparse placeholder: not cached now. */
+int evict_obj(struct client *cl, const struct cache_obj *o);
 
 /* A path VOLUME/a/b resolved as far as the cache (and server) allow. */
 struct resolved {
@@ -236,6 +240,54 @@ int cmd_symlink(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_link(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_setxattr(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_removexattr(struct ctl_req *r, void *ctx, int argc, char **argv);
+
+/*
+ * client_kernel.c: presto's filesets (--fileset). Each does nothing
+ * when no fileset is configured.
+ */
+int kclient_start(struct client *cl, char *err, size_t errlen);
+void kclient_free(struct client *cl);
+void kclient_tick(struct client *cl, uint64_t now_ms);
+/*
+ * PROGRESS for the upcalls that have waited long: from the tick, and
+ * from loops that hold the event loop long (a listing of 100,000).
+ */
+void kclient_progress(struct client *cl);
+/* The server connection is up: validate the filesets' volumes now. */
+void kclient_conn_up(struct client *cl);
+/*
+ * @v was validated: its fileset's epoch is confirmed (a new one if
+ * @fresh: the volume is new here). Objects found changed were broken one
+ * by one (kclient_break_fid) before.
+ */
+void kclient_validated(struct client *cl, struct vol *v, bool fresh);
+/* A job ended: the upcalls parked on it run again. */
+void kclient_job_ended(struct client *cl, struct job *j);
+/* The server broke @fid / the whole of @v. */
+void kclient_break_fid(struct client *cl, const struct lento_fid *fid);
+void kclient_break_volume(struct client *cl, struct vol *v);
+/* The object at @path (of @volume) changed under its name. */
+void kclient_clear_flags(struct client *cl, uint32_t volume, const char *path);
+/* A new complete body at @path (a temporary file) for @fid: its flags. */
+int kclient_flags_new(struct client *cl, const struct lento_fid *fid,
+		      const char *path);
+/* Is @name in @dir presto's own (.presto at a volume's root)? */
+bool kclient_skip_name(struct client *cl, const struct lento_fid *dir,
+		       const char *name);
+/*
+ * Before evicting @o: 0 evict it now, 1 a PURGE went (the ack evicts
+ * it, or leaves it if open), -errno leave it.
+ */
+int kclient_evict(struct client *cl, const struct cache_obj *o);
+unsigned int kclient_purging(struct client *cl);
+/*
+ * Asks presto for each fileset's counters; true if @done will run once
+ * they are in (false: nothing to ask, call it yourself).
+ */
+bool kclient_stats_refresh(struct client *cl, struct ctl_req *r,
+			   void (*done)(struct client *cl, struct ctl_req *r));
+void kclient_status_json(struct client *cl, struct jw *w);
+void kclient_status_text(struct client *cl, struct jw *w);
 
 /* reint.c */
 void reint_kick(struct client *cl);

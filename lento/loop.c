@@ -15,6 +15,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@
 #define LO_ACCEPT_RETRY_MS 100
 
 enum lo_kind { K_ACCEPT, K_RECV, K_SEND, K_CONNECT, K_TIMER, K_SIGNAL,
-	       K_FILE };
+	       K_FILE, K_POLL };
 
 struct lo_op {
 	enum lo_kind kind;
@@ -116,6 +117,18 @@ struct lo_file {
 	void *arg;
 };
 
+/* A descriptor watched for input (lo_poll). */
+struct lo_poll {
+	struct lo_op op;
+	struct lo_loop *loop;
+	struct lo_poll *prev, *next;	/* loop->polls */
+	int fd;
+	lo_poll_fn fn;
+	void *arg;
+	bool inflight, closing;
+	bool in_fn;		/* its callback runs: lo_poll_done frees it */
+};
+
 struct lo_loop {
 	struct io_uring ring;
 	bool stop, dead;
@@ -124,6 +137,7 @@ struct lo_loop {
 	struct lo_timer *timers;
 	struct lo_sig *sigs;
 	struct lo_file *files;
+	struct lo_poll *polls;
 };
 
 uint64_t lo_now_ms(void)
@@ -927,6 +941,108 @@ static void lo_file_done(struct lo_loop *loop, struct lo_file *f, int res)
 	free(f);
 }
 
+/* ---- descriptors watched for input ---- */
+
+static void lo_poll_unlink(struct lo_poll *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		p->loop->polls = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+}
+
+static int lo_poll_arm(struct lo_poll *p)
+{
+	struct io_uring_sqe *sqe = lo_sqe(p->loop);
+
+	if (!sqe)
+		return -EAGAIN;
+	io_uring_prep_poll_add(sqe, p->fd, POLLIN);
+	io_uring_sqe_set_data(sqe, &p->op);
+	p->inflight = true;
+	return 0;
+}
+
+int lo_poll(struct lo_loop *loop, int fd, lo_poll_fn fn, void *arg,
+	    struct lo_poll **out)
+{
+	struct lo_poll *p = calloc(1, sizeof(*p));
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	p->op.kind = K_POLL;
+	p->loop = loop;
+	p->fd = fd;
+	p->fn = fn;
+	p->arg = arg;
+	err = lo_poll_arm(p);
+	if (err) {
+		free(p);
+		return err;
+	}
+	p->next = loop->polls;
+	if (loop->polls)
+		loop->polls->prev = p;
+	loop->polls = p;
+	*out = p;
+	return 0;
+}
+
+void lo_poll_close(struct lo_poll *p)
+{
+	struct io_uring_sqe *sqe;
+
+	if (!p || p->closing)
+		return;
+	p->closing = true;
+	p->fn = NULL;
+	if (p->in_fn)
+		return;
+	if (!p->inflight) {
+		lo_poll_unlink(p);
+		free(p);
+		return;
+	}
+	/* Freed when the poll in flight completes (cancelled). */
+	sqe = lo_sqe(p->loop);
+	if (sqe) {
+		io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)&p->op);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
+}
+
+static void lo_poll_done(struct lo_poll *p, int res)
+{
+	p->inflight = false;
+	if (p->closing) {
+		lo_poll_unlink(p);
+		free(p);
+		return;
+	}
+	p->in_fn = true;
+	p->fn(p->arg, res < 0 ? res : 0);
+	p->in_fn = false;
+	/* The callback may have closed it. */
+	if (p->closing) {
+		lo_poll_unlink(p);
+		free(p);
+		return;
+	}
+	if (lo_poll_arm(p)) {
+		/* No room in the ring now: the owner starts a new watch. */
+		p->in_fn = true;
+		p->fn(p->arg, -EAGAIN);
+		p->in_fn = false;
+		if (p->closing) {
+			lo_poll_unlink(p);
+			free(p);
+		}
+	}
+}
+
 /* ---- the loop ---- */
 
 static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
@@ -955,6 +1071,9 @@ static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 	}
 	case K_FILE:
 		lo_file_done(loop, container_of(op, struct lo_file, op), res);
+		return;
+	case K_POLL:
+		lo_poll_done(container_of(op, struct lo_poll, op), res);
 		return;
 	case K_RECV:
 		c = container_of(op, struct lo_conn, recv_op);
@@ -1040,6 +1159,12 @@ void lo_loop_free(struct lo_loop *loop)
 	}
 	while (loop->listeners)
 		lo_listener_free(loop->listeners);
+	while (loop->polls) {
+		struct lo_poll *p = loop->polls;
+
+		lo_poll_unlink(p);
+		free(p);
+	}
 	while (loop->timers) {
 		struct lo_timer *t = loop->timers;
 

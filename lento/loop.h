@@ -116,4 +116,17 @@ int lo_file_write(struct lo_loop *loop, int fd, const void *buf, size_t len,
 		  uint64_t off, lo_file_fn fn, void *arg);
 int lo_file_fsync(struct lo_loop *loop, int fd, lo_file_fn fn, void *arg);
 
+/*
+ * Watch @fd for input: @fn runs from the loop each time it is readable
+ * (@res 0), or with -errno if the poll failed (-EAGAIN: the ring was
+ * full and the watch stopped; the owner starts a new one). The owner
+ * reads until EAGAIN itself. lo_poll_close() stops it (also from inside
+ * @fn); @fd may be closed right after.
+ */
+struct lo_poll;
+typedef void (*lo_poll_fn)(void *arg, int res);
+int lo_poll(struct lo_loop *loop, int fd, lo_poll_fn fn, void *arg,
+	    struct lo_poll **out);
+void lo_poll_close(struct lo_poll *p);
+
 #endif /* LENTO_LOOP_H */

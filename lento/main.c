@@ -5,7 +5,8 @@
  *   lento server --store DIR [--listen ADDR]... [--control PATH]
  *                [--lease-ms N] [--heartbeat-ms N] [--log FILE] [--debug]
  *   lento client --cache DIR --server ADDR [--control PATH]
- *                [--volume NAME]... [--age-ms N] [--cache-size SIZE]
+ *                [--volume NAME]... [--fileset VOLUME[:NAME]]... [--age-ms N]
+ *                [--cache-size SIZE]
  *                [--log FILE] [--debug]
  *
  * See docs/man/lento.8.
@@ -36,14 +37,17 @@ static void usage(FILE *f)
 		"  --debug            log more\n"
 		"\n"
 		"usage: lento client --cache DIR --server ADDR [--control PATH]\n"
-		"                    [--volume NAME]... [--age-ms N] [--cache-size SIZE]\n"
-		"                    [--log FILE] [--debug]\n"
+		"                    [--volume NAME]... [--fileset VOLUME[:NAME]]...\n"
+		"                    [--age-ms N] [--cache-size SIZE] [--log FILE] [--debug]\n"
 		"  --cache DIR        the cache (made if missing); DIR/.lento holds\n"
 		"                     the database, DIR/VOLUME each volume's tree\n"
 		"  --server ADDR      the server, HOST:PORT or [IPv6]:PORT\n"
 		"  --control PATH     lentoctl's socket (default DIR/.lento/control.sock)\n"
 		"  --volume NAME      look this volume up at the first connection;\n"
 		"                     repeatable (others are looked up when used)\n"
+		"  --fileset VOLUME[:NAME]  serve presto's fileset NAME (default\n"
+		"                     VOLUME), mounted with -o lower=DIR/VOLUME,\n"
+		"                     fileset=NAME; repeatable\n"
 		"  --age-ms N         ship a change once it is this old (default 5000)\n"
 		"  --cache-size SIZE  bytes of file content kept (default 1G; K, M, G, T)\n"
 		"  --log FILE         log there instead of standard error\n"
@@ -185,6 +189,7 @@ static int client_cmd(int argc, char **argv)
 		{ "server", required_argument, NULL, 'S' },
 		{ "control", required_argument, NULL, 'c' },
 		{ "volume", required_argument, NULL, 'v' },
+		{ "fileset", required_argument, NULL, 'f' },
 		{ "age-ms", required_argument, NULL, 'a' },
 		{ "cache-size", required_argument, NULL, 'z' },
 		{ "log", required_argument, NULL, 'o' },
@@ -215,6 +220,14 @@ static int client_cmd(int argc, char **argv)
 				return 2;
 			}
 			o.volumes[o.nvolumes++] = optarg;
+			break;
+		case 'f':
+			if (o.nfilesets == CLIENT_VOLUMES_MAX) {
+				fprintf(stderr, "lento: at most %d --fileset\n",
+					CLIENT_VOLUMES_MAX);
+				return 2;
+			}
+			o.filesets[o.nfilesets++] = optarg;
 			break;
 		case 'a':
 			if (parse_ms(optarg, &o.age_ms))

@@ -469,6 +469,68 @@ static void on_signal(struct lo_loop *loop, int signo, void *arg)
 	lo_stop(loop);
 }
 
+/* lo_poll: a pipe written by a timer; each byte read, then it closes. */
+struct pollt {
+	struct lo_loop *loop;
+	struct lo_poll *p;
+	int fds[2];
+	int ticks, got, calls, closed_at;
+};
+
+static void pollt_readable(void *arg, int res)
+{
+	struct pollt *pt = arg;
+	char buf[16];
+	ssize_t n;
+
+	ck_assert_int_eq(res, 0);
+	pt->calls++;
+	while ((n = read(pt->fds[0], buf, sizeof(buf))) > 0)
+		pt->got += (int)n;
+	ck_assert(n < 0 && errno == EAGAIN);
+	if (pt->got == 5) {	/* closed from inside its callback */
+		lo_poll_close(pt->p);
+		pt->p = NULL;
+		pt->closed_at = pt->ticks;
+	}
+}
+
+static void pollt_timer(struct lo_loop *loop, void *arg)
+{
+	struct pollt *pt = arg;
+
+	if (++pt->ticks <= 5)
+		ck_assert_int_eq(write(pt->fds[1], "x", 1), 1);
+	/* Written after the close: nobody is called. */
+	if (pt->ticks == 8)
+		ck_assert_int_eq(write(pt->fds[1], "y", 1), 1);
+	if (pt->ticks == 12)
+		lo_stop(loop);
+}
+
+START_TEST(poll_readable)
+{
+	struct pollt pt = { 0 };
+
+	ck_assert_int_eq(lo_loop_new(&pt.loop), 0);
+	ck_assert_int_eq(pipe2(pt.fds, O_NONBLOCK | O_CLOEXEC), 0);
+	ck_assert_int_eq(lo_poll(pt.loop, pt.fds[0], pollt_readable, &pt,
+				 &pt.p), 0);
+	ck_assert_int_eq(lo_timer(pt.loop, 5, pollt_timer, &pt), 0);
+	ck_assert_int_eq(lo_run(pt.loop), 0);
+	ck_assert_int_eq(pt.got, 5);
+	ck_assert_int_eq(pt.closed_at, 5);
+	ck_assert_int_ge(pt.calls, 1);
+	ck_assert_int_le(pt.calls, 5);
+	/* One left open, watched: freed with the loop. */
+	ck_assert_int_eq(lo_poll(pt.loop, pt.fds[0], pollt_readable, &pt,
+				 &pt.p), 0);
+	lo_loop_free(pt.loop);
+	close(pt.fds[0]);
+	close(pt.fds[1]);
+}
+END_TEST
+
 START_TEST(signal_stops)
 {
 	struct lo_loop *loop;
@@ -585,6 +647,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, timer_period);
 	tcase_add_test(tc, signal_stops);
 	tcase_add_test(tc, file_write_fsync);
+	tcase_add_test(tc, poll_readable);
 	suite_add_tcase(s, tc);
 	return s;
 }

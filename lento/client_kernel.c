@@ -1,0 +1,1396 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The lento client as presto's cache manager (protocol/KERNEL.md): the
+ * filesets it serves (--fileset VOLUME: the mount's lower is
+ * CACHE/VOLUME), their registration and epochs, upcalls, breaks, purges
+ * and access hints.
+ *
+ * Epochs. Each fileset's volume has an epoch in the cache database
+ * (cache_meta "kepoch:VOLUME"): the flags lento writes in the lower
+ * inodes' trusted.presto.cb carry it. When the volume is validated with
+ * the server the epoch stays, so that a warm cache stays warm across a
+ * restart of lento or a remount: if the stamp moved, the objects whose
+ * versions changed are broken one by one (their flags cleared in the
+ * xattr and in presto) as the validation finds them. A new random epoch
+ * -- one SET_EPOCH turns every flag off at once -- is taken when the
+ * server breaks the whole volume (lento holds no callback of it any
+ * more, so presto must not serve it alone until it is validated again)
+ * and for a volume new to the cache. Started without its server, lento
+ * confirms the epoch it has, as it serves the rest of the cache
+ * disconnected.
+ *
+ * Upcalls are like ops (client_int.h): a step runs, finds what it lacks,
+ * parks on the job that fetches it and runs again when the job ends. A
+ * step that has what it needs fills the lower object, writes its flags
+ * and answers; every upcall gets exactly one REPLY (or none if presto
+ * forgot it: the fileset was unmounted, or the channel went).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "cml.h"
+#include "kchan.h"
+#include "log.h"
+
+#define FILEID_INO32_GEN	1	/* ext4's handles (exportfs.h) */
+/*
+ * A directory listed again (after a volume break, say) has children
+ * presto may hold in memory with flags of an old epoch: they are told
+ * their new flags (SET_FLAGS) rather than each asking (FETCH_ATTR), up to
+ * this many. Larger ones let their children ask.
+ */
+#define SET_FLAGS_MAX		4096
+
+struct fset {
+	struct fset *next;
+	char name[PRESTO_FILESET_MAX + 1];	/* presto's (fileset=) */
+	char volume[LENTO_VOLNAME_MAX + 1];	/* lower=CACHE/volume */
+	bool registered, registering;
+	bool mounted, root_ok, refused_said;
+	struct presto_handle root;
+	uint32_t timeout_ms;
+	uint64_t epoch;			/* 0: none chosen yet */
+	bool epoch_sent;		/* to this mount */
+	uint64_t register_at_ms;	/* next REGISTER attempt */
+	bool busy_said, dot_presto_said;
+	/* presto's counters (STATS), the last ones read */
+	bool have_stat;
+	uint64_t stat[PRESTO_S_MAX + 1];
+	/* lento's side */
+	uint64_t upcalls, hits, fetched, failed, breaks, purges, busy;
+	uint64_t hints;			/* ACCESS handles taken for the LRU */
+};
+
+struct upcall {
+	struct upcall *next;
+	struct client *cl;
+	struct fset *fs;
+	uint64_t req;
+	uint32_t op;
+	struct presto_handle h;
+	uint64_t start_ms, progress_ms;
+	uint64_t wait_job;
+	int steps;
+	bool fetched;		/* a job ran for it: not a hit */
+	/*
+	 * The object asked about, once known: a fetched body replaces the
+	 * inode the handle named, so the handle is looked up only once.
+	 */
+	bool have_fid;
+	struct lento_fid fid;
+	uint32_t flags;		/* what the answer sets */
+};
+
+#define BUSY_KEEP	64		/* files found open, remembered */
+#define BUSY_MS		10000		/* not asked again for this long */
+
+struct kclient {
+	struct kchan *kc;
+	struct fset *fsets;
+	struct upcall *upcalls;
+	unsigned int purging;		/* PURGEs awaiting their ack */
+	/* Files a PURGE found open: the LRU's next ones go first. */
+	struct {
+		struct lento_fid fid;
+		uint64_t until_ms;
+	} busy[BUSY_KEEP];
+	unsigned int busy_next;
+};
+
+static const char *const op_names[] = { "?", "FETCH_DIR", "FETCH_FILE",
+					"FETCH_ATTR" };
+
+static struct fset *fset_by_name(struct client *cl, const char *name)
+{
+	struct fset *fs;
+
+	if (!cl->k)
+		return NULL;
+	for (fs = cl->k->fsets; fs; fs = fs->next)
+		if (!strcmp(fs->name, name))
+			return fs;
+	return NULL;
+}
+
+static struct fset *fset_by_volume(struct client *cl, const char *volume)
+{
+	struct fset *fs;
+
+	if (!cl->k)
+		return NULL;
+	for (fs = cl->k->fsets; fs; fs = fs->next)
+		if (!strcmp(fs->volume, volume))
+			return fs;
+	return NULL;
+}
+
+static struct fset *fset_of_volume(struct client *cl, uint32_t volume)
+{
+	struct vol *v = vol_by_id(cl, volume);
+
+	return v ? fset_by_volume(cl, v->cv.name) : NULL;
+}
+
+/* Presto has the fileset mounted over this cache and listens. */
+static bool live(const struct fset *fs)
+{
+	return fs->registered && fs->mounted && fs->root_ok;
+}
+
+/* ---------------------------------------------------- handles, flags */
+
+static bool handle_eq(const struct presto_handle *a,
+		      const struct presto_handle *b)
+{
+	return a->ino == b->ino && a->gen == b->gen;
+}
+
+/* The handle of the lower object at @path (relative to the cache). */
+static int handle_of(struct client *cl, const char *path,
+		     struct presto_handle *ph)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} h;
+	uint32_t ino, gen;
+	int mount_id;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(cache_dirfd(cl->cache), path, &h.fh, &mount_id,
+			      0))
+		return -errno;
+	if (h.fh.handle_type != FILEID_INO32_GEN || h.fh.handle_bytes != 8)
+		return -EOPNOTSUPP;
+	memcpy(&ino, h.fh.f_handle, 4);
+	memcpy(&gen, h.fh.f_handle + 4, 4);
+	ph->ino = ino;
+	ph->gen = gen;
+	ph->pad = 0;
+	return 0;
+}
+
+static int fid_of_handle(struct client *cl, struct fset *fs, struct vol *v,
+			 const struct presto_handle *ph, struct lento_fid *fid)
+{
+	uint32_t blob[2] = { (uint32_t)ph->ino, ph->gen };
+	int err;
+
+	if (handle_eq(ph, &fs->root)) {
+		*fid = v->cv.root;
+		return 0;
+	}
+	if (ph->ino > UINT32_MAX)
+		return -ESTALE;
+	err = cache_handle_lookup(cl->cache, FILEID_INO32_GEN, blob,
+				  sizeof(blob), fid);
+	if (err == -ENOENT || (!err && fid->volume != v->cv.id))
+		return -ESTALE;
+	return err;
+}
+
+static void proc_path(struct client *cl, const char *path, char *out,
+		      size_t size)
+{
+	snprintf(out, size, "/proc/self/fd/%d/%s", cache_dirfd(cl->cache),
+		 path);
+}
+
+/* trusted.presto.cb of the lower object at @path. */
+static int flags_write(struct client *cl, const char *path, uint32_t flags,
+		       uint64_t epoch)
+{
+	char p[CACHE_PATH_MAX + 40];
+	uint8_t b[KCHAN_CB_LEN];
+
+	proc_path(cl, path, p, sizeof(p));
+	kchan_cb_encode(b, flags, epoch);
+	return lsetxattr(p, PRESTO_CB_XATTR, b, sizeof(b), 0) ? -errno : 0;
+}
+
+static int flags_read(struct client *cl, const char *path, uint32_t *flags,
+		      uint64_t *epoch)
+{
+	char p[CACHE_PATH_MAX + 40];
+	uint8_t b[KCHAN_CB_LEN + 1];
+	ssize_t n;
+
+	proc_path(cl, path, p, sizeof(p));
+	n = lgetxattr(p, PRESTO_CB_XATTR, b, sizeof(b));
+	if (n < 0)
+		return -errno;
+	return kchan_cb_decode(b, (size_t)n, flags, epoch);
+}
+
+/* What the kernel may do alone with @o, by lento's database. */
+static uint32_t flags_of(struct client *cl, const struct cache_obj *o)
+{
+	uint32_t f = 0;
+
+	if (!o->valid && !o->dirty)
+		return 0;
+	f |= PRESTO_CB_ATTR;
+	if (o->type == LENTO_T_SYMLINK || usable(cl, o))
+		f |= PRESTO_CB_DATA;
+	return f;
+}
+
+/* ------------------------------------------------------------ epochs */
+
+static void meta_key(char *buf, size_t size, const char *volume)
+{
+	snprintf(buf, size, "kepoch:%s", volume);
+}
+
+static int epoch_load(struct client *cl, const char *volume, uint64_t *e)
+{
+	char key[LENTO_VOLNAME_MAX + 16];
+	int64_t v = 0;
+	int err;
+
+	meta_key(key, sizeof(key), volume);
+	err = cache_meta_get(cl->cache, key, &v);
+	if (!err && !v)
+		err = -ENOENT;
+	*e = (uint64_t)v;
+	return err;
+}
+
+static int epoch_new(struct client *cl, struct fset *fs)
+{
+	char key[LENTO_VOLNAME_MAX + 16];
+	uint64_t e = 0;
+	int err;
+
+	while (!e || e == fs->epoch)
+		if (getrandom(&e, sizeof(e), 0) != sizeof(e))
+			return -errno;
+	meta_key(key, sizeof(key), fs->volume);
+	err = cache_meta_set(cl->cache, key, (int64_t)e);
+	if (err)
+		return err;
+	fs->epoch = e;
+	fs->epoch_sent = false;
+	return 0;
+}
+
+static void epoch_ack(void *arg, int err, const struct kmsg *reply)
+{
+	struct fset *fs = arg;
+
+	(void)reply;
+	if (err)
+		log_warn("fileset %s: SET_EPOCH: %s", fs->name, strerror(-err));
+}
+
+/* SET_EPOCH, once per mount and epoch. */
+static void epoch_push(struct client *cl, struct fset *fs)
+{
+	struct kcmd c = { .cmd = PRESTO_CMD_SET_EPOCH, .fileset = fs->name,
+			  .have = KA(EPOCH), .epoch = fs->epoch };
+	int err;
+
+	if (!live(fs) || !fs->epoch || fs->epoch_sent)
+		return;
+	err = kchan_send(cl->k->kc, &c, epoch_ack, fs);
+	if (err) {
+		log_warn("fileset %s: SET_EPOCH: %s", fs->name, strerror(-err));
+		return;
+	}
+	fs->epoch_sent = true;
+	log_info("fileset %s: epoch %016" PRIx64, fs->name, fs->epoch);
+}
+
+void kclient_validated(struct client *cl, struct vol *v, bool fresh)
+{
+	struct fset *fs = fset_by_volume(cl, v->cv.name);
+	uint64_t e;
+	int err;
+
+	if (!fs)
+		return;
+	if (!fresh && !fs->epoch && !epoch_load(cl, fs->volume, &e))
+		fs->epoch = e;
+	if (fresh || !fs->epoch) {
+		err = epoch_new(cl, fs);
+		if (err) {
+			log_err("fileset %s: cannot record a new epoch: %s",
+				fs->name, strerror(-err));
+			return;
+		}
+		log_info("fileset %s: a new epoch (%s)", fs->name, fresh ?
+			 "the volume is new here" : "none was recorded");
+	}
+	epoch_push(cl, fs);
+}
+
+/* Mounted: which epoch counts now? */
+static void epoch_at_mount(struct client *cl, struct fset *fs)
+{
+	struct vol *v = vol_by_name(cl, fs->volume);
+	uint64_t e;
+
+	if (fs->epoch) {
+		epoch_push(cl, fs);
+		return;
+	}
+	if (!connected(cl)) {
+		/* Disconnected: the cache is served as it is. */
+		if (!epoch_load(cl, fs->volume, &e)) {
+			fs->epoch = e;
+			log_info("fileset %s: the server is not connected: "
+				 "serving the cache as it was", fs->name);
+			epoch_push(cl, fs);
+		}
+		return;
+	}
+	if (!v)
+		job_start(cl, J_LOOKUP, 0, NULL, fs->volume, NULL);
+	else if (!v->validated)
+		job_start(cl, J_VALIDATE, v->cv.id, NULL, NULL, NULL);
+	else
+		kclient_validated(cl, v, false);
+}
+
+/* ----------------------------------------------------------- upcalls */
+
+static void uc_unlink(struct client *cl, struct upcall *uc)
+{
+	struct upcall **pp;
+
+	for (pp = &cl->k->upcalls; *pp; pp = &(*pp)->next)
+		if (*pp == uc) {
+			*pp = uc->next;
+			return;
+		}
+}
+
+static void reply_ack(void *arg, int err, const struct kmsg *reply)
+{
+	(void)reply;
+	(void)arg;
+	if (err == -ESRCH)
+		log_debug("a REPLY presto no longer waited for");
+	else if (err)
+		log_warn("REPLY: %s", strerror(-err));
+}
+
+/* The one answer of @uc: @err 0 (uc->flags set) or -errno. */
+static void uc_answer(struct upcall *uc, int err)
+{
+	struct client *cl = uc->cl;
+	struct fset *fs = uc->fs;
+	struct kcmd c = { .cmd = PRESTO_CMD_REPLY, .fileset = fs->name,
+			  .have = KA(REQ) | KA(ERRNO), .req = uc->req };
+	int e;
+
+	if (err) {
+		/* Only the errnos KERNEL.md names. */
+		if (err != -ENOENT && err != -ENOTCONN && err != -ESTALE &&
+		    err != -ENOSPC && err != -EACCES)
+			err = -EIO;
+		c.errno_ = (uint32_t)-err;
+		fs->failed++;
+	} else {
+		c.have |= KA(FLAGS) | KA(EPOCH);
+		c.flags = uc->flags;
+		c.epoch = fs->epoch;
+		if (uc->fetched)
+			fs->fetched++;
+		else
+			fs->hits++;
+	}
+	e = kchan_send(cl->k->kc, &c, reply_ack, NULL);
+	log_debug("fileset %s: %s of %" PRIu64 "/%" PRIu32 " (req %" PRIu64
+		  "): %s in %" PRIu64 " ms%s", fs->name,
+		  op_names[uc->op < 4 ? uc->op : 0], (uint64_t)uc->h.ino,
+		  uc->h.gen, uc->req, err ? strerror(-err) : "done",
+		  lo_now_ms() - uc->start_ms, e ? " (the REPLY failed)" : "");
+}
+
+static int uc_need(struct upcall *uc, enum job_kind k, uint32_t volume,
+		   const struct lento_fid *fid, const char *name)
+{
+	struct job *j;
+	int err = job_start(uc->cl, k, volume, fid, name, &j);
+
+	if (err)
+		return err;
+	uc->wait_job = j->id;
+	uc->fetched = true;
+	return OP_WAIT;
+}
+
+struct child_flags {
+	struct client *cl;
+	struct fset *fs;
+	const char *dirpath;
+	int err;
+	unsigned int n;
+	bool tell;		/* SET_FLAGS too */
+};
+
+/* A child of a listing just made complete: its flags. */
+static int child_flags(void *arg, const char *name,
+		       const struct lento_fid *fid)
+{
+	struct child_flags *cf = arg;
+	char path[CACHE_PATH_MAX];
+	struct cache_obj o;
+	uint32_t flags;
+	int err;
+
+	/* A directory of 100,000: presto hears from us meanwhile. */
+	if (!(++cf->n % 16))
+		kclient_progress(cf->cl);
+	if (snprintf(path, sizeof(path), "%s/%s", cf->dirpath, name) >=
+	    (int)sizeof(path) || cache_obj_get(cf->cl->cache, fid, &o, NULL, 0))
+		return 0;
+	flags = flags_of(cf->cl, &o);
+	err = flags_write(cf->cl, path, flags, cf->fs->epoch);
+	/* Not materialised (a device): presto does not meet it either. */
+	if (err && err != -ENOENT && !cf->err)
+		cf->err = err;
+	if (!err && flags && cf->tell) {
+		struct kcmd c = { .cmd = PRESTO_CMD_SET_FLAGS,
+				  .fileset = cf->fs->name,
+				  .have = KA(HANDLE) | KA(FLAGS) | KA(EPOCH),
+				  .flags = flags, .epoch = cf->fs->epoch };
+
+		if (!handle_of(cf->cl, path, &c.handle))
+			kchan_send(cf->cl->k->kc, &c, NULL, NULL);
+	}
+	return 0;
+}
+
+static int fill_dir(struct upcall *uc, const struct cache_obj *o,
+		    const char *path)
+{
+	struct client *cl = uc->cl;
+	struct child_flags cf = { .cl = cl, .fs = uc->fs, .dirpath = path };
+	int err, n;
+
+	if (o->type != LENTO_T_DIR)
+		return -EIO;
+	if (!usable(cl, o)) {
+		if (!connected(cl))
+			return -ENOTCONN;
+		cl->st.misses++;
+		return uc_need(uc, J_READDIR, 0, &o->fid, NULL);
+	}
+	n = cache_dir_count(cl->cache, &o->fid);
+	cf.tell = n >= 0 && n <= SET_FLAGS_MAX;
+	err = cache_readdir(cl->cache, &o->fid, child_flags, &cf);
+	err = err ?: cf.err;
+	err = err ?: flags_write(cl, path, PRESTO_CB_ALL, uc->fs->epoch);
+	uc->flags = PRESTO_CB_ALL;
+	return err;
+}
+
+static int fill_file(struct upcall *uc, const struct cache_obj *o,
+		     const char *path)
+{
+	struct client *cl = uc->cl;
+
+	if (o->type == LENTO_T_DIR)
+		return -EIO;
+	if (o->type == LENTO_T_REG && !usable(cl, o)) {
+		if (!connected(cl))
+			return -ENOTCONN;
+		cl->st.misses++;
+		return uc_need(uc, J_FETCH, 0, &o->fid, NULL);
+	}
+	if (!uc->fetched)
+		cl->st.hits++;
+	client_touch(cl, &o->fid);
+	uc->flags = PRESTO_CB_ALL;
+	return flags_write(cl, path, PRESTO_CB_ALL, uc->fs->epoch);
+}
+
+static int fill_attr(struct upcall *uc, const struct cache_obj *o,
+		     const char *path)
+{
+	struct client *cl = uc->cl;
+	struct lento_fid dir;
+	char name[LENTO_NAME_MAX + 1];
+	uint32_t flags = 0;
+	uint64_t epoch = 0;
+	int err;
+
+	if (!o->valid && !o->dirty) {
+		if (!connected(cl))
+			return -ENOTCONN;
+		/* Its status comes with its directory's listing. */
+		err = cache_name_of(cl->cache, &o->fid, &dir, name);
+		if (err == -ENOENT)
+			dir = o->fid;	/* a root */
+		else if (err)
+			return err;
+		return uc_need(uc, J_READDIR, 0, &dir, NULL);
+	}
+	err = cache_set_attrs(cl->cache, path, o);
+	if (err)
+		return err;
+	/* DATA stays as it was (for this epoch). */
+	if (!flags_read(cl, path, &flags, &epoch) && epoch == uc->fs->epoch)
+		flags &= PRESTO_CB_DATA;
+	else
+		flags = 0;
+	uc->flags = PRESTO_CB_ATTR;
+	return flags_write(cl, path, flags | PRESTO_CB_ATTR, uc->fs->epoch);
+}
+
+/* 0 (answered with uc->flags), OP_WAIT, or -errno to answer. */
+static int uc_step(struct upcall *uc)
+{
+	struct client *cl = uc->cl;
+	struct fset *fs = uc->fs;
+	struct vol *v = vol_by_name(cl, fs->volume);
+	char path[CACHE_PATH_MAX];
+	struct lento_fid fid;
+	struct cache_obj o;
+	int err;
+
+	if (!fs->root_ok)
+		return -EIO;
+	if (!v)
+		return connected(cl) ? uc_need(uc, J_LOOKUP, 0, NULL, fs->volume)
+				     : -ENOTCONN;
+	if (v->unknown)
+		return -ENOENT;
+	if (connected(cl) && !v->validated)
+		return uc_need(uc, J_VALIDATE, v->cv.id, NULL, NULL);
+	if (!fs->epoch)
+		kclient_validated(cl, v, false);
+	if (!fs->epoch)
+		return -EIO;
+	epoch_push(cl, fs);
+	if (!uc->have_fid) {
+		err = fid_of_handle(cl, fs, v, &uc->h, &uc->fid);
+		if (err)
+			return err;
+		uc->have_fid = true;
+	}
+	fid = uc->fid;
+	err = cache_obj_get(cl->cache, &fid, &o, NULL, 0);
+	err = err ?: cache_path(cl->cache, &fid, path, sizeof(path));
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	switch (uc->op) {
+	case PRESTO_OP_FETCH_DIR:
+		return fill_dir(uc, &o, path);
+	case PRESTO_OP_FETCH_FILE:
+		return fill_file(uc, &o, path);
+	default:
+		return fill_attr(uc, &o, path);
+	}
+}
+
+/* Run @uc's step once more: answered, it goes. */
+static void uc_run(struct upcall *uc)
+{
+	struct client *cl = uc->cl;
+	int rc;
+
+	uc->wait_job = 0;
+	rc = ++uc->steps > OP_STEPS_MAX ? -EIO : uc_step(uc);
+	if (rc == OP_WAIT)
+		return;
+	uc_answer(uc, rc);
+	uc_unlink(cl, uc);
+	free(uc);
+}
+
+void kclient_job_ended(struct client *cl, struct job *j)
+{
+	struct upcall *list = NULL, *uc, **pp;
+
+	if (!cl->k)
+		return;
+	/* Take them off first: a rerun may park them again. */
+	for (pp = &cl->k->upcalls; (uc = *pp);) {
+		if (uc->wait_job != j->id) {
+			pp = &uc->next;
+			continue;
+		}
+		*pp = uc->next;
+		uc->next = list;
+		list = uc;
+	}
+	while ((uc = list)) {
+		list = uc->next;
+		uc->next = cl->k->upcalls;
+		cl->k->upcalls = uc;
+		/* A lost connection: the step finds that out itself. */
+		if (j->err && j->err != -ENOTCONN) {
+			log_debug("fileset %s: %s", uc->fs->name, j->msg);
+			uc_answer(uc, j->err);	/* EIO but the few named */
+			uc_unlink(cl, uc);
+			free(uc);
+			continue;
+		}
+		uc_run(uc);
+	}
+}
+
+static void on_upcall(struct client *cl, struct fset *fs, const struct kmsg *m)
+{
+	struct upcall *uc;
+
+	for (uc = cl->k->upcalls; uc; uc = uc->next)
+		if (uc->fs == fs && uc->req == m->req)
+			return;	/* sent again: it is being answered */
+	uc = calloc(1, sizeof(*uc));
+	if (!uc) {
+		log_err("fileset %s: out of memory for an upcall", fs->name);
+		return;
+	}
+	uc->cl = cl;
+	uc->fs = fs;
+	uc->req = m->req;
+	uc->op = m->op;
+	uc->h = m->handle;
+	uc->start_ms = uc->progress_ms = lo_now_ms();
+	uc->next = cl->k->upcalls;
+	cl->k->upcalls = uc;
+	fs->upcalls++;
+	uc_run(uc);
+}
+
+/* Upcalls presto forgot (unmounted, the channel went). */
+static void upcalls_drop(struct client *cl, struct fset *fs)
+{
+	struct upcall **pp, *uc;
+
+	for (pp = &cl->k->upcalls; (uc = *pp);) {
+		if (fs && uc->fs != fs) {
+			pp = &uc->next;
+			continue;
+		}
+		*pp = uc->next;
+		free(uc);
+	}
+}
+
+/* ------------------------------------------------------------ breaks */
+
+static void break_ack(void *arg, int err, const struct kmsg *reply)
+{
+	struct fset *fs = arg;
+
+	(void)reply;
+	if (err)
+		log_warn("fileset %s: BREAK: %s", fs->name, strerror(-err));
+}
+
+/* @path's flags cleared, in its xattr and then in presto. */
+static void break_path(struct client *cl, struct fset *fs, const char *path,
+		       bool root)
+{
+	struct kcmd c = { .cmd = PRESTO_CMD_BREAK, .fileset = fs->name,
+			  .have = KA(HANDLE) | KA(FLAGS),
+			  .flags = PRESTO_CB_ALL };
+	int err = flags_write(cl, path, 0, fs->epoch);
+
+	if (err == -ENOENT)
+		return;		/* not materialised: nothing to break */
+	if (err && err != -EOPNOTSUPP)
+		log_warn("fileset %s: clearing the flags of %s: %s", fs->name,
+			 path, strerror(-err));
+	if (!live(fs))
+		return;
+	if (root)
+		c.handle = fs->root;
+	else if (handle_of(cl, path, &c.handle))
+		return;
+	fs->breaks++;
+	err = kchan_send(cl->k->kc, &c, break_ack, fs);
+	if (err)
+		log_warn("fileset %s: BREAK: %s", fs->name, strerror(-err));
+}
+
+void kclient_break_fid(struct client *cl, const struct lento_fid *fid)
+{
+	struct fset *fs = fset_of_volume(cl, fid->volume);
+	struct vol *v = vol_by_id(cl, fid->volume);
+	char path[CACHE_PATH_MAX];
+
+	if (!fs || !fs->epoch ||
+	    cache_path(cl->cache, fid, path, sizeof(path)))
+		return;
+	break_path(cl, fs, path, v && lento_fid_eq(fid, &v->cv.root));
+}
+
+void kclient_break_volume(struct client *cl, struct vol *v)
+{
+	struct fset *fs = fset_by_volume(cl, v->cv.name);
+	int err;
+
+	if (!fs || !fs->epoch)
+		return;
+	err = epoch_new(cl, fs);
+	if (err) {
+		log_err("fileset %s: cannot record a new epoch: %s", fs->name,
+			strerror(-err));
+		return;
+	}
+	log_info("fileset %s: the server broke the whole volume: a new "
+		 "epoch", fs->name);
+	epoch_push(cl, fs);
+}
+
+void kclient_clear_flags(struct client *cl, uint32_t volume, const char *path)
+{
+	struct fset *fs = fset_of_volume(cl, volume);
+
+	if (fs && fs->epoch)
+		break_path(cl, fs, path, false);
+}
+
+int kclient_flags_new(struct client *cl, const struct lento_fid *fid,
+		      const char *path)
+{
+	struct fset *fs = fset_of_volume(cl, fid->volume);
+
+	if (!fs || !fs->epoch)
+		return 0;
+	return flags_write(cl, path, PRESTO_CB_ALL, fs->epoch);
+}
+
+bool kclient_skip_name(struct client *cl, const struct lento_fid *dir,
+		       const char *name)
+{
+	struct vol *v;
+	struct fset *fs;
+
+	if (strcmp(name, ".presto"))
+		return false;
+	v = vol_by_id(cl, dir->volume);
+	if (!v || !lento_fid_eq(dir, &v->cv.root))
+		return false;
+	fs = fset_by_volume(cl, v->cv.name);
+	if (fs && !fs->dot_presto_said) {
+		fs->dot_presto_said = true;
+		log_warn("volume %s: the server has an entry .presto at its "
+			 "root; presto keeps its journal there, so it is not "
+			 "cached", v->cv.name);
+	} else if (!fs) {
+		log_debug("volume %s: .presto at the root not cached",
+			  v->cv.name);
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------- eviction */
+
+struct purge {
+	struct client *cl;
+	struct fset *fs;
+	struct lento_fid fid;
+	char path[CACHE_PATH_MAX];
+};
+
+/*
+ * Drop a file's content in place (a sparse file of its size): presto
+ * keeps its inode, which PURGE just made incomplete. Not by a new
+ * placeholder inode as evict_obj() does: presto would still hold the old.
+ */
+static int evict_in_place(struct client *cl, const struct cache_obj *o,
+			  const char *path)
+{
+	int fd = openat(cache_dirfd(cl->cache), path, O_WRONLY | O_NOFOLLOW |
+			O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)o->attr.size))
+		err = -errno;
+	close(fd);
+	err = err ?: cache_set_attrs(cl->cache, path, o);
+	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
+	if (!err)
+		cl->st.evictions++;
+	return err;
+}
+
+static void purge_ack(void *arg, int err, const struct kmsg *reply)
+{
+	struct purge *p = arg;
+	struct client *cl = p->cl;
+	struct cache_obj o;
+
+	(void)reply;
+	cl->k->purging--;
+	if (err == -EBUSY) {
+		/* Open through the mount: it stays, and so does DATA. */
+		struct kclient *k = cl->k;
+
+		p->fs->busy++;
+		flags_write(cl, p->path, PRESTO_CB_ALL, p->fs->epoch);
+		k->busy[k->busy_next].fid = p->fid;
+		k->busy[k->busy_next].until_ms = lo_now_ms() + BUSY_MS;
+		k->busy_next = (k->busy_next + 1) % BUSY_KEEP;
+	} else if (err) {
+		log_warn("fileset %s: PURGE of %s: %s", p->fs->name, p->path,
+			 strerror(-err));
+		if (err != -ECANCELED && err != -ETIMEDOUT)
+			flags_write(cl, p->path, PRESTO_CB_ALL, p->fs->epoch);
+	} else if (!cache_obj_get(cl->cache, &p->fid, &o, NULL, 0) &&
+		   o.data && !o.dirty) {
+		p->fs->purges++;
+		err = evict_in_place(cl, &o, p->path);
+		if (err)
+			log_warn("evicting %s: %s", p->path, strerror(-err));
+	}
+	free(p);
+}
+
+int kclient_evict(struct client *cl, const struct cache_obj *o)
+{
+	struct fset *fs = fset_of_volume(cl, o->fid.volume);
+	struct kcmd c = { .cmd = PRESTO_CMD_PURGE, .have = KA(HANDLE) };
+	struct purge *p;
+	int err;
+
+	if (!fs || !fs->mounted)
+		return 0;	/* presto has none of it in memory */
+	if (!live(fs))
+		return -EAGAIN;
+	for (unsigned int i = 0; i < BUSY_KEEP; i++)
+		if (lento_fid_eq(&cl->k->busy[i].fid, &o->fid) &&
+		    lo_now_ms() < cl->k->busy[i].until_ms)
+			return -EBUSY;	/* open a moment ago */
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->cl = cl;
+	p->fs = fs;
+	p->fid = o->fid;
+	err = cache_path(cl->cache, &o->fid, p->path, sizeof(p->path));
+	err = err ?: handle_of(cl, p->path, &c.handle);
+	if (err == -ENOENT) {
+		free(p);
+		return 0;
+	}
+	/* DATA off in the xattr first, then in presto. */
+	err = err ?: flags_write(cl, p->path, PRESTO_CB_ATTR, fs->epoch);
+	c.fileset = fs->name;
+	err = err ?: kchan_send(cl->k->kc, &c, purge_ack, p);
+	if (err) {
+		free(p);
+		return err;
+	}
+	cl->k->purging++;
+	return 1;
+}
+
+unsigned int kclient_purging(struct client *cl)
+{
+	return cl->k ? cl->k->purging : 0;
+}
+
+/* ------------------------------------------------- messages from presto */
+
+static void register_ack(void *arg, int err, const struct kmsg *reply)
+{
+	struct fset *fs = arg;
+
+	(void)reply;
+	fs->registering = false;
+	if (!err) {
+		fs->busy_said = false;
+		return;
+	}
+	fs->registered = false;
+	fs->register_at_ms = lo_now_ms() + KCHAN_RETRY_MS;
+	if (err == -EBUSY && fs->busy_said)
+		return;
+	fs->busy_said = err == -EBUSY;
+	log_err("fileset %s: cannot register with presto: %s%s", fs->name,
+		strerror(-err), err == -EBUSY ? " (another lento serves it); "
+		"trying again every few seconds" : err == -EPERM ?
+		" (lento needs CAP_SYS_ADMIN)" : "");
+}
+
+static void fset_register(struct client *cl, struct fset *fs)
+{
+	struct kcmd c = { .cmd = PRESTO_CMD_REGISTER, .fileset = fs->name };
+	int err;
+
+	if (fs->registered || fs->registering || !kchan_is_up(cl->k->kc) ||
+	    lo_now_ms() < fs->register_at_ms)
+		return;
+	err = kchan_send(cl->k->kc, &c, register_ack, fs);
+	if (err) {
+		log_warn("fileset %s: REGISTER: %s", fs->name, strerror(-err));
+		fs->register_at_ms = lo_now_ms() + KCHAN_RETRY_MS;
+		return;
+	}
+	fs->registering = true;
+}
+
+/* REGISTER's answer or a MOUNTED/UNMOUNTED notice. */
+static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
+			   const struct kmsg *m)
+{
+	struct presto_handle mine;
+	bool was = fs->mounted;
+	int err;
+
+	fs->mounted = mounted;
+	if (!mounted) {
+		if (was)
+			log_info("fileset %s: unmounted", fs->name);
+		fs->root_ok = false;
+		fs->epoch_sent = false;
+		upcalls_drop(cl, fs);
+		return;
+	}
+	if (was && fs->root_ok && handle_eq(&m->root, &fs->root))
+		return;		/* told again */
+	fs->root = m->root;
+	fs->timeout_ms = m->timeout_ms;
+	fs->epoch_sent = false;
+	err = handle_of(cl, fs->volume, &mine);
+	fs->root_ok = !err && handle_eq(&mine, &m->root);
+	if (!fs->root_ok) {
+		if (err)
+			log_err("fileset %s: presto mounted it over inode %"
+				PRIu64 "/%" PRIu32 ", but %s/%s: %s: refusing "
+				"to serve it", fs->name, (uint64_t)m->root.ino,
+				m->root.gen, cl->opt->cache, fs->volume,
+				strerror(-err));
+		else
+			log_err("fileset %s: presto mounted it over inode %"
+				PRIu64 "/%" PRIu32 ", not over %s/%s (inode %"
+				PRIu64 "/%" PRIu32 "): refusing to serve it "
+				"(mount with lower=%s/%s)", fs->name,
+				(uint64_t)m->root.ino, m->root.gen,
+				cl->opt->cache, fs->volume, (uint64_t)mine.ino,
+				mine.gen, cl->opt->cache, fs->volume);
+		return;
+	}
+	log_info("fileset %s: mounted (timeout %" PRIu32 " ms)", fs->name,
+		 fs->timeout_ms);
+	epoch_at_mount(cl, fs);
+}
+
+static void on_access(struct client *cl, struct fset *fs, const struct kmsg *m)
+{
+	struct vol *v = vol_by_name(cl, fs->volume);
+
+	if (!v || !fs->root_ok)
+		return;
+	for (uint32_t i = 0; i < m->nhandles; i++) {
+		struct presto_handle h;
+		struct lento_fid fid;
+
+		kmsg_handle(m, i, &h);
+		if (!fid_of_handle(cl, fs, v, &h, &fid)) {
+			client_touch(cl, &fid);
+			fs->hints++;
+		}
+	}
+}
+
+static void k_msg(void *arg, const struct kmsg *m)
+{
+	struct client *cl = arg;
+	struct fset *fs = m->kind == KM_GENL ? fset_by_name(cl, m->fileset) :
+			  NULL;
+
+	if (!fs) {
+		if (m->kind == KM_GENL)
+			log_debug("presto: %s for fileset %s, not served here",
+				  kchan_cmd_name(m->cmd), m->fileset);
+		return;
+	}
+	switch (m->cmd) {
+	case PRESTO_CMD_REGISTER:
+		if (!fs->registered)
+			log_info("fileset %s: registered with presto (%s)",
+				 fs->name, m->mounted ? "mounted" :
+				 "not mounted yet");
+		fs->registered = true;
+		on_mount_state(cl, fs, m->mounted, m);
+		break;
+	case PRESTO_CMD_MOUNTED:
+		on_mount_state(cl, fs, true, m);
+		break;
+	case PRESTO_CMD_UNMOUNTED:
+		on_mount_state(cl, fs, false, m);
+		break;
+	case PRESTO_CMD_UPCALL:
+		on_upcall(cl, fs, m);
+		break;
+	case PRESTO_CMD_ACCESS:
+		on_access(cl, fs, m);
+		break;
+	default:
+		break;
+	}
+}
+
+static void k_bad(void *arg, int err, const char *why)
+{
+	(void)arg;
+	log_warn("presto: a message dropped: %s (%s)", why, strerror(-err));
+}
+
+static void k_up(void *arg)
+{
+	struct client *cl = arg;
+
+	log_info("presto: the channel is up");
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		fs->register_at_ms = 0;
+		fset_register(cl, fs);
+	}
+}
+
+static void k_down(void *arg, const char *why)
+{
+	struct client *cl = arg;
+
+	log_warn("presto: the channel went: %s", why);
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		fs->registered = fs->registering = false;
+		fs->mounted = fs->root_ok = false;
+		fs->epoch_sent = false;
+	}
+	upcalls_drop(cl, NULL);
+}
+
+static const struct kchan_ops kops = {
+	.up = k_up, .down = k_down, .msg = k_msg, .bad = k_bad,
+};
+
+/* -------------------------------------------------------------- frame */
+
+int kclient_start(struct client *cl, char *err, size_t errlen)
+{
+	const struct client_opts *o = cl->opt;
+	int e;
+
+	if (!o->nfilesets)
+		return 0;
+	cl->k = calloc(1, sizeof(*cl->k));
+	if (!cl->k)
+		return -ENOMEM;
+	for (int i = o->nfilesets - 1; i >= 0; i--) {
+		char vol[LENTO_VOLNAME_MAX + 1], name[PRESTO_FILESET_MAX + 1];
+		const char *arg = o->filesets[i], *colon = strrchr(arg, ':');
+		struct fset *fs;
+
+		/* VOLUME, or VOLUME:NAME (a fileset name of its own). */
+		if (colon && colon > arg &&
+		    kchan_fileset_ok(colon + 1, strlen(colon + 1)) &&
+		    (size_t)(colon - arg) <= LENTO_VOLNAME_MAX) {
+			snprintf(vol, sizeof(vol), "%.*s", (int)(colon - arg),
+				 arg);
+			snprintf(name, sizeof(name), "%s", colon + 1);
+		} else if (strlen(arg) <= PRESTO_FILESET_MAX) {
+			snprintf(vol, sizeof(vol), "%s", arg);
+			snprintf(name, sizeof(name), "%s", arg);
+		} else {
+			vol[0] = name[0] = 0;
+		}
+		if (!cache_volname_ok(vol) ||
+		    !kchan_fileset_ok(name, strlen(name))) {
+			snprintf(err, errlen, "--fileset %s: not VOLUME or "
+				 "VOLUME:NAME with a volume name and a fileset "
+				 "name presto takes (letters, digits, . _ -)",
+				 arg);
+			return -EINVAL;
+		}
+		if (fset_by_name(cl, name) || fset_by_volume(cl, vol)) {
+			snprintf(err, errlen, "--fileset %s: that fileset or "
+				 "volume twice", arg);
+			return -EINVAL;
+		}
+		fs = calloc(1, sizeof(*fs));
+		if (!fs)
+			return -ENOMEM;
+		snprintf(fs->name, sizeof(fs->name), "%s", name);
+		snprintf(fs->volume, sizeof(fs->volume), "%s", vol);
+		fs->timeout_ms = 30000;
+		fs->next = cl->k->fsets;
+		cl->k->fsets = fs;
+	}
+	e = kchan_new(cl->loop, &kops, cl, &cl->k->kc);
+	if (e)
+		snprintf(err, errlen, "the presto channel: %s", strerror(-e));
+	return e;
+}
+
+void kclient_free(struct client *cl)
+{
+	if (!cl->k)
+		return;
+	kchan_free(cl->k->kc);	/* acks in flight: -ECANCELED */
+	upcalls_drop(cl, NULL);
+	while (cl->k->fsets) {
+		struct fset *fs = cl->k->fsets;
+
+		cl->k->fsets = fs->next;
+		free(fs);
+	}
+	free(cl->k);
+	cl->k = NULL;
+}
+
+void kclient_tick(struct client *cl, uint64_t now)
+{
+	struct kclient *k = cl->k;
+	bool was_up;
+	static bool said;
+
+	if (!k)
+		return;
+	was_up = kchan_is_up(k->kc);
+	kchan_tick(k->kc, now);
+	if (!kchan_is_up(k->kc)) {
+		if (!said || was_up)
+			log_warn("presto: %s", kchan_state(k->kc));
+		said = true;
+		return;
+	}
+	said = false;
+	for (struct fset *fs = k->fsets; fs; fs = fs->next)
+		fset_register(cl, fs);
+	kclient_progress(cl);
+}
+
+void kclient_progress(struct client *cl)
+{
+	uint64_t now = lo_now_ms();
+
+	if (!cl->k || !kchan_is_up(cl->k->kc))
+		return;
+	/* Long fetches tell presto they are still at it. */
+	for (struct upcall *uc = cl->k->upcalls; uc; uc = uc->next) {
+		struct kcmd c = { .cmd = PRESTO_CMD_PROGRESS,
+				  .fileset = uc->fs->name, .have = KA(REQ),
+				  .req = uc->req };
+		uint32_t every = (uc->fs->timeout_ms ?: 30000) / 3;
+
+		if (now - uc->progress_ms < every / 2 + every / 4)
+			continue;
+		uc->progress_ms = now;
+		kchan_send(cl->k->kc, &c, NULL, NULL);
+	}
+}
+
+void kclient_conn_up(struct client *cl)
+{
+	if (!cl->k)
+		return;
+	/* presto serves hits without asking: validate now, not lazily. */
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		struct vol *v = vol_by_name(cl, fs->volume);
+
+		if (!v)
+			job_start(cl, J_LOOKUP, 0, NULL, fs->volume, NULL);
+		else
+			job_start(cl, J_VALIDATE, v->cv.id, NULL, NULL, NULL);
+	}
+}
+
+/* ------------------------------------------------------------ status */
+
+struct stats_wait {
+	struct client *cl;
+	struct ctl_req *r;
+	int left;
+	void (*done)(struct client *cl, struct ctl_req *r);
+};
+
+struct stats_one {
+	struct stats_wait *sw;
+	struct fset *fs;
+};
+
+static void stats_ack(void *arg, int err, const struct kmsg *reply)
+{
+	struct stats_one *so = arg;
+	struct stats_wait *sw = so->sw;
+
+	if (!err && reply) {
+		memcpy(so->fs->stat, reply->stat, sizeof(so->fs->stat));
+		so->fs->have_stat = true;
+	}
+	free(so);
+	if (--sw->left)
+		return;
+	sw->done(sw->cl, sw->r);
+	free(sw);
+}
+
+bool kclient_stats_refresh(struct client *cl, struct ctl_req *r,
+			   void (*done)(struct client *cl, struct ctl_req *r))
+{
+	struct stats_wait *sw;
+
+	if (!cl->k || !kchan_is_up(cl->k->kc))
+		return false;
+	sw = calloc(1, sizeof(*sw));
+	if (!sw)
+		return false;
+	sw->cl = cl;
+	sw->r = r;
+	sw->done = done;
+	sw->left = 1;		/* until every STATS is out */
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		struct kcmd c = { .cmd = PRESTO_CMD_STATS,
+				  .fileset = fs->name };
+		struct stats_one *so = calloc(1, sizeof(*so));
+
+		if (!so)
+			break;
+		so->sw = sw;
+		so->fs = fs;
+		sw->left++;
+		if (kchan_send(cl->k->kc, &c, stats_ack, so)) {
+			sw->left--;
+			free(so);
+		}
+	}
+	if (--sw->left)
+		return true;
+	free(sw);
+	return false;
+}
+
+static const char *const stat_names[PRESTO_S_MAX + 1] = {
+	[PRESTO_S_UPCALLS] = "upcalls",
+	[PRESTO_S_FETCH_DIR] = "fetch_dir",
+	[PRESTO_S_FETCH_FILE] = "fetch_file",
+	[PRESTO_S_FETCH_ATTR] = "fetch_attr",
+	[PRESTO_S_JOINED] = "joined",
+	[PRESTO_S_RESENT] = "resent",
+	[PRESTO_S_TIMEOUTS] = "timeouts",
+	[PRESTO_S_INTERRUPTED] = "interrupted",
+	[PRESTO_S_FAILED] = "failed",
+	[PRESTO_S_BREAKS] = "breaks",
+	[PRESTO_S_PENDING] = "pending",
+	[PRESTO_S_REGISTERED] = "registered",
+};
+
+static unsigned int pending_of(struct client *cl, struct fset *fs)
+{
+	unsigned int n = 0;
+
+	for (struct upcall *uc = cl->k->upcalls; uc; uc = uc->next)
+		n += uc->fs == fs;
+	return n;
+}
+
+void kclient_status_json(struct client *cl, struct jw *w)
+{
+	jw_key(w, "presto");
+	if (!cl->k) {
+		jw_null(w);
+		return;
+	}
+	jw_obj_begin(w);
+	jw_key(w, "channel");
+	jw_str(w, kchan_is_up(cl->k->kc) ? "up" : kchan_state(cl->k->kc));
+	jw_key(w, "filesets");
+	jw_arr_begin(w);
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		char epoch[24];
+
+		jw_obj_begin(w);
+		jw_key(w, "name");
+		jw_str(w, fs->name);
+		jw_key(w, "volume");
+		jw_str(w, fs->volume);
+		jw_key(w, "registered");
+		jw_bool(w, fs->registered);
+		jw_key(w, "mounted");
+		jw_bool(w, fs->mounted);
+		jw_key(w, "root_ok");
+		jw_bool(w, fs->root_ok);
+		snprintf(epoch, sizeof(epoch), "%016" PRIx64, fs->epoch);
+		jw_key(w, "epoch");
+		jw_str(w, epoch);
+		jw_key(w, "epoch_sent");
+		jw_bool(w, fs->epoch_sent);
+		jw_key(w, "timeout_ms");
+		jw_uint(w, fs->timeout_ms);
+		jw_key(w, "lento");
+		jw_obj_begin(w);
+		jw_key(w, "upcalls");
+		jw_uint(w, fs->upcalls);
+		jw_key(w, "answered_from_cache");
+		jw_uint(w, fs->hits);
+		jw_key(w, "answered_after_fetch");
+		jw_uint(w, fs->fetched);
+		jw_key(w, "failed");
+		jw_uint(w, fs->failed);
+		jw_key(w, "in_progress");
+		jw_uint(w, pending_of(cl, fs));
+		jw_key(w, "breaks_sent");
+		jw_uint(w, fs->breaks);
+		jw_key(w, "purged");
+		jw_uint(w, fs->purges);
+		jw_key(w, "purge_busy");
+		jw_uint(w, fs->busy);
+		jw_key(w, "access_hints");
+		jw_uint(w, fs->hints);
+		jw_obj_end(w);
+		jw_key(w, "kernel");
+		if (!fs->have_stat) {
+			jw_null(w);
+		} else {
+			jw_obj_begin(w);
+			for (int i = 1; i < PRESTO_S_PAD; i++) {
+				jw_key(w, stat_names[i]);
+				jw_uint(w, fs->stat[i]);
+			}
+			jw_obj_end(w);
+		}
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+void kclient_status_text(struct client *cl, struct jw *w)
+{
+	if (!cl->k)
+		return;
+	if (!kchan_is_up(cl->k->kc))
+		jw_printf(w, "presto: %s\n", kchan_state(cl->k->kc));
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		jw_printf(w, "fileset %s (volume %s): %s, %s%s, epoch %016"
+			  PRIx64 "%s\n", fs->name, fs->volume, fs->registered ? "registered" :
+			  "NOT registered", fs->mounted ? "mounted" :
+			  "not mounted", fs->mounted && !fs->root_ok ?
+			  " over another directory (REFUSED)" : "",
+			  fs->epoch, fs->epoch && !fs->epoch_sent &&
+			  fs->mounted ? " (not sent yet)" : "");
+		jw_printf(w, "  lento: %" PRIu64 " upcalls (%" PRIu64 " from "
+			  "the cache, %" PRIu64 " fetched, %" PRIu64 " failed, "
+			  "%u in progress), %" PRIu64 " breaks, %" PRIu64
+			  " purged, %" PRIu64 " access hints\n", fs->upcalls,
+			  fs->hits, fs->fetched, fs->failed, pending_of(cl, fs),
+			  fs->breaks, fs->purges, fs->hints);
+		if (!fs->have_stat)
+			continue;
+		jw_printf(w, "  kernel:");
+		for (int i = 1; i < PRESTO_S_PAD; i++)
+			jw_printf(w, "%s %s %" PRIu64, i > 1 ? "," : "",
+				  stat_names[i], fs->stat[i]);
+		jw_printf(w, "\n");
+	}
+}
