@@ -483,6 +483,79 @@ def case_bigdir(s):
         dt, mid["upcalls"] - before["upcalls"]))
 
 
+# The caches sit under a 0700 scratch directory, as they should: the
+# worker runs as root to reach B's mount there.
+NGINX_CONF = """
+user root;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx.err;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    sendfile on;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        default_type application/octet-stream;
+    }}
+}}
+"""
+
+
+def http_get(port, path):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/%s" % (port, path),
+                                timeout=20) as r:
+        return r.read()
+
+
+def case_nginx(s):
+    """nginx on B serves the site from B's mount; a change published
+    elsewhere is served after the break, nginx still the same process."""
+    if not shutil.which("nginx"):
+        raise Fail("nginx is missing: run tools/setup")
+    d = os.path.join(s.t.tmp, "nginx")
+    os.makedirs(d, exist_ok=True)
+    port = 8097
+    with open(os.path.join(d, "conf"), "w") as f:
+        f.write(NGINX_CONF.format(dir=d, port=port, root=s.b.mnt))
+    subprocess.run(["nginx", "-c", os.path.join(d, "conf"), "-p", d],
+                   check=True)
+    try:
+        pid = open(os.path.join(d, "nginx.pid")).read().strip()
+        for name, size in TREE.items():
+            if size is not None and not name.endswith(".cold"):
+                check(http_get(port, name) == content(name, size),
+                      "nginx served %s wrong" % name)
+        before = s.b.kstat()
+        for _ in range(3):
+            check(http_get(port, "d2/big") == content("d2/big",
+                                                      TREE["d2/big"]),
+                  "d2/big")
+        check(s.b.kstat()["upcalls"] == before["upcalls"],
+              "warm requests made upcalls")
+        new = b"published while nginx serves it\n" * 40
+        path = os.path.join(s.t.tmp, "body")
+        with open(path, "wb") as f:
+            f.write(new)
+        s.c.ctl("write", VOL + "/d1/sub/deep", "@" + path)
+        s.c.sync()
+        wait_until(lambda: http_get(port, "d1/sub/deep") == new, 15,
+                   "nginx serving the new version")
+        CHANGED["d1/sub/deep"] = new
+        check(open(os.path.join(d, "nginx.pid")).read().strip() == pid,
+              "nginx was restarted")
+    finally:
+        subprocess.run(["nginx", "-c", os.path.join(d, "conf"), "-p", d,
+                        "-s", "quit"], check=False)
+
+
 def case_status(s):
     """lentoctl status shows the fileset and presto's counters."""
     fs = s.b.fileset()
@@ -507,6 +580,7 @@ CASES = [
     ("wrong_lower", case_wrong_lower),
     ("parallel_cold", case_parallel_cold),
     ("bigdir", case_bigdir),
+    ("nginx", case_nginx),
     ("status", case_status),
 ]
 
