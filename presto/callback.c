@@ -31,8 +31,29 @@ void presto_cb_load(struct inode *inode, struct dentry *lower)
 			   sizeof(x));
 	if (n != sizeof(x) || x.version != PRESTO_CB_XATTR_VERSION)
 		return;
-	pi->cb_flags = x.flags & PRESTO_CB_ALL;
-	pi->cb_epoch = le64_to_cpu(x.epoch);
+	spin_lock(&inode->i_lock);
+	WRITE_ONCE(pi->cb_flags, x.flags & PRESTO_CB_ALL);
+	WRITE_ONCE(pi->cb_epoch, le64_to_cpu(x.epoch));
+	spin_unlock(&inode->i_lock);
+}
+
+/*
+ * Before asking lento, look at what it persisted: it writes the xattr of
+ * everything it fills, and a listing rewrites its children's, so an inode
+ * presto held with flags of an older epoch (or none) is often complete
+ * already. One xattr read instead of an upcall. The lower has an alias
+ * while presto holds the inode (presto's dentry pins it).
+ */
+static bool presto_cb_reload(struct inode *inode, u32 want)
+{
+	struct inode *lower = presto_lower_inode(inode);
+	struct dentry *alias = d_find_any_alias(lower);
+
+	if (!alias)
+		return false;
+	presto_cb_load(inode, alias);
+	dput(alias);
+	return presto_cb_valid(inode, want);
 }
 
 /* @inode was made through the mount: nothing of it is elsewhere. */
@@ -68,6 +89,8 @@ int presto_cb_need(struct inode *inode, u32 want)
 	 * point (umount(8) makes one, df too) never waits for lento.
 	 */
 	if (!(want & PRESTO_CB_DATA) && inode == d_inode(inode->i_sb->s_root))
+		return 0;
+	if (presto_cb_reload(inode, want))
 		return 0;
 	if (!(want & PRESTO_CB_DATA))
 		op = PRESTO_OP_FETCH_ATTR;

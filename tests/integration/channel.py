@@ -491,6 +491,7 @@ def case_dir_break(ext, mnt):
         with open(m.lp("d/new"), "w") as f:
             f.write("n")
         genl.set_cb(m.lp("d/new"), CB_ALL, EPOCH)
+        genl.set_cb(m.lp("d"), CB_ATTR, EPOCH)   # lento clears it first
         check(l.call("BREAK", m.name, genl.a_handle(A["HANDLE"],
                                                      *m.handle("d")),
                      genl.a_u32(A["FLAGS"], CB_DATA)) == 0, "BREAK")
@@ -518,6 +519,7 @@ def case_purge(ext, mnt):
         f = open(m.mp("d/g"))
         check(l.call("PURGE", m.name, h) == errno.EBUSY, "PURGE of an open file")
         f.close()
+        genl.set_cb(m.lp("d/g"), CB_ATTR, EPOCH)   # lento clears it first
         check(l.call("PURGE", m.name, h) == 0, "PURGE of a closed file")
         op = Op(read_file, m.mp("d/g"))
         msg = l.next_msg(5, "UPCALL")
