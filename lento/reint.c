@@ -794,6 +794,16 @@ static bool due(struct client *cl, struct vol *v, const struct cml_stats *cs)
 
 static void release(struct client *cl, struct vol *v)
 {
+	if (!v->permit && !v->acquiring && !v->releasing) {
+		/*
+		 * Asked back after its lease ran out here: the server has
+		 * let it go too, and nothing must wait for a release that
+		 * will never be sent.
+		 */
+		v->revoked = false;
+		op_wake_volume(cl, v->cv.id);
+		return;
+	}
 	if (v->permit && !v->releasing && !v->acquiring)
 		job_start(cl, J_RELEASE, v->cv.id, NULL, NULL, NULL);
 }
