@@ -168,7 +168,7 @@ def main():
             for cfg in configs:
                 sh(f"rm -rf {cfg.dir}/big {cfg.dir}/m")
                 cfg.teardown()
-    sh("rmmod presto")
+    sh("rmmod presto && umount /mnt/ext")
 
 
 main()

@@ -6,6 +6,10 @@
  *   microbench openread N FILE...   N x (open, read 4 KiB, close)
  *   microbench stat N FILE...       N x stat
  *   microbench fsync N FILE...      N x (append 4 KiB, fsync) to a new FILE
+ *   microbench lstree N DIR...      N x a walk of the tree: getdents and
+ *                                   lstat of every entry (ls -lR)
+ *   microbench readtree N DIR...    N x a walk reading every regular file
+ *                                   whole (open, read, close)
  *
  * With one target it prints "OPS SECONDS": operations per second and the
  * elapsed time. With several (ext4, presto, overlayfs...) the loops are
@@ -16,6 +20,7 @@
  * "OPS SECONDS RATIO", RATIO being the median over the rounds of the
  * target's speed relative to the first target's in the same round.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,7 +33,8 @@
 #define ROUNDS 40
 #define MAX_TARGETS 8
 
-enum op { OP_CREATE, OP_MKDIR, OP_OPENREAD, OP_STAT, OP_FSYNC };
+enum op { OP_CREATE, OP_MKDIR, OP_OPENREAD, OP_STAT, OP_FSYNC, OP_LSTREE,
+	  OP_READTREE, OP_NR };
 
 struct target {
 	const char *path;
@@ -40,6 +46,7 @@ struct target {
 static const char *const op_names[] = {
 	[OP_CREATE] = "create", [OP_MKDIR] = "mkdir",
 	[OP_OPENREAD] = "openread", [OP_STAT] = "stat", [OP_FSYNC] = "fsync",
+	[OP_LSTREE] = "lstree", [OP_READTREE] = "readtree",
 };
 
 static char buf[4096];
@@ -67,6 +74,47 @@ static int name(char *path, size_t size, const char *dir, long i)
 		return fail("name", dir);
 	}
 	return 0;
+}
+
+/* Every entry below the open directory @fd (closed here), lstat'd; with
+ * @read, every regular file read whole. */
+static int walk(int fd, const char *path, int read_files)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *e;
+	struct stat st;
+	int err = 0, sub;
+
+	if (!d) {
+		close(fd);
+		return fail("opendir", path);
+	}
+	while (!err && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			err = fail("lstat", e->d_name);
+		} else if (S_ISDIR(st.st_mode)) {
+			sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY);
+			err = sub < 0 ? fail("open", e->d_name) :
+				walk(sub, e->d_name, read_files);
+		} else if (S_ISREG(st.st_mode) && read_files) {
+			ssize_t n;
+
+			sub = openat(fd, e->d_name, O_RDONLY);
+			if (sub < 0) {
+				err = fail("open", e->d_name);
+				continue;
+			}
+			while ((n = read(sub, buf, sizeof(buf))) > 0)
+				;
+			if (n < 0)
+				err = fail("read", e->d_name);
+			close(sub);
+		}
+	}
+	closedir(d);
+	return err;
 }
 
 /* One operation of the loop, the i-th on this target. */
@@ -107,6 +155,14 @@ static int one(enum op op, struct target *t, long i)
 		if (write(t->fd, buf, sizeof(buf)) != sizeof(buf))
 			return fail("write", t->path);
 		return fsync(t->fd) ? fail("fsync", t->path) : 0;
+	case OP_LSTREE:
+	case OP_READTREE:
+		fd = open(t->path, O_RDONLY | O_DIRECTORY);
+		if (fd < 0)
+			return fail("open", t->path);
+		return walk(fd, t->path, op == OP_READTREE);
+	case OP_NR:
+		break;
 	}
 	return -1;
 }
@@ -134,7 +190,7 @@ static double median_ratio(const struct target *ref, const struct target *t,
 
 static int run(enum op op, long n, struct target *t, int nt)
 {
-	int rounds = nt > 1 && n >= ROUNDS ? ROUNDS : 1;
+	int rounds = nt == 1 ? 1 : n >= ROUNDS ? ROUNDS : (int)n;
 	long done = 0;
 	int k, j;
 
@@ -171,14 +227,14 @@ int main(int argc, char **argv)
 	long n;
 
 	if (argc < 4 || nt > MAX_TARGETS || (n = atol(argv[2])) <= 0) {
-		fprintf(stderr, "usage: microbench create|mkdir|openread|stat|fsync N PATH... (at most %d)\n",
+		fprintf(stderr, "usage: microbench create|mkdir|openread|stat|fsync|lstree|readtree N PATH... (at most %d)\n",
 			MAX_TARGETS);
 		return 2;
 	}
-	for (op = 0; op <= OP_FSYNC; op++)
+	for (op = 0; op < OP_NR; op++)
 		if (!strcmp(argv[1], op_names[op]))
 			break;
-	if (op > OP_FSYNC) {
+	if (op == OP_NR) {
 		fprintf(stderr, "microbench: unknown operation %s\n", argv[1]);
 		return 2;
 	}

@@ -3,24 +3,30 @@ speed of each configuration relative to ext4 (1.00 = as fast as ext4,
 0.95 = 5% slower). Prints the table, writes it into the marked section of
 a markdown file, and draws a bar chart.
 
-    report.py RAW.jsonl DOC.md PLOT.png
+    report.py RAW.jsonl DOC.md PLOT.png [SECTION]
+
+SECTION (default "bench") names the marked section of DOC.md it writes:
+bench/guest.py's rows go in "bench", bench/readpath.py's in "readpath".
+Rows counted rather than measured (unit "count") are listed under the
+table.
 """
 import json
 import os
 import statistics
 import sys
 
-BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-
-
 def load(path):
     """{(config, row): [values]}, {(config, row): [ratios to ext4]}, units,
     rows, configs. A ratio is taken within one run: the record's own (an
     interleaved row) or the value against ext4's in the same run."""
     recs, units, rows, configs = [], {}, [], []
+    counts = {}
     with open(path) as f:
         for line in f:
             r = json.loads(line)
+            if r["unit"] == "count":
+                counts.setdefault(r["row"], []).append(r["value"])
+                continue
             recs.append(r)
             units[r["row"]] = r["unit"]
             if r["row"] not in rows:
@@ -37,7 +43,7 @@ def load(path):
         if ratio is None:
             ratio = speed(r["unit"], r["value"], ext4[(r["run"], r["row"])])
         ratios.setdefault(key, []).append(ratio)
-    return data, ratios, units, rows, configs
+    return data, ratios, units, rows, configs, counts
 
 
 def speed(unit, value, ext4):
@@ -53,11 +59,16 @@ def table(data, run_ratios, units, rows, configs):
              "|" + "---|" * len(head)]
     ratios = {}
     for row in rows:
-        med = {c: statistics.median(data[(c, row)]) for c in configs}
+        med = {c: statistics.median(data[(c, row)]) for c in configs
+               if (c, row) in data}
         cells = [row, units[row]]
-        cells += [f"{med[c]:.3f}" if units[row] == "s" else f"{med[c]:.0f}"
+        cells += ["–" if c not in med else f"{med[c]:.3f}"
+                  if units[row] == "s" else f"{med[c]:.0f}"
                   for c in configs]
         for c in others:
+            if (c, row) not in run_ratios:
+                cells.append("–")
+                continue
             rs = run_ratios[(c, row)]
             ratios[(c, row)] = statistics.median(rs)
             cell = f"{ratios[(c, row)]:.2f}"
@@ -76,7 +87,7 @@ def table(data, run_ratios, units, rows, configs):
     return "\n".join(lines), ratios
 
 
-def plot(ratios, rows, configs, path):
+def plot(ratios, rows, configs, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -86,15 +97,14 @@ def plot(ratios, rows, configs, path):
     width = 0.8 / len(others)
     for i, c in enumerate(others):
         xs = [j + i * width for j in range(len(rows))]
-        ax.bar(xs, [ratios[(c, r)] for r in rows], width, label=c)
+        ax.bar(xs, [ratios.get((c, r), 0) for r in rows], width, label=c)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.axhline(0.95, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks([j + width * (len(others) - 1) / 2
                    for j in range(len(rows))])
     ax.set_xticklabels(rows, rotation=30, ha="right")
     ax.set_ylabel("speed relative to ext4")
-    ax.set_title("presto and overlayfs over ext4 (same VM boot; 1.0 = ext4, "
-                 "dashed = 0.95)")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -102,21 +112,27 @@ def plot(ratios, rows, configs, path):
 
 def main():
     raw, doc, png = sys.argv[1:4]
-    data, run_ratios, units, rows, configs = load(raw)
+    tag = sys.argv[4] if len(sys.argv) > 4 else "bench"
+    begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+    data, run_ratios, units, rows, configs, counts = load(raw)
     text, ratios = table(data, run_ratios, units, rows, configs)
+    for row, values in counts.items():
+        text += f"\n\n{row}: {', '.join(str(v) for v in values)}"
     print(text)
-    section = f"{BEGIN}\n{text}\n\n![speed relative to ext4]" \
-              f"({os.path.basename(png)})\n{END}"
+    section = f"{begin}\n{text}\n\n![speed relative to ext4]" \
+              f"({os.path.basename(png)})\n{end}"
     old = open(doc).read() if os.path.exists(doc) else \
-        "# Benchmarks\n\n" + BEGIN + "\n" + END + "\n"
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + section + old[old.index(END) +
-                                                    len(END):]
+        "# Benchmarks\n\n" + begin + "\n" + end + "\n"
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + section + old[old.index(end) +
+                                                    len(end):]
     else:
         new = old.rstrip() + "\n\n" + section + "\n"
     with open(doc, "w") as f:
         f.write(new)
-    plot(ratios, rows, configs, png)
+    plot(ratios, rows, configs, png,
+         f"{', '.join(c for c in configs if c != 'ext4')} over ext4 "
+         "(same VM boot; 1.0 = ext4, dashed = 0.95)")
 
 
 main()
