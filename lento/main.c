@@ -68,6 +68,17 @@ static int parse_ms(const char *s, uint32_t *out)
 	return 0;
 }
 
+/* optarg onto a repeatable option's list of at most @max; -1 (said) if full. */
+static int push_arg(const char **list, int *n, int max, const char *opt)
+{
+	if (*n == max) {
+		fprintf(stderr, "lento: at most %d %s\n", max, opt);
+		return -1;
+	}
+	list[(*n)++] = optarg;
+	return 0;
+}
+
 static int server_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -92,12 +103,9 @@ static int server_cmd(int argc, char **argv)
 			o.store = optarg;
 			break;
 		case 'l':
-			if (o.nlisten == SERVER_LISTEN_MAX) {
-				fprintf(stderr, "lento: at most %d --listen\n",
-					SERVER_LISTEN_MAX);
+			if (push_arg(o.listen, &o.nlisten, SERVER_LISTEN_MAX,
+				     "--listen"))
 				return 2;
-			}
-			o.listen[o.nlisten++] = optarg;
 			break;
 		case 'c':
 			o.control = optarg;
@@ -214,20 +222,14 @@ static int client_cmd(int argc, char **argv)
 			o.control = optarg;
 			break;
 		case 'v':
-			if (o.nvolumes == CLIENT_VOLUMES_MAX) {
-				fprintf(stderr, "lento: at most %d --volume\n",
-					CLIENT_VOLUMES_MAX);
+			if (push_arg(o.volumes, &o.nvolumes, CLIENT_VOLUMES_MAX,
+				     "--volume"))
 				return 2;
-			}
-			o.volumes[o.nvolumes++] = optarg;
 			break;
 		case 'f':
-			if (o.nfilesets == CLIENT_VOLUMES_MAX) {
-				fprintf(stderr, "lento: at most %d --fileset\n",
-					CLIENT_VOLUMES_MAX);
+			if (push_arg(o.filesets, &o.nfilesets,
+				     CLIENT_VOLUMES_MAX, "--fileset"))
 				return 2;
-			}
-			o.filesets[o.nfilesets++] = optarg;
 			break;
 		case 'a':
 			if (parse_ms(optarg, &o.age_ms))
