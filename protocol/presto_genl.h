@@ -7,7 +7,12 @@
  * In short: a lento registers for a fileset (the name given with
  * fileset= at mount); presto sends it an UPCALL when an operation needs
  * something the cache lacks and sleeps until lento REPLYs; lento tells
- * presto of changes it made in the cache (BREAK, SET_FLAGS, PURGE).
+ * presto of changes it made in the cache (BREAK, SET_FLAGS, PURGE). lento
+ * reads the journal's records from its segment files (KML.md); the
+ * channel says how far they are durable (KML) and takes lento's
+ * acknowledgements (KML_ACK). A change needs the fileset's write-back
+ * permit, which presto asks lento for (the PERMIT upcall) and lento may
+ * take back (PERMIT 0).
  * Objects are named by their lower (ext4) inode: number and generation.
  */
 #ifndef _UAPI_PRESTO_GENL_H
@@ -37,6 +42,11 @@ enum presto_cmd {
 	PRESTO_CMD_MOUNTED,	/* presto: FILESET, ROOT, TIMEOUT_MS */
 	PRESTO_CMD_UNMOUNTED,	/* presto: FILESET */
 	PRESTO_CMD_ACCESS,	/* presto: FILESET, HANDLES: opened lately */
+	PRESTO_CMD_KML,		/* presto: FILESET, KML_DURABLE, KML_ACKED */
+	PRESTO_CMD_KML_ACK,	/* lento: FILESET, SEQ: consumed up to SEQ */
+	PRESTO_CMD_KML_SYNC,	/* lento: FILESET -> KML reply, all durable */
+	PRESTO_CMD_PERMIT,	/* lento: FILESET, PERMIT: grant or revoke;
+				 * a revoke answers with a KML message */
 	__PRESTO_CMD_MAX,
 };
 #define PRESTO_CMD_MAX	(__PRESTO_CMD_MAX - 1)
@@ -56,6 +66,10 @@ enum presto_attr {
 	PRESTO_A_STAT,		/* nested: PRESTO_S_* u64 counters */
 	PRESTO_A_HANDLES,	/* binary: an array of struct presto_handle */
 	PRESTO_A_PAD,
+	PRESTO_A_SEQ,		/* u64: a KML sequence number */
+	PRESTO_A_KML_DURABLE,	/* u64: records up to here are durable */
+	PRESTO_A_KML_ACKED,	/* u64: ... and acknowledged up to here */
+	PRESTO_A_PERMIT,	/* u8: 1 the write-back permit is held, 0 not */
 	__PRESTO_A_MAX,
 };
 #define PRESTO_A_MAX	(__PRESTO_A_MAX - 1)
@@ -76,6 +90,9 @@ enum presto_stat {
 	PRESTO_S_PENDING,	/* upcalls not answered yet (a gauge) */
 	PRESTO_S_REGISTERED,	/* 1 while a lento is registered (a gauge) */
 	PRESTO_S_PAD,
+	PRESTO_S_PERMIT,	/* PERMIT upcalls made */
+	PRESTO_S_REVOKES,	/* permits revoked by lento */
+	PRESTO_S_PERMIT_HELD,	/* 1 while the permit is held (a gauge) */
 	__PRESTO_S_MAX,
 };
 #define PRESTO_S_MAX	(__PRESTO_S_MAX - 1)
@@ -84,6 +101,8 @@ enum presto_upcall_op {
 	PRESTO_OP_FETCH_DIR = 1,	/* make the listing complete */
 	PRESTO_OP_FETCH_FILE = 2,	/* make the content complete */
 	PRESTO_OP_FETCH_ATTR = 3,	/* make the attributes current */
+	PRESTO_OP_PERMIT = 4,		/* the write-back permit (the root's
+					 * handle); ERRNO 0 grants it */
 };
 
 /* Kernel callback flags: what presto may serve without asking lento. */
