@@ -620,6 +620,8 @@ static int compare_xattrs(struct walk *w, const struct xref *xa,
 	size_t i = 0, j = 0;
 	int ret;
 
+	if (w->opts->flags & TREE_NO_XATTRS)
+		return 0;
 	ret = xattr_names(w, 0, xa, &la);
 	if (!ret)
 		ret = xattr_names(w, 1, xb, &lb);

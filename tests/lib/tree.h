@@ -80,6 +80,7 @@ enum {
 	TREE_MTIME = 1 << 0,		/* compare st_mtim of regular files */
 	TREE_ROOT_ATTRS = 1 << 1,	/* compare the roots' own attributes */
 	TREE_NO_DIR_SIZE = 1 << 2,	/* do not compare directory sizes */
+	TREE_NO_XATTRS = 1 << 3,	/* do not compare xattrs */
 };
 
 struct tree_opts {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * treecmp [--ignore NAME]... [--mtime] [--root] A B
+ * treecmp [--ignore NAME]... [--mtime] [--root] [--no-dir-size]
+ *         [--no-xattrs] A B
  *
  * Compare the trees under directories A and B (see tree.h for what is
  * compared), print each difference, and end with "trees equal" or
@@ -29,7 +30,7 @@ static int print_diff(const struct tree_diff *d, void *arg)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: treecmp [--ignore NAME]... [--mtime] [--root] "
-		   "[--no-dir-size] A B\n");
+		   "[--no-dir-size] [--no-xattrs] A B\n");
 }
 
 int main(int argc, char **argv)
@@ -39,6 +40,7 @@ int main(int argc, char **argv)
 		{ "mtime", no_argument, NULL, 'm' },
 		{ "root", no_argument, NULL, 'r' },
 		{ "no-dir-size", no_argument, NULL, 'd' },
+		{ "no-xattrs", no_argument, NULL, 'x' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -53,7 +55,7 @@ int main(int argc, char **argv)
 		perror("treecmp");
 		return 2;
 	}
-	while ((c = getopt_long(argc, argv, "i:mrdh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:mrdxh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			ignore[opts.n_ignore++] = optarg;
@@ -66,6 +68,9 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			opts.flags |= TREE_NO_DIR_SIZE;
+			break;
+		case 'x':
+			opts.flags |= TREE_NO_XATTRS;
 			break;
 		case 'h':
 			usage(stdout);
