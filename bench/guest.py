@@ -1,7 +1,10 @@
 """The benchmark, inside the test VM on Debian's kernel (bench/run boots it).
 
-Runs the seed workloads on plain ext4, presto over ext4 and overlayfs
-side by side in one boot, all three mounted at once on one ext4 file
+Runs the seed workloads on plain ext4, presto over ext4 (a local mount:
+the journal with nothing consuming it), presto as lento's fileset mount
+(presto+lento: the journal consumed by a lento client, which holds the
+write-back permit and reintegrates with a lento server on loopback) and
+overlayfs side by side in one boot, all mounted at once on one ext4 file
 system: each row is measured on every configuration in turn (in rotating
 order, after a sync), RUNS times, so that drift in the emulator and
 background work hit every configuration alike. Writes one JSON object per
@@ -17,6 +20,7 @@ import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = os.path.join(TOP, "build", "tree.tar")
+LENTO = None            # presto+lento's client, once set up
 MICRO = os.path.join(TOP, "bench", "bin", "microbench")
 EXT = "/mnt/ext"
 
@@ -41,10 +45,12 @@ class Config:
     def __init__(self, name):
         self.name = name
         self.dir = {"ext4": f"{EXT}/e", "presto": "/mnt/p",
-                    "overlayfs": "/mnt/o"}[name]
+                    "presto+lento": "/mnt/pl", "overlayfs": "/mnt/o"}[name]
 
     def setup(self):
-        if self.name == "ext4":
+        if self.name == "presto+lento":
+            lento_setup(self.dir)
+        elif self.name == "ext4":
             sh(f"mkdir -p {self.dir}")
         elif self.name == "presto":
             sh(f"mkdir -p {EXT}/pc/.presto /mnt/p && mount -t presto "
@@ -55,7 +61,9 @@ class Config:
                f"workdir={EXT}/ow overlay /mnt/o")
 
     def teardown(self):
-        if self.name == "presto":
+        if self.name == "presto+lento":
+            lento_teardown(self.dir)
+        elif self.name == "presto":
             sh("umount /mnt/p && rm -rf {EXT}/pc".format(EXT=EXT))
         elif self.name == "overlayfs":
             sh(f"umount /mnt/o && rm -rf {EXT}/ol {EXT}/ou {EXT}/ow")
@@ -77,8 +85,80 @@ def dd_rate(cmd):
     return 1024 / t  # MiB per second for 1 GiB
 
 
+def lento_setup(mnt):
+    """A lento server, a client holding volume "bench" as the fileset
+    mounted at @mnt, and the permit (taken by a first change)."""
+    global LENTO
+    import importlib.machinery
+    import importlib.util
+    path = os.path.join(TOP, "tests", "lento", "run")
+    loader = importlib.machinery.SourceFileLoader("lento_run", path)
+    spec = importlib.util.spec_from_loader("lento_run", loader)
+    lr = importlib.util.module_from_spec(spec)
+    loader.exec_module(lr)
+    lr.LENTO = os.path.join(TOP, "tools", "bin", "lento")
+    tmp = f"{EXT}/lento"
+    os.makedirs(tmp, exist_ok=True)
+    t = lr.Test("bench", tmp)
+    srv = t.server(heartbeat_ms=3000)
+    srv.volume("bench")
+    c = lr.Client(tmp, "c", srv, age_ms=5000, volumes=("bench",),
+                  extra=["--fileset", "bench:bench"])
+    t.procs.append(c)
+    c.start()
+    lower = os.path.join(c.cache, "bench")
+    lr.wait_until(lambda: os.path.isdir(lower), 30, "the cache")
+    os.makedirs(os.path.join(lower, ".presto"), exist_ok=True)
+    sh(f"mkdir -p {mnt} && mount -t presto -o lower={lower},"
+       f"fileset=bench,timeout=120 presto {mnt}")
+
+    def ready():
+        fs = c.status()["presto"]["filesets"][0]
+        return fs["registered"] and fs["mounted"] and fs["epoch_sent"]
+    lr.wait_until(ready, 30, "the fileset")
+    sh(f"mkdir {mnt}/.permit && rmdir {mnt}/.permit")
+    LENTO = (t, c)
+
+
+def lento_teardown(mnt):
+    global LENTO
+    t, c = LENTO
+    c.sync(timeout=1800)
+    sh(f"umount {mnt}")
+    for p in t.finish():
+        print("# " + p.splitlines()[0], flush=True)
+    sh(f"rm -rf {EXT}/lento")
+    LENTO = None
+
+
+def lento_sync():
+    """presto+lento's changes at the server: seconds it took."""
+    t0 = time.perf_counter()
+    LENTO[1].sync(timeout=1800)
+    return time.perf_counter() - t0
+
+
+def lento_applied():
+    """Records the server applied of presto+lento's, so far."""
+    return LENTO[1].volstat("bench")["records_applied"]
+
+
+# After these rows presto+lento says what reached the server: how long
+# the unpack's log took to get there, and how many records the loops of
+# creates and removes shipped (the optimiser cancels them all).
+AFTER = {
+    "tar unpack": ("tar unpack reaches the server", "s", lento_sync),
+    "create/close/unlink": ("records shipped by 4000 create/close/unlink",
+                            "count", None),
+    "mkdir/rmdir": ("records shipped by 4000 mkdir/rmdir", "count", None),
+}
+
+
 def settled():
-    """Let writeback of the previous step finish before timing the next."""
+    """Let writeback of the previous step finish before timing the next:
+    the page cache's, and presto+lento's reintegration."""
+    if LENTO:
+        lento_sync()
     sh("sync")
     time.sleep(1)
 
@@ -130,12 +210,14 @@ ROWS = [
 def main():
     out = sys.argv[1]
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    sh("mount -t tmpfs tmpfs /mnt && mkdir -p /mnt/ext /mnt/p /mnt/o")
+    sh("mount -t tmpfs tmpfs /mnt && mkdir -p /mnt/ext /mnt/p /mnt/pl "
+       "/mnt/o")
     # No lazy inode-table zeroing in the background while we measure.
     sh("mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/vda"
        " && mount /dev/vda /mnt/ext")
     sh(f"insmod {os.environ['PRESTO_KO']} && modprobe overlay")
-    configs = [Config(n) for n in ("ext4", "presto", "overlayfs")]
+    configs = [Config(n) for n in ("ext4", "presto", "presto+lento",
+                                   "overlayfs")]
     with open(out, "w") as f:
         for run in range(runs):
             for cfg in configs:
@@ -144,6 +226,9 @@ def main():
                 # Rotate the order so no configuration always goes first.
                 k = (run + i) % len(configs)
                 recs = []
+                if LENTO:
+                    settled()
+                    applied = lento_applied()
                 if isinstance(measure, Interleaved):
                     for cfg in configs:
                         if prepare:
@@ -162,6 +247,17 @@ def main():
                         recs.append({"run": run, "config": cfg.name,
                                      "row": row, "value": measure(cfg.dir),
                                      "unit": unit})
+                        if LENTO and cfg.name == "presto+lento" and \
+                                row in AFTER and AFTER[row][2]:
+                            recs.append({"run": run, "config": cfg.name,
+                                         "row": AFTER[row][0],
+                                         "unit": AFTER[row][1],
+                                         "value": AFTER[row][2]()})
+                if LENTO and row in AFTER and not AFTER[row][2]:
+                    lento_sync()
+                    recs.append({"run": run, "config": "presto+lento",
+                                 "row": AFTER[row][0], "unit": AFTER[row][1],
+                                 "value": lento_applied() - applied})
                 for rec in recs:
                     print(json.dumps(rec), flush=True)
                     f.write(json.dumps(rec) + "\n")

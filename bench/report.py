@@ -40,8 +40,11 @@ def load(path):
         key = (r["config"], r["row"])
         data.setdefault(key, []).append(r["value"])
         ratio = r.get("ratio")
+        base = ext4.get((r["run"], r["row"]))
+        if ratio is None and base is None:
+            continue    # a row of one configuration: no ratio to ext4
         if ratio is None:
-            ratio = speed(r["unit"], r["value"], ext4[(r["run"], r["row"])])
+            ratio = speed(r["unit"], r["value"], base)
         ratios.setdefault(key, []).append(ratio)
     return data, ratios, units, rows, configs, counts
 
@@ -93,6 +96,8 @@ def plot(ratios, rows, configs, path, title):
     import matplotlib.pyplot as plt
 
     others = [c for c in configs if c != "ext4"]
+    # Rows of one configuration (no ext4 to compare with) are in the table.
+    rows = [r for r in rows if any((c, r) in ratios for c in others)]
     fig, ax = plt.subplots(figsize=(10, 5))
     width = 0.8 / len(others)
     for i, c in enumerate(others):
