@@ -67,7 +67,6 @@ struct kmsg {
 	uint64_t stat[PRESTO_S_MAX + 1];
 	const uint8_t *handles;	/* nhandles * 16 bytes, unaligned */
 	uint32_t nhandles;
-	uint64_t seq_;		/* PRESTO_A_SEQ (seq is the header's) */
 	uint64_t kml_durable;	/* KML, and REGISTER's or MOUNTED's */
 	uint64_t kml_acked;	/* <= kml_durable */
 	uint8_t permit;		/* 0 or 1 */

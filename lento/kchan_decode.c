@@ -241,11 +241,9 @@ static int decode_stats(struct nlattr *a, struct kmsg *m, const char **why)
 	return 0;
 }
 
-/* SEQ, the journal's two positions and the permit, with their bounds. */
+/* The journal's two positions and the permit, with their bounds. */
 static int decode_log(struct nlattr **tb, struct kmsg *m, const char **why)
 {
-	if (tb[PRESTO_A_SEQ])
-		m->seq_ = get_u64(nla_data(tb[PRESTO_A_SEQ]));
 	if (tb[PRESTO_A_KML_DURABLE])
 		m->kml_durable = get_u64(nla_data(tb[PRESTO_A_KML_DURABLE]));
 	if (tb[PRESTO_A_KML_ACKED])
