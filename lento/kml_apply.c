@@ -913,15 +913,19 @@ static const struct kapply_dirent *listed(const struct kapply *ka,
 
 struct stale {
 	struct kapply *ka;
+	bool all;		/* every name, not only those not listed */
 	char (*names)[LENTO_NAME_MAX + 1];
 	size_t n, cap;
 };
 
-/* cache_readdir: the names the lower's listing does not have as they are. */
+/*
+ * cache_readdir: the names the lower's listing does not have as they are
+ * (or all of them). Gathered first: they are changed after.
+ */
 static int stale_name(void *arg, const char *name, const struct lento_fid *fid)
 {
 	struct stale *s = arg;
-	const struct kapply_dirent *e = listed(s->ka, name);
+	const struct kapply_dirent *e = s->all ? NULL : listed(s->ka, name);
 	struct lento_fid now;
 
 	if (e && !lookup_handle(s->ka, &e->h, &now) && lento_fid_eq(&now, fid))
@@ -969,13 +973,37 @@ static int try_handle(void *arg, int type, const void *handle, size_t len)
 	return lo->found;
 }
 
+static int lose_name(struct kapply *ka, const struct who *w,
+		     const struct lento_fid *dir, const char *name,
+		     struct cache_obj *o, int depth);
+
+/* The names @dir lost with it, each found elsewhere or gone, first. */
+static int lose_children(struct kapply *ka, const struct who *w,
+			 const struct lento_fid *dir, int depth)
+{
+	struct stale s = { .ka = ka, .all = true };
+	struct lento_fid fid;
+	struct cache_obj o;
+	int err = depth > 4096 ? -ELOOP :
+		  cache_readdir(ka->cache, dir, stale_name, &s);
+
+	for (size_t i = 0; !err && i < s.n; i++) {
+		err = cache_lookup(ka->cache, dir, s.names[i], &fid);
+		err = err ?: get(ka, &fid, &o);
+		err = err ?: lose_name(ka, w, dir, s.names[i], &o, depth + 1);
+	}
+	free(s.names);
+	return err;
+}
+
 /*
  * A name the listing lost, of @o: moved to a name the lower inode still
- * has elsewhere in the volume (a RENAME), or gone (UNLINK, RMDIR).
+ * has elsewhere in the volume (a RENAME), or gone (UNLINK, RMDIR; a
+ * directory's cached entries before it, or the server would refuse).
  */
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
-		     struct cache_obj *o)
+		     struct cache_obj *o, int depth)
 {
 	struct lower_of lo = { .ka = ka };
 	struct lento_fid dir2, there;
@@ -998,6 +1026,12 @@ static int lose_name(struct kapply *ka, const struct who *w,
 
 			return rename_log(ka, w, &a);
 		}
+	}
+	if (o->type == LENTO_T_DIR) {
+		err = lose_children(ka, w, &o->fid, depth);
+		err = err ?: get(ka, &o->fid, o);	/* its link count moved */
+		if (err)
+			return err;
 	}
 	return remove_name(ka, w, dir, name, o, lo.found &&
 			   lo.sb.st_nlink < (nlink_t)names ?
@@ -1107,7 +1141,7 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 	for (size_t i = 0; !err && i < s.n; i++) {
 		err = cache_lookup(ka->cache, &dir, s.names[i], &fid);
 		err = err ?: get(ka, &fid, &o);
-		err = err ?: lose_name(ka, &w, &dir, s.names[i], &o);
+		err = err ?: lose_name(ka, &w, &dir, s.names[i], &o, 0);
 	}
 	free(s.names);
 	for (size_t i = 0; !err && i < ka->nlist; i++) {

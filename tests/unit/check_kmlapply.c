@@ -107,6 +107,10 @@ static struct kml_fh fh(uint64_t ino)
 	return ino == 2 ? root_h : (struct kml_fh){ ino, 1 };
 }
 
+static int64_t recovered(uint16_t op, struct kml_fh d, struct kml_fh o,
+			 const char *name, uint32_t mode, const void *data,
+			 size_t len);
+
 /* A record of @op: dir, obj (handles by inode number), names. */
 static int64_t rec(uint16_t op, uint64_t d, uint64_t o, const char *name,
 		   const char *name2)
@@ -566,6 +570,42 @@ START_TEST(recovery_moved)
 }
 END_TEST
 
+START_TEST(recovery_gone_dir)
+{
+	struct lento_fid d = { VOL, 0, 3 }, x = { VOL, 0, 5 };
+	struct cache_obj o = obj(x, LENTO_T_REG, 1, 6);
+	uint64_t n = 1;
+	struct run run;
+
+	/* d (cached with an entry x) is gone from the lower. */
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &d, "x", &x), 0);
+	handle(&x, 4000000001u);
+	{
+		struct lento_fid a = { VOL, 0, 2 };
+		uint8_t b[8];
+
+		/* "a" stays, under a handle no inode has. */
+		kapply_handle(4000000002u, 1, b);
+		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
+						  4000000002u), 0);
+	}
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(4000000002u), "a",
+		  S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	/* Its entry first, or the server would refuse the RMDIR. */
+	ck_assert_int_eq(nrecs, 2);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_UNLINK);
+	ck_assert(lento_fid_eq(&recs[0].obj, &x));
+	ck_assert(lento_fid_eq(&recs[0].dir, &d));
+	ck_assert_int_eq(recs[1].op, LENTO_OP_RMDIR);
+	ck_assert(lento_fid_eq(&recs[1].obj, &d));
+	ck_assert_uint_eq(recs[1].base_obj.v[0], 4);
+}
+END_TEST
+
 START_TEST(listing_across_batches)
 {
 	uint64_t n = 6;
@@ -600,6 +640,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, unknown_handles);
 	tcase_add_test(tc, recovery_block);
 	tcase_add_test(tc, recovery_moved);
+	tcase_add_test(tc, recovery_gone_dir);
 	tcase_add_test(tc, listing_across_batches);
 	suite_add_tcase(s, tc);
 	return s;
