@@ -556,6 +556,8 @@ void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 	jw_uint(w, j->ka_ready ? j->ka.unmapped : j->unmapped_said);
 	jw_key(w, "error");
 	jw_str(w, j->err);
+	jw_key(w, "waiting");
+	jw_str(w, blocked(cl, fs, &v));
 	jw_obj_end(w);
 	jw_key(w, "pending_records");
 	jw_uint(w, cs.records);
@@ -584,6 +586,8 @@ void kml_status_text(struct client *cl, struct fset *fs, struct jw *w)
 		  age_ms(&cs));
 	if (j->err[0])
 		jw_printf(w, "  JOURNAL: %s\n", j->err);
+	else if (fset_live(fs) && *blocked(cl, fs, &v))
+		jw_printf(w, "  journal not consumed: %s\n", blocked(cl, fs, &v));
 	if (j->ka_ready && j->ka.unmapped)
 		jw_printf(w, "  %" PRIu64 " journal records about objects "
 			  "lento did not know were not logged (the last: %s)\n",
