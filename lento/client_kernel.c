@@ -386,7 +386,8 @@ static void uc_answer(struct upcall *uc, int err)
 	e = kchan_send(cl->k->kc, &c, reply_ack, NULL);
 	log_debug("fileset %s: %s of %" PRIu64 "/%" PRIu32 " (req %" PRIu64
 		  "): %s in %" PRIu64 " ms%s", fs->name,
-		  op_names[uc->op <= PRESTO_OP_PERMIT ? uc->op : 0], (uint64_t)uc->h.ino,
+		  op_names[uc->op <= PRESTO_OP_PERMIT ? uc->op : 0],
+		  (uint64_t)uc->h.ino,
 		  uc->h.gen, uc->req, err ? strerror(-err) : "done",
 		  lo_now_ms() - uc->start_ms, e ? " (the REPLY failed)" : "");
 }
