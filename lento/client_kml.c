@@ -587,7 +587,8 @@ void kml_status_text(struct client *cl, struct fset *fs, struct jw *w)
 	if (j->err[0])
 		jw_printf(w, "  JOURNAL: %s\n", j->err);
 	else if (fset_live(fs) && *blocked(cl, fs, &v))
-		jw_printf(w, "  journal not consumed: %s\n", blocked(cl, fs, &v));
+		jw_printf(w, "  journal not consumed: %s\n",
+			  blocked(cl, fs, &v));
 	if (j->ka_ready && j->ka.unmapped)
 		jw_printf(w, "  %" PRIu64 " journal records about objects "
 			  "lento did not know were not logged (the last: %s)\n",

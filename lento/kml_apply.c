@@ -386,7 +386,8 @@ static int new_obj(struct kapply *ka, const struct who *w,
 	static const uint16_t ops[] = {
 		[LENTO_T_REG] = LENTO_OP_CREATE, [LENTO_T_DIR] = LENTO_OP_MKDIR,
 		[LENTO_T_SYMLINK] = LENTO_OP_SYMLINK,
-		[LENTO_T_FIFO] = LENTO_OP_MKNOD, [LENTO_T_SOCK] = LENTO_OP_MKNOD,
+		[LENTO_T_FIFO] = LENTO_OP_MKNOD,
+		[LENTO_T_SOCK] = LENTO_OP_MKNOD,
 		[LENTO_T_CHR] = LENTO_OP_MKNOD, [LENTO_T_BLK] = LENTO_OP_MKNOD,
 	};
 	struct cache_obj parent, o;
@@ -677,7 +678,8 @@ static int k_rename(struct kapply *ka, const struct kml_record *r)
 	name_of(r->name2, r->name2_len, name2);
 	err = map(ka, &r->fh[PRESTO_KML_FH_DIR], &a.dir);
 	if (err == -ENOENT)
-		return unmapped(ka, r, &r->fh[PRESTO_KML_FH_DIR], "the directory");
+		return unmapped(ka, r, &r->fh[PRESTO_KML_FH_DIR],
+				"the directory");
 	err = err ?: map(ka, &r->fh[PRESTO_KML_FH_NEWDIR], &a.dir2);
 	if (err == -ENOENT)
 		return unmapped(ka, r, &r->fh[PRESTO_KML_FH_NEWDIR],
@@ -1029,7 +1031,8 @@ static int lose_name(struct kapply *ka, const struct who *w,
 	}
 	if (o->type == LENTO_T_DIR) {
 		err = lose_children(ka, w, &o->fid, depth);
-		err = err ?: get(ka, &o->fid, o);	/* its link count moved */
+		/* Its link count moved. */
+		err = err ?: get(ka, &o->fid, o);
 		if (err)
 			return err;
 	}

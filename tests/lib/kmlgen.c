@@ -108,7 +108,8 @@ int64_t kmlgen_append(struct kmlgen *g, const struct kmlgen_rec *r)
 	put32(AT(p, R, gid), r->gid);
 	put64(AT(p, R, time_ns), (uint64_t)r->time_ns);
 	for (int i = 0; i < PRESTO_KML_NFH; i++) {
-		uint8_t *f = p + offsetof(R, fh) + i * sizeof(struct presto_kml_fh);
+		uint8_t *f = p + offsetof(R, fh) +
+			     i * sizeof(struct presto_kml_fh);
 
 		put64(f, r->fh[i].ino);
 		put32(f + 8, r->fh[i].gen);
