@@ -99,8 +99,9 @@ static const struct kshape kshapes[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_ACCESS] = { KA(FILESET) | KA(HANDLES), 0 },
 	[PRESTO_CMD_STATS] = { KA(FILESET) | KA(STAT),
 			       KA(MOUNTED) | KA(ROOT) | KA(TIMEOUT_MS) },
+	/* An answer (to KML_SYNC, PERMIT 0) names its REQ, and ERRNO. */
 	[PRESTO_CMD_KML] = { KA(FILESET) | KA(KML_DURABLE) | KA(KML_ACKED),
-			     0 },
+			     KA(REQ) | KA(ERRNO) | KA(PERMIT) },
 };
 
 static const char *const cmd_names[PRESTO_CMD_MAX + 1] = {
@@ -241,7 +242,7 @@ static int decode_stats(struct nlattr *a, struct kmsg *m, const char **why)
 	return 0;
 }
 
-/* The journal's two positions and the permit, with their bounds. */
+/* The journal's two positions, an answer's errno and the permit. */
 static int decode_log(struct nlattr **tb, struct kmsg *m, const char **why)
 {
 	if (tb[PRESTO_A_KML_DURABLE])
@@ -256,6 +257,13 @@ static int decode_log(struct nlattr **tb, struct kmsg *m, const char **why)
 	if (!!tb[PRESTO_A_KML_DURABLE] != !!tb[PRESTO_A_KML_ACKED]) {
 		*why = "KML_DURABLE without KML_ACKED, or the reverse";
 		return -EBADMSG;
+	}
+	if (tb[PRESTO_A_ERRNO]) {
+		m->errno_ = get_u32(nla_data(tb[PRESTO_A_ERRNO]));
+		if (!m->errno_ || m->errno_ > 4095) {
+			*why = "ERRNO: not an errno";
+			return -EBADMSG;
+		}
 	}
 	if (tb[PRESTO_A_PERMIT]) {
 		m->permit = *(const uint8_t *)nla_data(tb[PRESTO_A_PERMIT]);

@@ -285,9 +285,24 @@ START_TEST(kml_notices)
 	nla_put_u32(nm, PRESTO_A_KML_DURABLE, 5);
 	nla_put_u64(nm, PRESTO_A_KML_ACKED, 5);
 	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* An answer: its request, an error, the permit. */
+	nm = kml("home", 5, 5);
+	nla_put_u64(nm, PRESTO_A_REQ, 77);
+	nla_put_u32(nm, PRESTO_A_ERRNO, EIO);
+	nla_put_u8(nm, PRESTO_A_PERMIT, 0);
+	ck_assert_int_eq(decode(nm, &m, &why), 0);
+	ck_assert_uint_eq(m.req, 77);
+	ck_assert_uint_eq(m.errno_, EIO);
+	ck_assert(m.have & KA(PERMIT));
+	nm = kml("home", 5, 5);
+	nla_put_u32(nm, PRESTO_A_ERRNO, 0);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	nm = kml("home", 5, 5);
+	nla_put_u32(nm, PRESTO_A_ERRNO, 5000);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
 	/* What KML may not carry. */
 	nm = kml("home", 5, 5);
-	nla_put_u8(nm, PRESTO_A_PERMIT, 1);
+	put_handle(nm, PRESTO_A_HANDLE, 1, 1, 0);
 	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
 	/* Commands only lento sends. */
 	nm = msg_new(PRESTO_CMD_KML_ACK, PRESTO_GENL_VERSION, 0);
@@ -657,6 +672,10 @@ static int write_corpus(const char *dir)
 	write_one(dir, "upcall-attr", upcall("www", 3, PRESTO_OP_FETCH_ATTR));
 	write_one(dir, "upcall-permit", upcall("www", 4, PRESTO_OP_PERMIT));
 	write_one(dir, "kml", kml("www", 1234, 1000));
+	nm = kml("www", 1300, 1000);
+	nla_put_u64(nm, PRESTO_A_REQ, 3);
+	nla_put_u8(nm, PRESTO_A_PERMIT, 0);
+	write_one(dir, "kml-answer", nm);
 	write_one(dir, "register-log", mounted_log(PRESTO_CMD_REGISTER, 77, 70,
 						   1));
 	nm = msg_new(PRESTO_CMD_REGISTER, PRESTO_GENL_VERSION, 5);
