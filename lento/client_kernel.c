@@ -544,7 +544,7 @@ static int fill_permit(struct upcall *uc)
 		return -EROFS;
 	if (!connected(cl))
 		return 0;
-	if (v->revoked || v->releasing || fs->j.revoking) {
+	if (v->revoked || v->releasing || fs->j.revoke_req) {
 		uc->wait_vol = true;
 		return OP_WAIT;
 	}

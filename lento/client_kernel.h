@@ -30,13 +30,18 @@ struct kjournal {
 	char err[300];		/* why consumption stopped, "" if it runs */
 	uint64_t batches, records;
 	uint64_t unmapped_said;	/* of ka.unmapped, logged up to here */
+	/*
+	 * Requests whose answer is a KML message naming them (REQ): a
+	 * revoke (PERMIT 0) and KML_SYNC. 0: none awaited.
+	 */
+	uint64_t last_req;
 	/* The write-back permit, as presto holds it. */
 	bool presto_permit;
-	bool revoking;		/* PERMIT 0 sent, its KML awaited */
-	bool revoked;		/* presto gave it back: drain to target */
-	uint64_t revoke_upto;	/* consume up to here before releasing */
-	/* lentoctl sync: KML_SYNCs in flight, and how far to consume. */
-	unsigned int syncs_out;
+	uint64_t revoke_req;	/* PERMIT 0 sent, its answer awaited */
+	uint64_t revoke_ms;
+	/* lentoctl sync: the last KML_SYNC, and how far to consume. */
+	uint64_t sync_req;
+	uint64_t sync_ms;
 	uint64_t sync_upto;
 	int sync_err;
 };

@@ -36,6 +36,11 @@
 #define KML_BATCH_MAX	BATCH_RECORDS_MAX	/* records a transaction */
 #define KML_RUN_MAX	16			/* batches before the loop */
 #define KML_RETRY_MS	1000			/* after a failure */
+/*
+ * presto's answers are not queued when lento's buffer is full: a request
+ * not answered in this long is sent again (both are idempotent).
+ */
+#define KML_ANSWER_MS	10000
 
 static void poskey(char *buf, size_t size, const char *volume)
 {
@@ -90,7 +95,11 @@ void kml_stop(struct client *cl, struct fset *fs)
 	(void)cl;
 	stop_reading(fs);
 	fs->j.known = false;
-	fs->j.presto_permit = fs->j.revoking = false;
+	fs->j.presto_permit = false;
+	/* Unmounted: nothing to give back, nothing more to sync. */
+	fs->j.revoke_req = fs->j.sync_req = 0;
+	if (cl)
+		op_wake_reint(cl);
 }
 
 void kml_free(struct fset *fs)
@@ -285,6 +294,9 @@ static void log_restart(struct client *cl, struct fset *fs)
 	ack_send(cl, fs);
 }
 
+static void revoked(struct client *cl, struct fset *fs, const struct kmsg *m);
+static void synced(struct client *cl, struct fset *fs, const struct kmsg *m);
+
 void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m)
 {
 	struct kjournal *j = &fs->j;
@@ -296,13 +308,22 @@ void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m)
 	if (m->kml_durable > j->durable || m->cmd != PRESTO_CMD_KML)
 		j->durable = m->kml_durable;
 	j->acked = m->kml_acked;
-	if (m->have & KA(PERMIT))
-		j->presto_permit = m->permit;
 	if (m->cmd != PRESTO_CMD_KML) {
+		/*
+		 * Only here: after it, presto's permit moves by lento's
+		 * word alone, and a notice sent before a grant must not
+		 * take it back.
+		 */
+		j->presto_permit = (m->have & KA(PERMIT)) && m->permit;
 		if (j->presto_permit)
 			log_info("fileset %s: presto holds the write-back "
 				 "permit", fs->name);
 		log_restart(cl, fs);
+	} else if ((m->have & KA(REQ)) && m->req) {
+		if (m->req == j->revoke_req)
+			revoked(cl, fs, m);
+		if (m->req == j->sync_req)
+			synced(cl, fs, m);
 	}
 	kml_consume(cl, fs);
 }
@@ -314,51 +335,89 @@ void kml_permit_granted(struct client *cl, struct fset *fs)
 	struct vol *v = vol_by_name(cl, fs->volume);
 
 	fs->j.presto_permit = true;
-	fs->j.revoked = false;
 	fs->permits++;
 	if (v)
 		v->last_change_ms = lo_now_ms();
 }
 
-static void revoke_ack(void *arg, int err, const struct kmsg *reply)
+/* PERMIT 0 answered: every change made under it is at most durable. */
+static void revoked(struct client *cl, struct fset *fs, const struct kmsg *m)
+{
+	struct kjournal *j = &fs->j;
+
+	j->revoke_req = 0;
+	j->presto_permit = false;
+	if (m->errno_)
+		log_err("fileset %s: presto's journal: %s", fs->name,
+			strerror((int)m->errno_));
+	log_info("fileset %s: presto gave the permit back (journal durable "
+		 "up to %" PRIu64 ")", fs->name, m->kml_durable);
+	reint_kick(cl);
+}
+
+/* A request's ack (its answer comes as a KML message). */
+static void request_ack(void *arg, int err, const struct kmsg *reply,
+			bool revoke)
 {
 	struct fset *fs = arg;
 	struct kjournal *j = &fs->j;
-	struct client *cl = j->cl;
 
 	(void)reply;
-	j->revoking = false;
-	if (err == -ECANCELED)
-		return;		/* the channel went: presto dropped it too */
-	if (err && err != -ENOENT) {
-		log_warn("fileset %s: PERMIT 0: %s", fs->name, strerror(-err));
-		return;		/* asked again at the next kick */
+	if (!err || err == -ECANCELED)
+		return;		/* answered later; or the channel went */
+	if (revoke) {
+		j->revoke_req = 0;
+		/* Unmounted: presto holds nothing any more. */
+		if (err == -ENOENT)
+			j->presto_permit = false;
+		else
+			log_warn("fileset %s: PERMIT 0: %s", fs->name,
+				 strerror(-err));
+		reint_kick(j->cl);
+		return;
 	}
-	/* Its KML notice came first: every change is at most durable. */
-	j->presto_permit = false;
-	j->revoked = true;
-	j->revoke_upto = j->durable;
-	log_info("fileset %s: presto gave the permit back (journal durable "
-		 "up to %" PRIu64 ")", fs->name, j->durable);
-	kml_consume(cl, fs);
-	reint_kick(cl);
+	j->sync_req = 0;
+	if (err != -ENOENT)
+		j->sync_err = err;
+	op_wake_reint(j->cl);
+}
+
+static void revoke_ack(void *arg, int err, const struct kmsg *reply)
+{
+	request_ack(arg, err, reply, true);
+}
+
+static void sync_ack(void *arg, int err, const struct kmsg *reply)
+{
+	request_ack(arg, err, reply, false);
+}
+
+/* KML_SYNC or PERMIT 0 with a new REQ; its number, or 0 if not sent. */
+static uint64_t request(struct client *cl, struct fset *fs, uint8_t cmd)
+{
+	struct kcmd c = { .cmd = cmd, .fileset = fs->name, .have = KA(REQ),
+			  .req = ++fs->j.last_req };
+	int err;
+
+	if (cmd == PRESTO_CMD_PERMIT)
+		c.have |= KA(PERMIT);	/* 0 */
+	fs->j.cl = cl;
+	err = kchan_send(kclient_chan(cl), &c, cmd == PRESTO_CMD_PERMIT ?
+			 revoke_ack : sync_ack, fs);
+	if (err) {
+		log_warn("fileset %s: %s: %s", fs->name, kchan_cmd_name(cmd),
+			 strerror(-err));
+		return 0;
+	}
+	return c.req;
 }
 
 static void presto_revoke(struct client *cl, struct fset *fs)
 {
-	struct kcmd c = { .cmd = PRESTO_CMD_PERMIT, .fileset = fs->name,
-			  .have = KA(PERMIT), .permit = 0 };
-	int err;
-
-	if (fs->j.revoking || !fset_live(fs))
+	if (fs->j.revoke_req || !fset_live(fs))
 		return;
-	fs->j.cl = cl;
-	err = kchan_send(kclient_chan(cl), &c, revoke_ack, fs);
-	if (err) {
-		log_warn("fileset %s: PERMIT 0: %s", fs->name, strerror(-err));
-		return;
-	}
-	fs->j.revoking = true;
+	fs->j.revoke_req = request(cl, fs, PRESTO_CMD_PERMIT);
+	fs->j.revoke_ms = lo_now_ms();
 }
 
 bool kclient_permit_drained(struct client *cl, struct vol *v)
@@ -367,7 +426,7 @@ bool kclient_permit_drained(struct client *cl, struct vol *v)
 
 	if (!fs || !fset_live(fs) || !fs->j.known)
 		return true;	/* presto holds nothing lento could ask */
-	if (fs->j.presto_permit || fs->j.revoking) {
+	if (fs->j.presto_permit || fs->j.revoke_req) {
 		presto_revoke(cl, fs);
 		return false;
 	}
@@ -401,7 +460,7 @@ static void permit_follow(struct client *cl, struct fset *fs)
 	struct vol *v = vol_by_name(cl, fs->volume);
 
 	if (!fs->j.presto_permit || !v || !connected(cl) || v->permit ||
-	    v->acquiring || v->releasing || v->revoked || fs->j.revoking ||
+	    v->acquiring || v->releasing || v->revoked || fs->j.revoke_req ||
 	    lo_now_ms() < v->retry_at_ms)
 		return;
 	log_info("fileset %s: presto holds the permit: acquiring it from "
@@ -409,11 +468,27 @@ static void permit_follow(struct client *cl, struct fset *fs)
 	job_start(cl, J_ACQUIRE, v->cv.id, NULL, NULL, NULL);
 }
 
+/* Requests whose answer was lost (presto's send found no room). */
+static void requests_again(struct client *cl, struct fset *fs)
+{
+	uint64_t now = lo_now_ms();
+
+	if (fs->j.revoke_req && now - fs->j.revoke_ms > KML_ANSWER_MS) {
+		fs->j.revoke_req = 0;
+		presto_revoke(cl, fs);
+	}
+	if (fs->j.sync_req && now - fs->j.sync_ms > KML_ANSWER_MS) {
+		fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);
+		fs->j.sync_ms = now;
+	}
+}
+
 void kml_tick(struct client *cl, struct fset *fs)
 {
 	fs->j.cl = cl;
 	if (!fset_live(fs))
 		return;
+	requests_again(cl, fs);
 	ack_send(cl, fs);
 	kml_consume(cl, fs);
 	permit_follow(cl, fs);
@@ -421,34 +496,30 @@ void kml_tick(struct client *cl, struct fset *fs)
 
 /* ------------------------------------------------------------- sync */
 
-static void sync_ack(void *arg, int err, const struct kmsg *reply)
+/* The KML_SYNC awaited is answered: consume up to its durable point. */
+static void synced(struct client *cl, struct fset *fs, const struct kmsg *m)
 {
-	struct fset *fs = arg;
 	struct kjournal *j = &fs->j;
 
-	(void)reply;
-	j->syncs_out--;
-	if (err && err != -ENOENT)
-		j->sync_err = err;
-	else if (j->durable > j->sync_upto)
-		j->sync_upto = j->durable;	/* its KML notice came first */
-	if (err == -ECANCELED)
-		return;
-	kml_consume(j->cl, fs);
-	op_wake_reint(j->cl);
+	j->sync_req = 0;
+	if (m->errno_)
+		j->sync_err = -(int)m->errno_;
+	if (m->kml_durable > j->sync_upto)
+		j->sync_upto = m->kml_durable;
+	op_wake_reint(cl);
 }
 
+/*
+ * Each sync asks anew: an answer to an earlier request may not cover
+ * what was committed since. Earlier answers still move sync_upto.
+ */
 static void sync_send(struct client *cl, struct fset *fs)
 {
-	struct kcmd c = { .cmd = PRESTO_CMD_KML_SYNC, .fileset = fs->name };
-
-	fs->j.cl = cl;
 	fs->j.sync_err = 0;
 	if (!fset_live(fs) || !fs->j.known)
 		return;
-	if (kchan_send(kclient_chan(cl), &c, sync_ack, fs))
-		return;		/* the channel is going: nothing to consume */
-	fs->j.syncs_out++;
+	fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);
+	fs->j.sync_ms = lo_now_ms();
 }
 
 /* One fileset of a sync: 0 consumed, 1 still going, -errno. */
@@ -456,7 +527,7 @@ static int sync_one(struct op *op, struct fset *fs)
 {
 	struct kjournal *j = &fs->j;
 
-	if (j->syncs_out)
+	if (j->sync_req)
 		return 1;
 	if (j->sync_err) {
 		ctl_error(op->r, "fileset %s: presto's journal: %s", fs->name,
@@ -538,7 +609,7 @@ void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 	jw_key(w, "lento");
 	jw_bool(w, v && v->permit);
 	jw_key(w, "revoking");
-	jw_bool(w, j->revoking);
+	jw_bool(w, j->revoke_req != 0);
 	jw_key(w, "granted");
 	jw_uint(w, fs->permits);
 	jw_obj_end(w);
@@ -579,7 +650,7 @@ void kml_status_text(struct client *cl, struct fset *fs, struct jw *w)
 		  ")\n", j->presto_permit ? "holds it" : "does not hold it",
 		  v && v->permit ? "holds it" : connected(cl) ?
 		  "does not hold it" : "disconnected (a local permit)",
-		  j->revoking ? ", being given back" : "", j->pos, j->durable,
+		  j->revoke_req ? ", being given back" : "", j->pos, j->durable,
 		  j->acked);
 	jw_printf(w, "  pending in the CML: %" PRIu64 " records, %" PRIu64
 		  " bytes, oldest %" PRId64 " ms old\n", cs.records, cs.bytes,
