@@ -92,14 +92,12 @@ static void stop_reading(struct fset *fs)
 
 void kml_stop(struct client *cl, struct fset *fs)
 {
-	(void)cl;
 	stop_reading(fs);
 	fs->j.known = false;
 	fs->j.presto_permit = false;
 	/* Unmounted: nothing to give back, nothing more to sync. */
 	fs->j.revoke_req = fs->j.sync_req = 0;
-	if (cl)
-		op_wake_reint(cl);
+	op_wake_reint(cl);
 }
 
 void kml_free(struct fset *fs)
