@@ -98,7 +98,8 @@ static const struct kshape kshapes[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_UNMOUNTED] = { KA(FILESET), KA(MOUNTED) },
 	[PRESTO_CMD_ACCESS] = { KA(FILESET) | KA(HANDLES), 0 },
 	[PRESTO_CMD_STATS] = { KA(FILESET) | KA(STAT),
-			       KA(MOUNTED) | KA(ROOT) | KA(TIMEOUT_MS) },
+			       KA(MOUNTED) | KA(ROOT) | KA(TIMEOUT_MS) |
+			       KA_LOG },
 	/* An answer (to KML_SYNC, PERMIT 0) names its REQ, and ERRNO. */
 	[PRESTO_CMD_KML] = { KA(FILESET) | KA(KML_DURABLE) | KA(KML_ACKED),
 			     KA(REQ) | KA(ERRNO) | KA(PERMIT) },

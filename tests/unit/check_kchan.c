@@ -487,7 +487,12 @@ START_TEST(stats_nested)
 	nla_put_u64(nm, PRESTO_S_PERMIT_HELD, 1);
 	nla_put_u64(nm, PRESTO_S_MAX + 2, 99);	/* a later counter */
 	nla_nest_end(nm, nest);
+	/* Where the log stands, as in REGISTER's answer. */
+	nla_put_u64(nm, PRESTO_A_KML_DURABLE, 9);
+	nla_put_u64(nm, PRESTO_A_KML_ACKED, 8);
+	nla_put_u8(nm, PRESTO_A_PERMIT, 1);
 	ck_assert_int_eq(decode(nm, &m, &why), 0);
+	ck_assert_uint_eq(m.kml_durable, 9);
 	ck_assert_uint_eq(m.stat[PRESTO_S_UPCALLS], 10);
 	ck_assert_uint_eq(m.stat[PRESTO_S_FETCH_DIR], 4);
 	ck_assert_uint_eq(m.stat[PRESTO_S_PENDING], 1);
