@@ -33,8 +33,12 @@
 #include "cml.h"
 #include "log.h"
 
-#define KML_BATCH_MAX	BATCH_RECORDS_MAX	/* records a transaction */
-#define KML_RUN_MAX	16			/* batches before the loop */
+#define KML_BATCH_MAX	256	/* records a transaction */
+/*
+ * Consuming holds the event loop: after this long it lets the rest run
+ * (permit renewals, upcalls) and goes on at the next tick.
+ */
+#define KML_RUN_MS	50
 #define KML_RETRY_MS	1000			/* after a failure */
 /*
  * presto's answers are not queued when lento's buffer is full: a request
@@ -231,7 +235,8 @@ void kml_consume(struct client *cl, struct fset *fs)
 	err = j->pos_loaded ? 0 : pos_load(cl, fs);
 	err = err ?: start_reading(cl, fs, v);
 	poskey(key, sizeof(key), fs->volume);
-	for (int i = 0; !err && i < KML_RUN_MAX && !kml_caught_up(fs); i++) {
+	for (uint64_t t0 = lo_now_ms(); !err && !kml_caught_up(fs) &&
+	     lo_now_ms() - t0 < KML_RUN_MS;) {
 		n = kapply_batch(&j->ka, j->kr, j->durable, KML_BATCH_MAX, key,
 				 &j->pos, read_more, fs, &why);
 		if (n <= 0) {

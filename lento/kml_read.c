@@ -31,6 +31,12 @@ struct kread {
 	size_t len, pos;	/* bytes in buf; where the next record is */
 	uint64_t buf_off;	/* file offset of buf[0] */
 	bool eof;		/* the last read reached the end of the file */
+	/*
+	 * The bytes from pos on were read again after an end or a bad
+	 * record was met there: the current segment grows while it is
+	 * read, so what a read saw before may be stale.
+	 */
+	bool reread;
 	bool busy, dead;
 	lo_file_fn more;
 	void *more_arg;
@@ -234,26 +240,41 @@ static bool need_more(const struct kread *kr)
 	       (rlen && rlen <= KML_REC_MAX && rlen > left);
 }
 
+/* Read what follows pos again: the segment may have grown since. */
+static void reread(struct kread *kr)
+{
+	kr->len = kr->pos;
+	kr->eof = false;
+	kr->reread = true;
+}
+
 /*
- * The segment ended: the next one must begin with the next record. If
- * there is none, this one is read again from here next time.
+ * The records of this segment ended at pos (@err: -ENODATA), or the one
+ * there is not valid (@err: -EBADMSG). The next segment, if it begins
+ * with the next record, is where it goes on; else the bytes are read
+ * again once (presto may have written there since), and only then is
+ * it an error.
  */
-static int next_segment(struct kread *kr, const char **why)
+static int at_end(struct kread *kr, int err, const char **why)
 {
 	uint64_t first;
 	int fd = seg_peek(kr, kr->segno + 1, &first);
 
-	if (fd < 0) {
-		kr->eof = false;
-		*why = "no record there yet, and no next segment";
-		return fd == -ENOENT ? -ENODATA : fd;
+	if (fd >= 0) {
+		close(fd);
+		if (first == kr->expect && err == -ENODATA)
+			return seg_open(kr, kr->segno + 1, &first);
 	}
-	close(fd);
-	if (first != kr->expect) {
-		*why = "the next segment does not begin with the next record";
-		return -EBADMSG;
+	if (!kr->reread) {
+		reread(kr);
+		return 0;
 	}
-	return seg_open(kr, kr->segno + 1, &first);
+	kr->reread = false;
+	kr->eof = false;
+	if (err == -ENODATA)
+		*why = fd >= 0 ? "the next segment does not begin with the "
+			"next record" : "no record there, and no next segment";
+	return fd >= 0 && err == -ENODATA ? -EBADMSG : err;
 }
 
 int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
@@ -269,7 +290,7 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 		if (kr->fd < 0 && (err = seg_find(kr, kr->next_seq)))
 			return err;
 		if (kr->pos >= kr->len && kr->eof) {
-			err = next_segment(kr, why);
+			err = at_end(kr, -ENODATA, why);
 			if (err)
 				return err;
 			continue;
@@ -282,14 +303,14 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 		}
 		res = kml_decode_record(kr->buf + kr->pos, kr->len - kr->pos,
 					kr->expect, r, why);
-		if (res == KML_BAD)
-			return -EBADMSG;
-		if (res == KML_END) {
-			err = next_segment(kr, why);
+		if (res != KML_OK) {
+			err = at_end(kr, res == KML_END ? -ENODATA : -EBADMSG,
+				     why);
 			if (err)
 				return err;
 			continue;
 		}
+		kr->reread = false;
 		kr->pos += r->len;
 		kr->expect++;
 		if (r->seq < kr->next_seq)

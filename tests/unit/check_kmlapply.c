@@ -606,6 +606,62 @@ START_TEST(recovery_gone_dir)
 }
 END_TEST
 
+/* kread_next through the loop: 1 with a record, 0 none, -errno. */
+struct next_wait {
+	struct lo_loop *loop;
+};
+
+static void next_ready(void *arg, int res)
+{
+	(void)res;
+	lo_stop(((struct next_wait *)arg)->loop);
+}
+
+static int next_record(struct lo_loop *loop, struct kread *kr, uint64_t limit,
+		       struct kml_record *r)
+{
+	struct next_wait w = { loop };
+	const char *why;
+	int rc;
+
+	while (!(rc = kread_next(kr, limit, r, &why, next_ready, &w)) &&
+	       kread_busy(kr))
+		ck_assert_int_eq(lo_run(loop), 0);
+	return rc;
+}
+
+START_TEST(segment_grows_while_read)
+{
+	struct lo_loop *loop;
+	struct kread *kr;
+	struct kml_record r;
+
+	rec(PRESTO_KML_CREATE, 2, 600, "one", NULL);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), 1);
+	ck_assert_uint_eq(r.seq, 1);
+	/* The reader saw the end of the file; presto writes on. */
+	rec(PRESTO_KML_CREATE, 2, 601, "two", NULL);
+	rec(PRESTO_KML_CREATE, 2, 602, "three", NULL);
+	ck_assert_int_eq(next_record(loop, kr, 3, &r), 1);
+	ck_assert_uint_eq(r.seq, 2);
+	ck_assert_int_eq(next_record(loop, kr, 3, &r), 1);
+	ck_assert_uint_eq(r.seq, 3);
+	/* Then a new segment begins. */
+	ck_assert_int_eq(kmlgen_segment(&g, 2), 0);
+	rec(PRESTO_KML_CREATE, 2, 603, "four", NULL);
+	ck_assert_int_eq(next_record(loop, kr, 4, &r), 1);
+	ck_assert_uint_eq(r.seq, 4);
+	ck_assert_uint_eq(kread_segno(kr), 2);
+	ck_assert_int_eq(next_record(loop, kr, 4, &r), 0);
+	/* Durable says 5, and it is nowhere. */
+	ck_assert_int_eq(next_record(loop, kr, 5, &r), -ENODATA);
+	kread_free(kr);
+	lo_loop_free(loop);
+}
+END_TEST
+
 START_TEST(listing_across_batches)
 {
 	uint64_t n = 6;
@@ -642,6 +698,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, recovery_moved);
 	tcase_add_test(tc, recovery_gone_dir);
 	tcase_add_test(tc, listing_across_batches);
+	tcase_add_test(tc, segment_grows_while_read);
 	suite_add_tcase(s, tc);
 	return s;
 }
