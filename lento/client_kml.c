@@ -33,7 +33,7 @@
 #include "cml.h"
 #include "log.h"
 
-#define KML_BATCH_MAX	256	/* records a transaction */
+#define KML_BATCH_MAX	64	/* records a transaction */
 /*
  * Consuming holds the event loop: after this long it lets the rest run
  * (permit renewals, upcalls) and goes on at the next tick.
