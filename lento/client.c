@@ -376,8 +376,9 @@ static void permits_tick(struct client *cl, uint64_t now)
 			continue;
 		if (!v->renewing && now >= v->renew_at_ms)
 			permit_renew(cl, v);
+		/* Changes logged during this tick are later than @now. */
 		if (v->releasing || v->acquiring ||
-		    now - v->last_change_ms < PERMIT_IDLE_MS ||
+		    now < v->last_change_ms + PERMIT_IDLE_MS ||
 		    cml_stats(cache_cml(cl->cache), v->cv.id, &cs) ||
 		    cs.records || !kclient_permit_drained(cl, v))
 			continue;

@@ -415,10 +415,13 @@ static uint64_t request(struct client *cl, struct fset *fs, uint8_t cmd)
 	return c.req;
 }
 
-static void presto_revoke(struct client *cl, struct fset *fs)
+static void presto_revoke(struct client *cl, struct fset *fs,
+			  const char *why)
 {
 	if (fs->j.revoke_req || !fset_live(fs))
 		return;
+	log_info("fileset %s: asking presto for the permit back: %s",
+		 fs->name, why);
 	fs->j.revoke_req = request(cl, fs, PRESTO_CMD_PERMIT);
 	fs->j.revoke_ms = lo_now_ms();
 }
@@ -430,7 +433,8 @@ bool kclient_permit_drained(struct client *cl, struct vol *v)
 	if (!fs || !fset_live(fs) || !fs->j.known)
 		return true;	/* presto holds nothing lento could ask */
 	if (fs->j.presto_permit || fs->j.revoke_req) {
-		presto_revoke(cl, fs);
+		presto_revoke(cl, fs, v->revoked ? "the server wants it" :
+			      "lento gives it back");
 		return false;
 	}
 	/* Every change made under it in the CML first. */
@@ -444,7 +448,7 @@ void kclient_permit_lost(struct client *cl, struct vol *v)
 	struct fset *fs = cl->k ? fset_by_volume(cl, v->cv.name) : NULL;
 
 	if (fs && fs->j.presto_permit)
-		presto_revoke(cl, fs);
+		presto_revoke(cl, fs, "lento lost it");
 }
 
 void kclient_acquire_failed(struct client *cl, uint32_t volume, int err)
@@ -454,7 +458,7 @@ void kclient_acquire_failed(struct client *cl, uint32_t volume, int err)
 
 	/* Refused (not a lost connection): presto must stop changing. */
 	if (fs && fs->j.presto_permit && err != -ENOTCONN)
-		presto_revoke(cl, fs);
+		presto_revoke(cl, fs, "the server refused it to lento");
 }
 
 /* presto holds the permit (lento restarted): hold it at the server too. */
@@ -478,7 +482,7 @@ static void requests_again(struct client *cl, struct fset *fs)
 
 	if (fs->j.revoke_req && now - fs->j.revoke_ms > KML_ANSWER_MS) {
 		fs->j.revoke_req = 0;
-		presto_revoke(cl, fs);
+		presto_revoke(cl, fs, "asked again: no answer came");
 	}
 	if (fs->j.sync_req && now - fs->j.sync_ms > KML_ANSWER_MS) {
 		fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);

@@ -302,7 +302,7 @@ def main():
             for line in msg.strip().splitlines():
                 print("  # " + line)
             for p in s.t.procs:
-                print(p.tail(15))
+                print(p.tail(30))
         sys.stdout.flush()
     problems = s.finish()
     for p in problems:
