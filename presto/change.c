@@ -83,6 +83,9 @@ void presto_change_free(struct presto_change *chg)
 
 	presto_kml_free(chg->sb, chg->rec);
 	chg->rec = NULL;
+	if (chg->permit)
+		presto_permit_put(chg->sb);
+	chg->permit = false;
 	presto_kml_free(chg->sb, chg->store);
 	chg->store = NULL;
 	for (i = 0; i < chg->nxattrs; i++)
@@ -168,6 +171,11 @@ int presto_change_begin(struct presto_change *chg, struct super_block *sb,
 
 	chg->sb = sb;
 	if (op) {
+		/* First: a wait for lento holds nothing else. */
+		err = presto_permit_get(sb);
+		if (err)
+			goto fail;
+		chg->permit = true;
 		e = presto_kml_alloc(sb, op, name ? name->len : 0,
 				     name2 ? name2->len : 0, data_len, false);
 		err = PTR_ERR(e);
@@ -461,25 +469,33 @@ static int presto_store_reserve(struct file *file)
 
 /*
  * Before a write through @file at @pos (-1: anywhere, as through a
- * mapping): room for the STORE it will owe, or the write is refused
- * before it is done, and the mark that covers the data. Notes the mode,
- * which a write may change (set-id bits) even when it fails. Every
- * successful call is paired with presto_store_end().
+ * mapping): the permit (a file with no name logs nothing and needs
+ * none), room for the STORE it will owe, or the write is refused before
+ * it is done, and the mark that covers the data. Notes the mode, which a
+ * write may change (set-id bits) even when it fails. Every successful
+ * call is paired with presto_store_end().
  */
-int presto_store_begin(struct file *file, loff_t pos, umode_t *mode)
+int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w)
 {
 	struct inode *inode = file_inode(file);
 	struct super_block *sb = inode->i_sb;
 	struct presto_mark *m;
 	int err;
 
-	*mode = presto_lower_inode(inode)->i_mode;
+	w->mode = presto_lower_inode(inode)->i_mode;
+	w->permit = presto_lower_inode(inode)->i_nlink;
+	if (w->permit) {
+		err = presto_permit_get(sb);
+		if (err)
+			return err;
+	}
 	err = presto_store_reserve(file);
 	if (err)
-		return err;
+		goto fail;
 	m = presto_data_mark(file);
+	err = PTR_ERR(m);
 	if (IS_ERR(m))
-		return PTR_ERR(m);
+		goto fail;
 	/*
 	 * ext4 orders new blocks after the transaction that holds the mark,
 	 * but may write a block over an old one any time: the mark first.
@@ -488,20 +504,27 @@ int presto_store_begin(struct file *file, loff_t pos, umode_t *mode)
 		err = presto_mark_commit(sb, m);
 		if (err) {
 			presto_data_unhold(inode, 1);
-			return err;
+			goto fail;
 		}
 	}
 	return 0;
+fail:
+	if (w->permit)
+		presto_permit_put(sb);
+	return err;
 }
 
 /* After a write through @file: did it change the file? */
-void presto_store_end(struct file *file, umode_t mode, bool wrote)
+void presto_store_end(struct file *file, const struct presto_write *w,
+		      bool wrote)
 {
 	struct inode *inode = file_inode(file);
 
-	if (wrote || presto_lower_inode(inode)->i_mode != mode)
+	if (wrote || presto_lower_inode(inode)->i_mode != w->mode)
 		atomic64_inc(&PRESTO_I(inode)->data_gen);
 	presto_data_unhold(inode, 1);
+	if (w->permit)
+		presto_permit_put(inode->i_sb);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include <linux/ctype.h>
 #include <linux/freezer.h>
 #include <linux/kref.h>
+#include <linux/rcupdate.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
@@ -32,18 +33,41 @@
 #define PRESTO_HINT_DELAY	HZ
 #define PRESTO_HINT_EVERY	(60 * HZ)
 #define PRESTO_HINTS_MAX	256
+/* Moves of the log's durable point closer than this make one notice. */
+#define PRESTO_KML_NOTIFY_DELAY	(HZ / 10)
 
 enum {
 	PRESTO_ST_UPCALLS, PRESTO_ST_FETCH_DIR, PRESTO_ST_FETCH_FILE,
 	PRESTO_ST_FETCH_ATTR, PRESTO_ST_JOINED, PRESTO_ST_RESENT,
 	PRESTO_ST_TIMEOUTS, PRESTO_ST_INTERRUPTED, PRESTO_ST_FAILED,
-	PRESTO_ST_BREAKS, PRESTO_ST_NR
+	PRESTO_ST_BREAKS, PRESTO_ST_PERMIT, PRESTO_ST_REVOKES, PRESTO_ST_NR
 };
 
-/* Counter i is PRESTO_S_UPCALLS + i on the wire; names for mountstats. */
-static const char *const presto_stat_names[PRESTO_ST_NR] = {
-	"upcalls", "fetch_dir", "fetch_file", "fetch_attr", "joined",
-	"resent", "timeouts", "interrupted", "failed", "breaks",
+/* Each counter's attribute on the wire, and its name in mountstats. */
+static const struct {
+	u16 attr;
+	const char *name;
+} presto_stat_info[PRESTO_ST_NR] = {
+	[PRESTO_ST_UPCALLS]	= { PRESTO_S_UPCALLS, "upcalls" },
+	[PRESTO_ST_FETCH_DIR]	= { PRESTO_S_FETCH_DIR, "fetch_dir" },
+	[PRESTO_ST_FETCH_FILE]	= { PRESTO_S_FETCH_FILE, "fetch_file" },
+	[PRESTO_ST_FETCH_ATTR]	= { PRESTO_S_FETCH_ATTR, "fetch_attr" },
+	[PRESTO_ST_JOINED]	= { PRESTO_S_JOINED, "joined" },
+	[PRESTO_ST_RESENT]	= { PRESTO_S_RESENT, "resent" },
+	[PRESTO_ST_TIMEOUTS]	= { PRESTO_S_TIMEOUTS, "timeouts" },
+	[PRESTO_ST_INTERRUPTED]	= { PRESTO_S_INTERRUPTED, "interrupted" },
+	[PRESTO_ST_FAILED]	= { PRESTO_S_FAILED, "failed" },
+	[PRESTO_ST_BREAKS]	= { PRESTO_S_BREAKS, "breaks" },
+	[PRESTO_ST_PERMIT]	= { PRESTO_S_PERMIT, "permit" },
+	[PRESTO_ST_REVOKES]	= { PRESTO_S_REVOKES, "revokes" },
+};
+
+/* The counter of upcalls of each op. */
+static const u8 presto_op_stat[] = {
+	[PRESTO_OP_FETCH_DIR]	= PRESTO_ST_FETCH_DIR,
+	[PRESTO_OP_FETCH_FILE]	= PRESTO_ST_FETCH_FILE,
+	[PRESTO_OP_FETCH_ATTR]	= PRESTO_ST_FETCH_ATTR,
+	[PRESTO_OP_PERMIT]	= PRESTO_ST_PERMIT,
 };
 
 struct presto_fileset {
@@ -53,7 +77,8 @@ struct presto_fileset {
 	struct mutex mutex;
 	/* Under mutex: */
 	u32 portid;			/* the registered lento; 0: none */
-	struct super_block *sb;		/* the mount; NULL: none */
+	bool attached;			/* a mount has it (maybe not ready) */
+	struct super_block *sb;		/* the mount, ready; NULL: none */
 	u64 next_id;
 	struct list_head upcalls;	/* not answered yet */
 	unsigned int pending;
@@ -64,6 +89,17 @@ struct presto_fileset {
 	unsigned int nhints;
 	struct presto_handle hints[PRESTO_HINTS_MAX];
 	struct delayed_work hint_work;
+	/* The log's durable point moved: lento hears of it (KML). */
+	struct delayed_work kml_work;
+};
+
+/* A KML_SYNC or a revoke, done by a worker: it may take a while. */
+struct presto_kml_request {
+	struct work_struct work;
+	struct presto_fileset *fs;	/* a reference */
+	struct super_block *sb;		/* an active reference */
+	u64 req;
+	bool revoke;
 };
 
 struct presto_upcall {
@@ -103,6 +139,7 @@ bool presto_fileset_name_ok(const char *name)
 
 static void presto_resend_work(struct work_struct *work);
 static void presto_hint_work(struct work_struct *work);
+static void presto_kml_work(struct work_struct *work);
 
 /* The fileset called @name, with a new reference; made if @make. */
 struct presto_fileset *presto_fileset_get(const char *name, bool make)
@@ -129,6 +166,7 @@ struct presto_fileset *presto_fileset_get(const char *name, bool make)
 	INIT_DELAYED_WORK(&fs->resend, presto_resend_work);
 	spin_lock_init(&fs->hint_lock);
 	INIT_DELAYED_WORK(&fs->hint_work, presto_hint_work);
+	INIT_DELAYED_WORK(&fs->kml_work, presto_kml_work);
 	list_add(&fs->node, &presto_filesets);
 out:
 	mutex_unlock(&presto_filesets_lock);
@@ -145,6 +183,7 @@ static void presto_fileset_release(struct kref *ref)
 	/* Nobody holds it: no mount, no lento, hence no upcall either. */
 	cancel_delayed_work_sync(&fs->resend);
 	cancel_delayed_work_sync(&fs->hint_work);
+	cancel_delayed_work_sync(&fs->kml_work);
 	WARN_ON_ONCE(!list_empty(&fs->upcalls));
 	mutex_destroy(&fs->mutex);
 	kfree(fs);
@@ -175,6 +214,21 @@ static int presto_msg_send(struct presto_fileset *fs, struct sk_buff *skb,
 	return genlmsg_unicast(&init_net, skb, fs->portid);
 }
 
+/* Where the log of @sb stands, and whether it holds the permit. */
+static int presto_put_kml(struct sk_buff *skb, struct super_block *sb)
+{
+	struct presto_kml_state st;
+
+	presto_journal_state(sb, &st);
+	if (nla_put_u64_64bit(skb, PRESTO_A_KML_DURABLE, st.durable_seq,
+			      PRESTO_A_PAD) ||
+	    nla_put_u64_64bit(skb, PRESTO_A_KML_ACKED, st.acked_seq,
+			      PRESTO_A_PAD) ||
+	    nla_put_u8(skb, PRESTO_A_PERMIT, READ_ONCE(presto_sb(sb)->permit)))
+		return -EMSGSIZE;
+	return 0;
+}
+
 static int presto_put_mount(struct sk_buff *skb, struct presto_fileset *fs)
 {
 	struct presto_handle root = {};
@@ -191,7 +245,7 @@ static int presto_put_mount(struct sk_buff *skb, struct presto_fileset *fs)
 	    nla_put_u32(skb, PRESTO_A_TIMEOUT_MS,
 			jiffies_to_msecs(presto_sb(fs->sb)->timeout)))
 		return -EMSGSIZE;
-	return 0;
+	return presto_put_kml(skb, fs->sb);
 }
 
 /* MOUNTED or UNMOUNTED to the registered lento, if any. */
@@ -387,7 +441,7 @@ static struct presto_upcall *presto_upcall_get(struct presto_fileset *fs,
 	list_add_tail(&up->node, &fs->upcalls);
 	fs->pending++;
 	presto_count(fs, PRESTO_ST_UPCALLS);
-	presto_count(fs, PRESTO_ST_FETCH_DIR + op - PRESTO_OP_FETCH_DIR);
+	presto_count(fs, presto_op_stat[op]);
 	presto_upcall_send(fs, up);
 	return up;
 }
@@ -482,10 +536,10 @@ int presto_fileset_attach(struct super_block *sb, const char *name)
 	if (!fs)
 		return -ENOMEM;
 	mutex_lock(&fs->mutex);
-	if (fs->sb) {
+	if (fs->attached) {
 		err = -EBUSY;
 	} else {
-		fs->sb = sb;
+		fs->attached = true;
 		presto_sb(sb)->fileset = fs;
 	}
 	mutex_unlock(&fs->mutex);
@@ -494,12 +548,16 @@ int presto_fileset_attach(struct super_block *sb, const char *name)
 	return err;
 }
 
-/* The mount is ready: a registered lento hears of it. */
+/*
+ * The mount is ready, its log open: downcalls may reach it from now on,
+ * and a registered lento hears of it.
+ */
 void presto_fileset_announce(struct super_block *sb)
 {
 	struct presto_fileset *fs = presto_sb(sb)->fileset;
 
 	mutex_lock(&fs->mutex);
+	fs->sb = sb;
 	presto_notify_mount(fs);
 	mutex_unlock(&fs->mutex);
 }
@@ -516,10 +574,15 @@ void presto_fileset_detach(struct super_block *sb)
 	if (!fs)
 		return;
 	mutex_lock(&fs->mutex);
-	fs->sb = NULL;
-	presto_notify_mount(fs);
+	if (fs->sb) {
+		fs->sb = NULL;
+		presto_notify_mount(fs);
+	}
+	fs->attached = false;
 	mutex_unlock(&fs->mutex);
-	presto_sb(sb)->fileset = NULL;
+	/* The journal thread may be telling of its log (kml_durable). */
+	WRITE_ONCE(presto_sb(sb)->fileset, NULL);
+	synchronize_rcu();
 	presto_fileset_put(fs);
 }
 
@@ -541,12 +604,13 @@ void presto_fileset_show(struct seq_file *m, struct super_block *sb)
 	if (!fs)
 		return;
 	presto_fileset_stats(fs, v);
-	seq_printf(m, "\n\tfileset: %s lento %s epoch %llu pending %u",
+	seq_printf(m, "\n\tfileset: %s lento %s epoch %llu pending %u permit %s",
 		   fs->name, READ_ONCE(fs->portid) ? "registered" : "none",
-		   READ_ONCE(presto_sb(sb)->epoch), READ_ONCE(fs->pending));
+		   READ_ONCE(presto_sb(sb)->epoch), READ_ONCE(fs->pending),
+		   READ_ONCE(presto_sb(sb)->permit) ? "held" : "none");
 	seq_puts(m, "\n\tchannel:");
 	for (i = 0; i < PRESTO_ST_NR; i++)
-		seq_printf(m, " %s %llu", presto_stat_names[i], v[i]);
+		seq_printf(m, " %s %llu", presto_stat_info[i].name, v[i]);
 }
 
 /* ------------------------------------------------------------ lento */
@@ -631,7 +695,7 @@ void presto_filesets_exit(void)
 	struct presto_fileset *fs, *tmp;
 
 	list_for_each_entry_safe(fs, tmp, &presto_filesets, node) {
-		if (WARN_ON_ONCE(fs->sb))
+		if (WARN_ON_ONCE(fs->attached))
 			continue;
 		presto_fileset_unregister(fs, fs->portid);
 	}
@@ -643,6 +707,7 @@ int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
 {
 	u64 v[PRESTO_ST_NR];
 	struct nlattr *nest;
+	bool held;
 	int i, err;
 
 	mutex_lock(&fs->mutex);
@@ -655,13 +720,17 @@ int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
 		return -EMSGSIZE;
 	presto_fileset_stats(fs, v);
 	for (i = 0; i < PRESTO_ST_NR; i++)
-		if (nla_put_u64_64bit(skb, PRESTO_S_UPCALLS + i, v[i],
+		if (nla_put_u64_64bit(skb, presto_stat_info[i].attr, v[i],
 				      PRESTO_S_PAD))
 			return -EMSGSIZE;
+	mutex_lock(&fs->mutex);
+	held = fs->sb && READ_ONCE(presto_sb(fs->sb)->permit);
+	mutex_unlock(&fs->mutex);
 	if (nla_put_u64_64bit(skb, PRESTO_S_PENDING, READ_ONCE(fs->pending),
 			      PRESTO_S_PAD) ||
 	    nla_put_u64_64bit(skb, PRESTO_S_REGISTERED, !!READ_ONCE(fs->portid),
-			      PRESTO_S_PAD))
+			      PRESTO_S_PAD) ||
+	    nla_put_u64_64bit(skb, PRESTO_S_PERMIT_HELD, held, PRESTO_S_PAD))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
 	return 0;
@@ -707,9 +776,11 @@ int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
 		ret = -ESRCH;
 		goto out;
 	}
-	/* Flags first: a waiter woken finds them set. */
+	/* Flags (or the permit) first: a waiter woken finds them set. */
 	if (flags && fs->sb)
 		presto_cb_apply(fs->sb, &up->handle, flags, 0, epoch);
+	if (up->op == PRESTO_OP_PERMIT && !err && fs->sb)
+		presto_permit_set(fs->sb, true);
 	presto_upcall_done(fs, up, err);
 out:
 	mutex_unlock(&fs->mutex);
@@ -761,4 +832,139 @@ int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
 out:
 	mutex_unlock(&fs->mutex);
 	return ret;
+}
+
+/* ------------------------------------------------------------ the log */
+
+/* A KML message about @sb's log: the answer to @req if nonzero. */
+static void presto_kml_send(struct presto_fileset *fs, struct super_block *sb,
+			    u64 req, int err)
+{
+	struct sk_buff *skb;
+	void *hdr;
+
+	skb = presto_msg_new(fs, PRESTO_CMD_KML, &hdr);
+	if (!skb)
+		return;
+	if ((req && nla_put_u64_64bit(skb, PRESTO_A_REQ, req, PRESTO_A_PAD)) ||
+	    (err && nla_put_u32(skb, PRESTO_A_ERRNO, -err)) ||
+	    presto_put_kml(skb, sb)) {
+		nlmsg_free(skb);
+		return;
+	}
+	/* Lost if lento's buffer is full: the next move tells it again. */
+	presto_msg_send(fs, skb, hdr);
+}
+
+/*
+ * The log of @sb is durable further (the journal thread synced it, or an
+ * fsync flushed it): lento hears of it shortly, in one message for
+ * several moves. Called from the journal thread and from fsync; the
+ * mount's detach waits for an RCU grace period before it lets go of the
+ * fileset, so the fileset seen here is alive.
+ */
+void presto_fileset_kml_durable(struct super_block *sb)
+{
+	struct presto_fileset *fs;
+
+	rcu_read_lock();
+	fs = READ_ONCE(presto_sb(sb)->fileset);
+	if (fs && READ_ONCE(fs->portid))
+		schedule_delayed_work(&fs->kml_work, PRESTO_KML_NOTIFY_DELAY);
+	rcu_read_unlock();
+}
+
+static void presto_kml_work(struct work_struct *work)
+{
+	struct presto_fileset *fs = container_of(work, struct presto_fileset,
+						 kml_work.work);
+
+	mutex_lock(&fs->mutex);
+	if (fs->sb)
+		presto_kml_send(fs, fs->sb, 0, 0);
+	mutex_unlock(&fs->mutex);
+}
+
+/* lento consumed the log up to @seq. */
+int presto_fileset_kml_ack(struct presto_fileset *fs, u64 seq)
+{
+	int err = -ENOENT;
+
+	mutex_lock(&fs->mutex);
+	if (fs->sb)
+		err = presto_journal_ack(fs->sb, seq);
+	mutex_unlock(&fs->mutex);
+	return err;
+}
+
+static void presto_kml_request_work(struct work_struct *work)
+{
+	struct presto_kml_request *r = container_of(work,
+						    struct presto_kml_request,
+						    work);
+	struct presto_fileset *fs = r->fs;
+	int err;
+
+	if (r->revoke)
+		presto_permit_drain(r->sb);
+	err = presto_journal_sync(r->sb);
+	mutex_lock(&fs->mutex);
+	presto_kml_send(fs, r->sb, r->req, err);
+	mutex_unlock(&fs->mutex);
+	deactivate_super(r->sb);
+	presto_fileset_put(fs);
+	kfree(r);
+}
+
+/*
+ * KML_SYNC (@revoke false) and a revoke (PERMIT 0), request @req of
+ * lento's: the answer, a KML message, comes from a worker once the log
+ * is durable (and, for a revoke, once the changes in progress ended), so
+ * that lento's sending thread never waits for the disk or for writers.
+ * The worker holds the mount active meanwhile.
+ */
+int presto_fileset_kml_request(struct presto_fileset *fs, u64 req,
+			       bool revoke)
+{
+	struct presto_kml_request *r;
+	int err = -ENOENT;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	mutex_lock(&fs->mutex);
+	/* A mount being torn down has no active reference left. */
+	if (!fs->sb || !atomic_inc_not_zero(&fs->sb->s_active))
+		goto out;
+	r->sb = fs->sb;
+	if (revoke) {
+		presto_permit_set(fs->sb, false);
+		presto_count(fs, PRESTO_ST_REVOKES);
+	}
+	kref_get(&fs->ref);
+	r->fs = fs;
+	r->req = req;
+	r->revoke = revoke;
+	INIT_WORK(&r->work, presto_kml_request_work);
+	queue_work(system_unbound_wq, &r->work);
+	r = NULL;
+	err = 0;
+out:
+	mutex_unlock(&fs->mutex);
+	kfree(r);
+	return err;
+}
+
+/* PERMIT 1: lento holds the permit (it restarted, say). */
+int presto_fileset_grant(struct presto_fileset *fs)
+{
+	int err = -ENOENT;
+
+	mutex_lock(&fs->mutex);
+	if (fs->sb) {
+		presto_permit_set(fs->sb, true);
+		err = 0;
+	}
+	mutex_unlock(&fs->mutex);
+	return err;
 }

@@ -199,13 +199,13 @@ static ssize_t presto_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 static ssize_t presto_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
 	struct file *file = iocb->ki_filp;
+	struct presto_write w;
 	struct kiocb lower;
-	umode_t mode;
 	ssize_t ret;
 
 	/* An append writes past the end, wherever ki_pos says. */
 	ret = presto_store_begin(file, iocb->ki_flags & IOCB_APPEND ?
-				 LLONG_MAX : iocb->ki_pos, &mode);
+				 LLONG_MAX : iocb->ki_pos, &w);
 	if (ret)
 		return ret;
 	presto_lower_kiocb(&lower, iocb);
@@ -213,7 +213,7 @@ static ssize_t presto_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 	ret = call_write_iter(lower.ki_filp, &lower, iter);
 	file_end_write(lower.ki_filp);
 	iocb->ki_pos = lower.ki_pos;
-	presto_store_end(file, mode, ret > 0);
+	presto_store_end(file, &w, ret > 0);
 	presto_copysize(file_inode(file));
 	return ret;
 }
@@ -229,16 +229,16 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 				   unsigned int flags)
 {
 	struct file *lower = presto_lower_file(out);
-	umode_t mode;
+	struct presto_write w;
 	ssize_t ret;
 
-	ret = presto_store_begin(out, *ppos, &mode);
+	ret = presto_store_begin(out, *ppos, &w);
 	if (ret)
 		return ret;
 	file_start_write(lower);
 	ret = iter_file_splice_write(pipe, lower, ppos, len, flags);
 	file_end_write(lower);
-	presto_store_end(out, mode, ret > 0);
+	presto_store_end(out, &w, ret > 0);
 	presto_copysize(file_inode(out));
 	/* The lower file raises no events: watchers watch presto's. */
 	if (ret > 0)
@@ -305,16 +305,16 @@ static vm_fault_t presto_vm_map_pages(struct vm_fault *vmf, pgoff_t start,
 static vm_fault_t presto_vm_page_mkwrite(struct vm_fault *vmf)
 {
 	struct presto_vm *pvm = vmf->vma->vm_private_data;
+	struct presto_write w;
 	vm_fault_t ret;
-	umode_t mode;
 
 	/* As ext4 answers ENOSPC in page_mkwrite. */
-	if (presto_store_begin(pvm->file, -1, &mode))
+	if (presto_store_begin(pvm->file, -1, &w))
 		return VM_FAULT_SIGBUS;
 	ret = pvm->lower_ops->page_mkwrite(vmf);
 	if (!(ret & VM_FAULT_ERROR) && !atomic_xchg(&pvm->writing, 1))
 		presto_store_mapped(pvm->file, true);
-	presto_store_end(pvm->file, mode, !(ret & VM_FAULT_ERROR));
+	presto_store_end(pvm->file, &w, !(ret & VM_FAULT_ERROR));
 	return ret;
 }
 
@@ -415,15 +415,15 @@ static int presto_fsync(struct file *file, loff_t start, loff_t end,
 static long presto_fallocate(struct file *file, int mode, loff_t offset,
 			     loff_t len)
 {
-	umode_t imode;
+	struct presto_write w;
 	long ret;
 
 	/* Zeroing a range writes over blocks in place. */
-	ret = presto_store_begin(file, offset, &imode);
+	ret = presto_store_begin(file, offset, &w);
 	if (ret)
 		return ret;
 	ret = vfs_fallocate(presto_lower_file(file), mode, offset, len);
-	presto_store_end(file, imode, !ret);
+	presto_store_end(file, &w, !ret);
 	presto_copysize(file_inode(file));
 	return ret;
 }
@@ -450,15 +450,15 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 {
 	struct file *lin = in->f_op == &presto_file_fops ?
 			   presto_lower_file(in) : in;
-	umode_t mode;
+	struct presto_write w;
 	ssize_t ret;
 
-	ret = presto_store_begin(out, pos_out, &mode);
+	ret = presto_store_begin(out, pos_out, &w);
 	if (ret)
 		return ret;
 	ret = vfs_copy_file_range(lin, pos_in, presto_lower_file(out), pos_out,
 				  len, flags);
-	presto_store_end(out, mode, ret > 0);
+	presto_store_end(out, &w, ret > 0);
 	presto_copysize(file_inode(out));
 	return ret;
 }

@@ -24,11 +24,13 @@ static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
 				    .len = PRESTO_FILESET_MAX },
 	[PRESTO_A_REQ]		= { .type = NLA_U64 },
 	[PRESTO_A_OP]		= NLA_POLICY_RANGE(NLA_U32, PRESTO_OP_FETCH_DIR,
-						   PRESTO_OP_FETCH_ATTR),
+						   PRESTO_OP_PERMIT),
 	[PRESTO_A_HANDLE]	= NLA_POLICY_EXACT_LEN(sizeof(struct presto_handle)),
 	[PRESTO_A_ERRNO]	= NLA_POLICY_MAX(NLA_U32, 511),
 	[PRESTO_A_FLAGS]	= NLA_POLICY_MASK(NLA_U32, PRESTO_CB_ALL),
 	[PRESTO_A_EPOCH]	= NLA_POLICY_MIN(NLA_U64, 1),
+	[PRESTO_A_SEQ]		= { .type = NLA_U64 },
+	[PRESTO_A_PERMIT]	= NLA_POLICY_MAX(NLA_U8, 1),
 	/* What only presto sends. */
 	[PRESTO_A_ROOT]		= { .type = NLA_REJECT },
 	[PRESTO_A_TIMEOUT_MS]	= { .type = NLA_REJECT },
@@ -36,6 +38,8 @@ static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_STAT]		= { .type = NLA_REJECT },
 	[PRESTO_A_HANDLES]	= { .type = NLA_REJECT },
 	[PRESTO_A_PAD]		= { .type = NLA_REJECT },
+	[PRESTO_A_KML_DURABLE]	= { .type = NLA_REJECT },
+	[PRESTO_A_KML_ACKED]	= { .type = NLA_REJECT },
 };
 
 /* Each command's required attributes. */
@@ -50,6 +54,9 @@ static const u32 presto_cmd_attrs[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_SET_FLAGS]	= A(FILESET) | A(HANDLE) | A(FLAGS) | A(EPOCH),
 	[PRESTO_CMD_PURGE]	= A(FILESET) | A(HANDLE),
 	[PRESTO_CMD_STATS]	= A(FILESET),
+	[PRESTO_CMD_KML_ACK]	= A(FILESET) | A(SEQ),
+	[PRESTO_CMD_KML_SYNC]	= A(FILESET) | A(REQ),
+	[PRESTO_CMD_PERMIT]	= A(FILESET) | A(PERMIT),
 };
 #undef A
 
@@ -203,6 +210,38 @@ static int presto_cmd_stats(struct sk_buff *skb, struct genl_info *info)
 	return presto_reply_state(info, PRESTO_CMD_STATS, true);
 }
 
+static int presto_cmd_kml_ack(struct sk_buff *skb, struct genl_info *info)
+{
+	int err;
+
+	err = presto_fileset_kml_ack(info->user_ptr[0],
+				     nla_get_u64(info->attrs[PRESTO_A_SEQ]));
+	if (err == -EINVAL)
+		GENL_SET_ERR_MSG(info, "presto: SEQ is past the durable records");
+	return err;
+}
+
+static int presto_cmd_kml_sync(struct sk_buff *skb, struct genl_info *info)
+{
+	return presto_fileset_kml_request(info->user_ptr[0],
+			nla_get_u64(info->attrs[PRESTO_A_REQ]), false);
+}
+
+/* PERMIT 1 grants; PERMIT 0 revokes, answered as a KML_SYNC with REQ. */
+static int presto_cmd_permit(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *req = info->attrs[PRESTO_A_REQ];
+
+	if (nla_get_u8(info->attrs[PRESTO_A_PERMIT]))
+		return presto_fileset_grant(info->user_ptr[0]);
+	if (!req) {
+		GENL_SET_ERR_MSG(info, "presto: a revoke needs REQ for its answer");
+		return -EINVAL;
+	}
+	return presto_fileset_kml_request(info->user_ptr[0], nla_get_u64(req),
+					  true);
+}
+
 static const struct genl_small_ops presto_ops[] = {
 	{ .cmd = PRESTO_CMD_REGISTER, .doit = presto_cmd_register },
 	{ .cmd = PRESTO_CMD_UNREGISTER, .doit = presto_cmd_unregister },
@@ -213,6 +252,9 @@ static const struct genl_small_ops presto_ops[] = {
 	{ .cmd = PRESTO_CMD_SET_FLAGS, .doit = presto_cmd_object },
 	{ .cmd = PRESTO_CMD_PURGE, .doit = presto_cmd_object },
 	{ .cmd = PRESTO_CMD_STATS, .doit = presto_cmd_stats },
+	{ .cmd = PRESTO_CMD_KML_ACK, .doit = presto_cmd_kml_ack },
+	{ .cmd = PRESTO_CMD_KML_SYNC, .doit = presto_cmd_kml_sync },
+	{ .cmd = PRESTO_CMD_PERMIT, .doit = presto_cmd_permit },
 };
 
 static struct genl_family presto_genl_family __ro_after_init = {

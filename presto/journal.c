@@ -299,6 +299,7 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 static int presto_journal_sync_cur(struct presto_journal *j)
 {
 	u64 seq;
+	bool news;
 	int err;
 
 	spin_lock(&j->lock);
@@ -309,10 +310,13 @@ static int presto_journal_sync_cur(struct presto_journal *j)
 		return err;
 	j->last_sync = jiffies;
 	spin_lock(&j->lock);
+	news = seq > j->durable_seq;
 	j->durable_seq = max(j->durable_seq, seq);
 	spin_unlock(&j->lock);
 	wake_up_all(&j->done);
 	presto_intent_durable(j->sb, seq);
+	if (news)
+		presto_fileset_kml_durable(j->sb);
 	return 0;
 }
 
@@ -773,6 +777,7 @@ void presto_journal_flushed(struct super_block *sb, u64 seq)
 	if (news) {
 		wake_up_all(&j->done);
 		presto_intent_durable(sb, seq);
+		presto_fileset_kml_durable(sb);
 	}
 }
 

@@ -17,6 +17,7 @@
 #include <linux/mount.h>
 #include <linux/path.h>
 #include <linux/fs_context.h>
+#include <linux/percpu-rwsem.h>
 #include "presto_kml.h"
 #include "presto_genl.h"
 
@@ -41,6 +42,13 @@ struct presto_sb_info {
 	char *fileset_name;		/* fileset= as given */
 	unsigned long timeout;		/* timeout=, jiffies */
 	u64 epoch;			/* the flags' epoch lento confirmed */
+	/*
+	 * The fileset's write-back permit (permit.c): changes hold
+	 * permit_sem for reading while they run, so that a revoke can
+	 * wait for the ones in progress.
+	 */
+	bool permit;
+	struct percpu_rw_semaphore permit_sem;
 };
 
 struct presto_inode {
@@ -266,6 +274,19 @@ int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
 int presto_fileset_progress(struct presto_fileset *fs, u64 id);
 int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
 			  const struct presto_handle *h, u32 flags, u64 epoch);
+void presto_fileset_kml_durable(struct super_block *sb);
+int presto_fileset_kml_ack(struct presto_fileset *fs, u64 seq);
+int presto_fileset_kml_request(struct presto_fileset *fs, u64 req,
+			       bool revoke);
+int presto_fileset_grant(struct presto_fileset *fs);
+
+/* permit.c */
+int presto_permit_init(struct super_block *sb);
+void presto_permit_destroy(struct super_block *sb);
+int presto_permit_get(struct super_block *sb);
+void presto_permit_put(struct super_block *sb);
+void presto_permit_set(struct super_block *sb, bool held);
+void presto_permit_drain(struct super_block *sb);
 
 /* genl.c */
 struct sk_buff *presto_genl_new(const char *fileset, u8 cmd, void **hdr);
@@ -323,6 +344,13 @@ struct presto_change {
 	struct presto_kml_entry **xattrs;
 	unsigned int nxattrs;
 	struct presto_kml_entry *store;
+	bool permit;			/* held: the change logs */
+};
+
+/* A write in progress (presto_store_begin/end). */
+struct presto_write {
+	umode_t mode;			/* before: a write may drop set-id */
+	bool permit;			/* held: the file has a name */
 };
 
 int presto_change_begin(struct presto_change *chg, struct super_block *sb,
@@ -342,8 +370,9 @@ struct inode *presto_mark_whom(struct dentry *lower, struct dentry *parent);
 struct inode *presto_mark_for(struct dentry *dentry);
 void presto_data_mark_move(struct inode *inode, struct inode *from,
 			   struct presto_mark *to);
-int presto_store_begin(struct file *file, loff_t pos, umode_t *mode);
-void presto_store_end(struct file *file, umode_t mode, bool wrote);
+int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w);
+void presto_store_end(struct file *file, const struct presto_write *w,
+		      bool wrote);
 void presto_store_mapped(struct file *file, bool hold);
 int presto_store(struct file *file, bool closing);
 int presto_log_recovered(struct super_block *sb, enum presto_kml_op op,

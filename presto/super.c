@@ -271,7 +271,7 @@ static int presto_fill_super(struct super_block *sb, struct fs_context *fc)
 	sb->s_fs_info = sbi;	/* presto_kill_sb() frees it */
 	sbi->lower_name = kstrdup(ctx->lower, GFP_KERNEL);
 	sbi->creds = prepare_creds();
-	if (!sbi->lower_name || !sbi->creds)
+	if (!sbi->lower_name || !sbi->creds || presto_permit_init(sb))
 		goto out_path;
 
 	/* A mount of our own: the user's may be changed or unmounted. */
@@ -425,6 +425,7 @@ static void presto_kill_sb(struct super_block *sb)
 		kern_unmount(sbi->lower.mnt);
 	if (sbi->creds)
 		put_cred(sbi->creds);
+	presto_permit_destroy(sb);	/* safe on a zeroed one */
 	kfree(sbi->lower_name);
 	kfree(sbi->fileset_name);
 	kfree(sbi);

@@ -42,11 +42,14 @@ enum presto_cmd {
 	PRESTO_CMD_MOUNTED,	/* presto: FILESET, ROOT, TIMEOUT_MS */
 	PRESTO_CMD_UNMOUNTED,	/* presto: FILESET */
 	PRESTO_CMD_ACCESS,	/* presto: FILESET, HANDLES: opened lately */
-	PRESTO_CMD_KML,		/* presto: FILESET, KML_DURABLE, KML_ACKED */
+	PRESTO_CMD_KML,		/* presto: FILESET, [REQ, ERRNO,] KML_DURABLE,
+				 * KML_ACKED, PERMIT
+				 */
 	PRESTO_CMD_KML_ACK,	/* lento: FILESET, SEQ: consumed up to SEQ */
-	PRESTO_CMD_KML_SYNC,	/* lento: FILESET -> KML reply, all durable */
-	PRESTO_CMD_PERMIT,	/* lento: FILESET, PERMIT: grant or revoke;
-				 * a revoke answers with a KML message */
+	PRESTO_CMD_KML_SYNC,	/* lento: FILESET, REQ -> KML with REQ */
+	PRESTO_CMD_PERMIT,	/* lento: FILESET, PERMIT[, REQ]: 1 grants, 0
+				 * revokes (answered by KML with REQ)
+				 */
 	__PRESTO_CMD_MAX,
 };
 #define PRESTO_CMD_MAX	(__PRESTO_CMD_MAX - 1)
@@ -101,8 +104,8 @@ enum presto_upcall_op {
 	PRESTO_OP_FETCH_DIR = 1,	/* make the listing complete */
 	PRESTO_OP_FETCH_FILE = 2,	/* make the content complete */
 	PRESTO_OP_FETCH_ATTR = 3,	/* make the attributes current */
-	PRESTO_OP_PERMIT = 4,		/* the write-back permit (the root's
-					 * handle); ERRNO 0 grants it */
+	/* The write-back permit (the root's handle); ERRNO 0 grants it. */
+	PRESTO_OP_PERMIT = 4,
 };
 
 /* Kernel callback flags: what presto may serve without asking lento. */

@@ -136,10 +136,15 @@ def read_file(p):
 
 
 def serve(l, m, msg, epoch=EPOCH, flags=None):
-    """Answer @msg as a lento whose cache is complete would."""
+    """Answer @msg as a lento whose cache is complete would (and that
+    holds the permit)."""
+    op = msg.u32("OP")
+    if op == OP["PERMIT"]:
+        check(msg.handle() == m.handle(), "PERMIT not of the root")
+        check(l.reply(m.name, msg.u64("REQ"), 0) == 0, "REPLY refused")
+        return op, m.lp()
     p = m.path_of(msg.handle())
     check(p, "upcall for a handle not in the lower tree")
-    op = msg.u32("OP")
     if flags is None:
         flags = CB_ATTR if op == OP["FETCH_ATTR"] else CB_ALL
     old = genl.get_cb(p)
@@ -166,6 +171,7 @@ class Responder(threading.Thread):
                 self.seen.append(serve(self.l, self.m, msg, self.epoch))
 
     def halt(self):
+        """Stop (the socket is the caller's again: one reader at a time)."""
         self.stop = True
         self.join()
 
@@ -350,6 +356,18 @@ def case_refusals(ext, mnt):
              "STATS of no fileset"),
             ("SET_FLAGS", [F, h, genl.a_u32(A["FLAGS"], 1)], errno.EINVAL,
              "SET_FLAGS without EPOCH"),
+            ("PERMIT", [F, genl.a_u8(A["PERMIT"], 2)], errno.EINVAL,
+             "PERMIT 2"),
+            ("PERMIT", [F, genl.a_u8(A["PERMIT"], 0)], errno.EINVAL,
+             "a revoke without REQ"),
+            ("PERMIT", [F], errno.EINVAL, "PERMIT without PERMIT"),
+            ("KML_ACK", [F], errno.EINVAL, "KML_ACK without SEQ"),
+            ("KML_ACK", [F, genl.a_u32(A["SEQ"], 1)], errno.EINVAL,
+             "a 4-byte SEQ"),
+            ("KML_SYNC", [F], errno.EINVAL, "KML_SYNC without REQ"),
+            ("KML_SYNC", [F, genl.a_u64(A["REQ"], 1),
+                          genl.a_u64(A["KML_DURABLE"], 1)], errno.EINVAL,
+             "KML_DURABLE from user space"),
         ]
         for cmd, attrs, want, what in cases:
             rep, err = l.request(cmd, *attrs)
@@ -609,8 +627,9 @@ def case_local_creates(ext, mnt):
     m.warm_all(EPOCH)
     m.mount()
     l = lento_for(m)
+    n0 = upcalls(l, m)
+    r = Responder(l, m)
     try:
-        n0 = upcalls(l, m)
         os.makedirs(m.mp("new/sub"))
         with open(m.mp("new/sub/f"), "w") as f:
             f.write("local")
@@ -618,7 +637,191 @@ def case_local_creates(ext, mnt):
         check(sorted(os.listdir(m.mp("new/sub"))) == ["f", "l"], "listing")
         check(read_file(m.mp("new/sub/l")) == "local", "read")
         check(not os.path.exists(m.mp("new/nothing")), "negative lookup")
-        check(upcalls(l, m) == n0, "local objects made upcalls")
+        r.halt()
+        check([op for op, _ in r.seen] == [OP["PERMIT"]],
+              "upcalls besides the one PERMIT: %s" % r.seen)
+        check(upcalls(l, m) == n0 + 1, "local objects made upcalls")
+    finally:
+        r.halt()
+        l.close()
+        m.umount()
+
+
+def kml_state(m):
+    """The mount's kml: lines of /proc/self/mountstats, as a dict."""
+    out, mine = {}, False
+    for line in open("/proc/self/mountstats"):
+        if line.startswith("device "):
+            mine = (" mounted on %s " % m.mnt) in line
+        elif mine and line.strip().startswith(("kml:", "fileset:")):
+            w = line.split()[1 if line.strip().startswith("kml:") else 2:]
+            out.update(zip(w[0::2], w[1::2]))
+    return out
+
+
+def create(path, text="x"):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def case_permit_upcall(ext, mnt):
+    """The first change asks for the permit, once for all changes waiting;
+    a refusal fails them; granted, changes never ask again."""
+    m = Mount(ext, mnt, timeout=5)
+    m.warm_all(EPOCH)
+    m.mount()
+    try:
+        l = lento_for(m)
+        rep, err = l.register(m.name)
+        check(rep.attrs[A["PERMIT"]] == b"\0", "REGISTER: PERMIT not 0")
+        l.close()
+        op = Op(create, m.mp("nolento"))
+        check(op.wait().error == errno.ENOTCONN,
+              "a change with no lento: %s" % op.error)
+        check(not os.path.exists(m.lp("nolento")), "done without a permit")
+        l = lento_for(m)
+        # A change waits for the permit holding its directory's lock:
+        # changes in other directories join its upcall (if their path
+        # needs no lookup in a directory locked so).
+        for p in ("d/e", "d/g", "f"):
+            os.stat(m.mp(p))
+        ops = [Op(create, m.mp("c0")), Op(create, m.mp("d/c1")),
+               Op(create, m.mp("d/e/c2")), Op(os.chmod, m.mp("f"), 0o600),
+               Op(os.setxattr, m.mp("d/g"), "user.x", b"1")]
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["PERMIT"], "no PERMIT upcall")
+        time.sleep(0.5)
+        check(l.reply(m.name, msg.u64("REQ"), errno.EROFS) == 0, "REPLY")
+        errs = [op.wait().error for op in ops]
+        check(errs == [errno.EROFS] * len(ops), "refused: %s, %s" % (
+            errs, l.stats(m.name)))
+        check(l.next_msg(0.3, "UPCALL") is None, "a second upcall")
+        s = l.stats(m.name)
+        check(s["PERMIT"] == 2 and s["JOINED"] == 4 and
+              s["PERMIT_HELD"] == 0, "counters: %s" % s)
+        check(not os.path.exists(m.lp("c0")) and
+              os.stat(m.lp("f")).st_mode & 0o777 != 0o600, "done refused")
+        # Granted: one upcall, then changes of every kind run alone.
+        op = Op(os.mkdir, m.mp("g"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["PERMIT"], "PERMIT again")
+        check(l.reply(m.name, msg.u64("REQ"), 0) == 0, "grant")
+        check(op.wait().error is None, "mkdir after the grant")
+        create(m.mp("g/f"), "data")
+        os.rename(m.mp("g/f"), m.mp("g/h"))
+        os.chmod(m.mp("g/h"), 0o600)
+        os.unlink(m.mp("g/h"))
+        check(l.next_msg(0.3, "UPCALL") is None, "an upcall while held")
+        check(l.stats(m.name)["PERMIT_HELD"] == 1, "PERMIT_HELD")
+        check(kml_state(m).get("permit") == "held", "mountstats: %s" %
+              kml_state(m))
+        # lento goes: the permit stays, changes go on without waiting.
+        l.close()
+        t0 = time.monotonic()
+        create(m.mp("after-lento"))
+        check(time.monotonic() - t0 < 1, "a change waited without lento")
+    finally:
+        m.umount()
+
+
+def case_revoke(ext, mnt):
+    """A revoke stops new changes, waits for those running, makes the log
+    durable and says so; PERMIT 1 grants unasked."""
+    m = Mount(ext, mnt, timeout=5)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    stop = []
+
+    def mkdirs():
+        i = 0
+        while not stop:
+            os.mkdir(m.mp("r%d" % i))
+            i += 1
+        return i
+    try:
+        check(l.call("PERMIT", m.name, genl.a_u8(A["PERMIT"], 1)) == 0,
+              "PERMIT 1")
+        writer = Op(mkdirs)
+        time.sleep(0.5)
+        check(l.call("PERMIT", m.name, genl.a_u8(A["PERMIT"], 0),
+                     genl.a_u64(A["REQ"], 7)) == 0, "PERMIT 0")
+        ans = l.next_msg(5, "KML")
+        while ans and A["REQ"] not in ans.attrs:
+            ans = l.next_msg(5, "KML")
+        check(ans and ans.u64("REQ") == 7, "no answer to the revoke")
+        # mkdir logs nothing at close: the log must have stopped.
+        last = int(kml_state(m)["next_seq"]) - 1
+        check(ans.attrs[A["PERMIT"]] == b"\0", "still held after a revoke")
+        check(last > 10 and ans.u64("KML_DURABLE") == last,
+              "durable %d, last record %d" % (ans.u64("KML_DURABLE"), last))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["PERMIT"], "no PERMIT after it")
+        time.sleep(0.3)
+        check(int(kml_state(m)["next_seq"]) - 1 == last,
+              "changes after the revoke")
+        stop.append(1)
+        serve(l, m, msg)
+        check(writer.wait().error is None and writer.result > 10,
+              "the writer: %s %s" % (writer.result, writer.error))
+        check(l.stats(m.name)["REVOKES"] == 1, "REVOKES")
+    finally:
+        stop.append(1)
+        l.close()
+        m.umount()
+
+
+def case_kml_notice_ack_sync(ext, mnt):
+    """lento hears where the log is durable, acknowledges it, and asks
+    for it to be synced; presto retires what was acknowledged."""
+    m = Mount(ext, mnt, timeout=5)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    try:
+        check(l.call("PERMIT", m.name, genl.a_u8(A["PERMIT"], 1)) == 0,
+              "PERMIT 1")
+        for i in range(20):
+            create(m.mp("n%d" % i))
+        last = int(kml_state(m)["next_seq"]) - 1
+        msg = None
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            msg = l.next_msg(end - time.monotonic(), "KML")
+            if not msg or msg.u64("KML_DURABLE") >= last:
+                break
+        check(msg and msg.u64("KML_DURABLE") >= last and
+              "REQ" not in [k for k, v in A.items() if v in msg.attrs],
+              "no notice of the durable log")
+        durable = msg.u64("KML_DURABLE")
+        F = genl.a_str(A["FILESET"], m.name)
+        check(l.request("KML_ACK", F, genl.a_u64(A["SEQ"], durable + 5))[1]
+              == errno.EINVAL, "an ack past the durable records")
+        check(l.request("KML_ACK", F, genl.a_u64(A["SEQ"], durable))[1] == 0,
+              "KML_ACK")
+        check(int(kml_state(m)["acked_seq"]) == durable, "acked_seq: %s" %
+              kml_state(m))
+        check(l.request("KML_ACK", F, genl.a_u64(A["SEQ"], 1))[1] == 0,
+              "an old ack")
+        create(m.mp("unsynced"))
+        last = int(kml_state(m)["next_seq"]) - 1
+        check(l.request("KML_SYNC", F, genl.a_u64(A["REQ"], 99))[1] == 0,
+              "KML_SYNC")
+        ans = l.next_msg(5, "KML")
+        while ans and A["REQ"] not in ans.attrs:
+            ans = l.next_msg(5, "KML")
+        check(ans and ans.u64("REQ") == 99 and
+              ans.u64("KML_DURABLE") >= last and
+              ans.u64("KML_ACKED") == durable, "the answer to KML_SYNC")
+        l2 = genl.Lento()
+        rep, err = l2.request("STATS", F)
+        check(err == 0, "STATS")
+        l2.close()
+        m.umount()
+        check(l.request("KML_ACK", F, genl.a_u64(A["SEQ"], 1))[1] ==
+              errno.ENOENT, "an ack with nothing mounted")
+        check(l.request("KML_SYNC", F, genl.a_u64(A["REQ"], 1))[1] ==
+              errno.ENOENT, "a sync with nothing mounted")
     finally:
         l.close()
         m.umount()
@@ -684,7 +887,7 @@ def case_fuzz(ext, mnt, seconds):
             if rng.random() < 0.8:
                 parts.append(F)
             for _ in range(rng.randrange(5)):
-                t = rng.randrange(0, 16)
+                t = rng.randrange(0, len(A) + 2)
                 kind = rng.randrange(5)
                 if kind == 0:
                     parts.append(genl.a_u32(t, rng.choice(
@@ -703,7 +906,7 @@ def case_fuzz(ext, mnt, seconds):
             if rng.random() < 0.05:
                 payload = payload[:rng.randrange(len(payload) + 1)]
             sock = l if rng.random() < 0.8 else other
-            cmd = rng.randrange(0, 16)
+            cmd = rng.randrange(0, len(genl.CMD) + 2)
             if cmd == genl.CMD["UNREGISTER"] and sock is l:
                 cmd = genl.CMD["STATS"]
             sock.send_raw(cmd, payload,
@@ -737,6 +940,9 @@ CASES = [
     ("warm-remount-epoch-no-upcalls", case_warm_remount),
     ("local-creates-no-upcalls", case_local_creates),
     ("silent-lento-ETIMEDOUT-progress-extends", case_timeouts),
+    ("permit-upcall-joined-refused-granted-kept", case_permit_upcall),
+    ("revoke-drains-changes-log-durable", case_revoke),
+    ("kml-notice-ack-sync", case_kml_notice_ack_sync),
 ]
 
 

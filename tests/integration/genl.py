@@ -66,6 +66,10 @@ def a_u32(t, v):
     return attr(t, struct.pack("=I", v))
 
 
+def a_u8(t, v):
+    return attr(t, struct.pack("=B", v))
+
+
 def a_u64(t, v):
     return attr(t, struct.pack("=Q", v))
 
