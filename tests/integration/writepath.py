@@ -248,6 +248,32 @@ def case_revoke(s):
         check(f.read() == b"A's last word\n", "A's last change lost")
 
 
+def case_disconnected(s):
+    """With the server gone, a change through A's mount gets a local
+    permit and is journaled; once the server is back it is reintegrated
+    and B reads it."""
+    s.srv.kill()
+    s.srv.stop()
+    wait_until(lambda: s.a.status()["state"] != "connected", 30,
+               "A noticing the server gone")
+    new = b"written while disconnected\n"
+    with open(os.path.join(s.a.mnt, "w/offline"), "wb") as f:
+        f.write(new)
+    consumed(s.a)
+    check(s.a.volstat(VOL)["pending_records"] > 0, "nothing pending")
+    s.srv.start()
+    s.a.wait_connected(60)
+    s.b.wait_connected(60)
+    s.a.sync(timeout=120)
+    def there():
+        try:
+            with open(os.path.join(s.b.mnt, "w/offline"), "rb") as f:
+                return f.read() == new
+        except FileNotFoundError:
+            return False
+    wait_until(there, 30, "B reading what A wrote disconnected")
+
+
 def case_status(s):
     """lentoctl status shows the permit, the journal and pending work."""
     fs = s.a.fileset()
@@ -265,6 +291,7 @@ CASES = [
     ("restart_resumes", case_restart_resumes),
     ("churn_ships_nothing", case_churn_ships_nothing),
     ("revoke", case_revoke),
+    ("disconnected", case_disconnected),
     ("status", case_status),
 ]
 
