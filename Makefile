@@ -182,9 +182,10 @@ LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/client.c lento/client_fetch.c lento/client_change.c \
 	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
 	lento/kchan.c lento/kchan_decode.c lento/client_kernel.c \
-	protocol/lproto.c
+	lento/client_kml.c lento/kml_read.c lento/kml_apply.c \
+	protocol/lproto.c protocol/kml.c
 LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h \
-	protocol/presto_genl.h
+	protocol/presto_genl.h protocol/kml.h protocol/presto_kml.h
 LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd) $(NL_FLAGS)
 
 tools/bin/lento: $(LENTO_SRC) $(LENTO_HDR)
@@ -244,6 +245,21 @@ tests/bin/unit-cache: tests/unit/check_cache.c lento/cache.c lento/cache.h \
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -o $@ \
 		tests/unit/check_cache.c lento/cache.c lento/cml.c \
 		lento/cml_opt.c $$(pkg-config --cflags --libs check sqlite3)
+
+# lento consuming presto's journal: segments written as presto writes them
+# (tests/lib/kmlgen.c), read through the ring, turned into the CML.
+KAPPLYLIB := lento/kml_read.c lento/kml_read.h lento/kml_apply.c \
+	lento/kml_apply.h tests/lib/kmlgen.c tests/lib/kmlgen.h $(LOOPLIB) \
+	lento/cache.c lento/cache.h $(CMLLIB) $(KMLLIB)
+UNITS += tests/bin/unit-kmlapply
+
+tests/bin/unit-kmlapply: tests/unit/check_kmlapply.c $(KAPPLYLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ \
+		tests/unit/check_kmlapply.c lento/kml_read.c lento/kml_apply.c \
+		tests/lib/kmlgen.c lento/loop.c lento/cache.c lento/cml.c \
+		lento/cml_opt.c protocol/kml.c -luring \
+		$$(pkg-config --cflags --libs check sqlite3)
 
 bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)

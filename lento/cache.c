@@ -63,6 +63,7 @@ enum stmt {
 	S_LRU,
 	S_HANDLE_PUT,
 	S_HANDLE_GET,
+	S_HANDLES_OF,
 	S_COUNT
 };
 
@@ -149,6 +150,7 @@ static const char *const sql[S_COUNT] = {
 			 "fid) VALUES (?1, ?2, ?3, ?4)",
 	[S_HANDLE_GET] = "SELECT fid FROM handles WHERE htype = ?1 AND "
 			 "handle = ?2",
+	[S_HANDLES_OF] = "SELECT htype, handle FROM handles WHERE fid = ?1",
 };
 
 static const char schema[] =
@@ -1045,6 +1047,37 @@ int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 	sqlite3_bind_int64(st, 3, (sqlite3_int64)sb.st_ino);
 	bind_fid(st, 4, fid);
 	return run(c, S_HANDLE_PUT);
+}
+
+int cache_handle_set(struct cache *c, const struct lento_fid *fid, int type,
+		     const void *handle, size_t len, uint64_t ino)
+{
+	sqlite3_stmt *st = stmt(c, S_HANDLE_PUT);
+
+	if (!len || len > MAX_HANDLE_SZ)
+		return -EINVAL;
+	sqlite3_bind_int(st, 1, type);
+	sqlite3_bind_blob(st, 2, handle, (int)len, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
+	bind_fid(st, 4, fid);
+	return run(c, S_HANDLE_PUT);
+}
+
+int cache_handles(struct cache *c, const struct lento_fid *fid,
+		  cache_handle_fn fn, void *arg)
+{
+	sqlite3_stmt *st = stmt(c, S_HANDLES_OF);
+	int rc, err = 0;
+
+	bind_fid(st, 1, fid);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+		err = fn(arg, sqlite3_column_int(st, 0),
+			 sqlite3_column_blob(st, 1),
+			 (size_t)sqlite3_column_bytes(st, 1));
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, S_HANDLES_OF);
+	return err;
 }
 
 int cache_handle_lookup(struct cache *c, int type, const void *handle,

@@ -25,8 +25,9 @@
  *   dirents     (directory fid, name) -> fid: the listings. A separate
  *               table rather than a name in the object's row, so that a
  *               file with two names (link) is one object
- *   handles     lower inode handle (name_to_handle_at) -> fid, for presto
- *               (a later issue), filled for the objects materialised here
+ *   handles     lower inode handle (name_to_handle_at) -> fid, for presto:
+ *               filled for the objects materialised here and for those
+ *               presto's journal says were made through the mount
  *   ship        (volume, shipped record number) -> CML record number: a
  *               batch's consecutive numbers on the wire, kept so that a
  *               batch sent again after a crash carries the same ones
@@ -226,6 +227,17 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg);
  */
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path);
+/*
+ * Record a handle of @fid's object without looking at the disk: presto
+ * named the inode (ext4's inode @ino) in its journal.
+ */
+int cache_handle_set(struct cache *c, const struct lento_fid *fid, int type,
+		     const void *handle, size_t len, uint64_t ino);
+typedef int (*cache_handle_fn)(void *arg, int type, const void *handle,
+			       size_t len);
+/* The handles recorded for @fid (old inodes' too); @fn may stop it. */
+int cache_handles(struct cache *c, const struct lento_fid *fid,
+		  cache_handle_fn fn, void *arg);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);

@@ -264,6 +264,7 @@ void op_wake_job(struct client *cl, struct job *j)
 void op_wake_volume(struct client *cl, uint32_t volume)
 {
 	op_wake(cl, match_vol, &volume);
+	kclient_volume_woken(cl, volume);
 }
 
 void op_wake_reint(struct client *cl)
@@ -305,6 +306,7 @@ void permit_lost(struct client *cl, struct vol *v, const char *why)
 {
 	if (v->permit)
 		log_info("volume %s: permit lost: %s", v->cv.name, why);
+	kclient_permit_lost(cl, v);
 	v->permit = false;
 	v->revoked = false;
 	v->renewing = false;
@@ -374,10 +376,11 @@ static void permits_tick(struct client *cl, uint64_t now)
 			continue;
 		if (!v->renewing && now >= v->renew_at_ms)
 			permit_renew(cl, v);
+		/* Changes logged during this tick are later than @now. */
 		if (v->releasing || v->acquiring ||
-		    now - v->last_change_ms < PERMIT_IDLE_MS ||
+		    now < v->last_change_ms + PERMIT_IDLE_MS ||
 		    cml_stats(cache_cml(cl->cache), v->cv.id, &cs) ||
-		    cs.records)
+		    cs.records || !kclient_permit_drained(cl, v))
 			continue;
 		log_info("volume %s: permit unused for %d s: giving it back",
 			 v->cv.name, PERMIT_IDLE_MS / 1000);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Local changes (client_int.h): what presto's journal will bring in a
- * later issue, made here through the control socket -- mkdir, create,
- * write, setattr, unlink, rmdir, rename, symlink, link, setxattr,
- * removexattr -- on the cache tree, each with its CML record.
+ * Local changes (client_int.h) made through the control socket -- mkdir,
+ * create, write, setattr, unlink, rmdir, rename, symlink, link, setxattr,
+ * removexattr -- on the cache tree, each with its CML record. The same
+ * changes made through a presto mount come from its journal
+ * (kml_apply.c), with the same rows and records.
  *
  * A change needs, when connected, the parent's listing (so a name's
  * existence is known) and the volume's write-back permit; disconnected,

@@ -128,6 +128,7 @@ struct op {
 	uint64_t woken;		/* the last op_wake() that ran it */
 	int next_arg;		/* commands of several paths: done so far */
 	uint32_t uid, gid;	/* who asked */
+	bool kml_synced;	/* sync: presto's journals asked (KML_SYNC) */
 };
 
 struct client_stats {
@@ -288,6 +289,26 @@ bool kclient_stats_refresh(struct client *cl, struct ctl_req *r,
 			   void (*done)(struct client *cl, struct ctl_req *r));
 void kclient_status_json(struct client *cl, struct jw *w);
 void kclient_status_text(struct client *cl, struct jw *w);
+/* @volume's permit changed (acquired, released, lost): upcalls rerun. */
+void kclient_volume_woken(struct client *cl, uint32_t volume);
+
+/*
+ * client_kml.c: presto's journal and its write-back permit.
+ *
+ * Before @v's permit goes back to the server: presto gives it back to
+ * lento first and its journal is consumed to the end. true once that is
+ * so (or there is no fileset of @v); false: asked, call again later.
+ */
+bool kclient_permit_drained(struct client *cl, struct vol *v);
+/* @v's permit is lost (lease, server): presto loses it too. */
+void kclient_permit_lost(struct client *cl, struct vol *v);
+/* Acquiring @volume's permit failed with @err. */
+void kclient_acquire_failed(struct client *cl, uint32_t volume, int err);
+/*
+ * lentoctl sync: presto's journals made durable (KML_SYNC) and consumed
+ * up to there. 0 done, OP_WAIT, or -errno (with ctl_error said).
+ */
+int kclient_sync(struct op *op);
 
 /* reint.c */
 void reint_kick(struct client *cl);

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "client_kernel.h"
 #include "cml.h"
 #include "kchan.h"
 #include "log.h"
@@ -49,26 +50,6 @@
  * this many. Larger ones let their children ask.
  */
 #define SET_FLAGS_MAX		4096
-
-struct fset {
-	struct fset *next;
-	char name[PRESTO_FILESET_MAX + 1];	/* presto's (fileset=) */
-	char volume[LENTO_VOLNAME_MAX + 1];	/* lower=CACHE/volume */
-	bool registered, registering;
-	bool mounted, root_ok, refused_said;
-	struct presto_handle root;
-	uint32_t timeout_ms;
-	uint64_t epoch;			/* 0: none chosen yet */
-	bool epoch_sent;		/* to this mount */
-	uint64_t register_at_ms;	/* next REGISTER attempt */
-	bool busy_said, dot_presto_said;
-	/* presto's counters (STATS), the last ones read */
-	bool have_stat;
-	uint64_t stat[PRESTO_S_MAX + 1];
-	/* lento's side */
-	uint64_t upcalls, hits, fetched, failed, breaks, purges, busy;
-	uint64_t hints;			/* ACCESS handles taken for the LRU */
-};
 
 struct upcall {
 	struct upcall *next;
@@ -88,26 +69,14 @@ struct upcall {
 	bool have_fid;
 	struct lento_fid fid;
 	uint32_t flags;		/* what the answer sets */
+	bool wait_kml;		/* for the journal to be consumed */
+	bool wait_vol;		/* for the volume's permit to settle */
 };
 
-#define BUSY_KEEP	64		/* files found open, remembered */
 #define BUSY_MS		10000		/* not asked again for this long */
 
-struct kclient {
-	struct kchan *kc;
-	struct fset *fsets;
-	struct upcall *upcalls;
-	unsigned int purging;		/* PURGEs awaiting their ack */
-	/* Files a PURGE found open: the LRU's next ones go first. */
-	struct {
-		struct lento_fid fid;
-		uint64_t until_ms;
-	} busy[BUSY_KEEP];
-	unsigned int busy_next;
-};
-
 static const char *const op_names[] = { "?", "FETCH_DIR", "FETCH_FILE",
-					"FETCH_ATTR" };
+					"FETCH_ATTR", "PERMIT" };
 
 static struct fset *fset_by_name(struct client *cl, const char *name)
 {
@@ -121,7 +90,7 @@ static struct fset *fset_by_name(struct client *cl, const char *name)
 	return NULL;
 }
 
-static struct fset *fset_by_volume(struct client *cl, const char *volume)
+struct fset *fset_by_volume(struct client *cl, const char *volume)
 {
 	struct fset *fs;
 
@@ -141,7 +110,7 @@ static struct fset *fset_of_volume(struct client *cl, uint32_t volume)
 }
 
 /* Presto has the fileset mounted over this cache and listens. */
-static bool live(const struct fset *fs)
+bool fset_live(const struct fset *fs)
 {
 	return fs->registered && fs->mounted && fs->root_ok;
 }
@@ -206,7 +175,7 @@ static void proc_path(struct client *cl, const char *path, char *out,
 }
 
 /* trusted.presto.cb of the lower object at @path. */
-static int flags_write(struct client *cl, const char *path, uint32_t flags,
+int flags_write(struct client *cl, const char *path, uint32_t flags,
 		       uint64_t epoch)
 {
 	char p[CACHE_PATH_MAX + 40];
@@ -299,7 +268,7 @@ static void epoch_push(struct client *cl, struct fset *fs)
 			  .have = KA(EPOCH), .epoch = fs->epoch };
 	int err;
 
-	if (!live(fs) || !fs->epoch || fs->epoch_sent)
+	if (!fset_live(fs) || !fs->epoch || fs->epoch_sent)
 		return;
 	err = kchan_send(cl->k->kc, &c, epoch_ack, fs);
 	if (err) {
@@ -395,11 +364,16 @@ static void uc_answer(struct upcall *uc, int err)
 
 	if (err) {
 		/* Only the errnos KERNEL.md names. */
-		if (err != -ENOENT && err != -ENOTCONN && err != -ESTALE &&
+		if (uc->op == PRESTO_OP_PERMIT ?
+		    err != -EROFS && err != -EDQUOT && err != -ENOTCONN &&
+		    err != -EACCES :
+		    err != -ENOENT && err != -ENOTCONN && err != -ESTALE &&
 		    err != -ENOSPC && err != -EACCES)
 			err = -EIO;
 		c.errno_ = (uint32_t)-err;
 		fs->failed++;
+	} else if (uc->op == PRESTO_OP_PERMIT) {
+		kml_permit_granted(cl, fs);
 	} else {
 		c.have |= KA(FLAGS) | KA(EPOCH);
 		c.flags = uc->flags;
@@ -412,7 +386,8 @@ static void uc_answer(struct upcall *uc, int err)
 	e = kchan_send(cl->k->kc, &c, reply_ack, NULL);
 	log_debug("fileset %s: %s of %" PRIu64 "/%" PRIu32 " (req %" PRIu64
 		  "): %s in %" PRIu64 " ms%s", fs->name,
-		  op_names[uc->op < 4 ? uc->op : 0], (uint64_t)uc->h.ino,
+		  op_names[uc->op <= PRESTO_OP_PERMIT ? uc->op : 0],
+		  (uint64_t)uc->h.ino,
 		  uc->h.gen, uc->req, err ? strerror(-err) : "done",
 		  lo_now_ms() - uc->start_ms, e ? " (the REPLY failed)" : "");
 }
@@ -549,6 +524,55 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 	return flags_write(cl, path, flags | PRESTO_CB_ATTR, uc->fs->epoch);
 }
 
+/*
+ * The write-back permit for presto: held from the server, or a local one
+ * while disconnected. A permit being given back is asked for again once
+ * it went (no starving the server's other clients).
+ */
+static int fill_permit(struct upcall *uc)
+{
+	struct client *cl = uc->cl;
+	struct fset *fs = uc->fs;
+	struct vol *v = vol_by_name(cl, fs->volume);
+
+	if (!cl->id_assigned)
+		return -ENOTCONN;	/* never met its server: no fids */
+	if (!v)
+		return connected(cl) ? uc_need(uc, J_LOOKUP, 0, NULL,
+					       fs->volume) : -ENOTCONN;
+	if (v->unknown)
+		return -EROFS;
+	if (!connected(cl))
+		return 0;
+	if (v->revoked || v->releasing || fs->j.revoke_req) {
+		uc->wait_vol = true;
+		return OP_WAIT;
+	}
+	if (v->permit && lo_now_ms() < v->expires_ms)
+		return 0;
+	return uc_need(uc, J_ACQUIRE, v->cv.id, NULL, NULL);
+}
+
+/*
+ * The object of a handle lento does not know may be one made through the
+ * mount whose record is not consumed yet: consume, then look again.
+ */
+static int fid_after_journal(struct upcall *uc, struct vol *v)
+{
+	struct client *cl = uc->cl;
+	struct fset *fs = uc->fs;
+	int err = fid_of_handle(cl, fs, v, &uc->h, &uc->fid);
+
+	if (err != -ESTALE || kml_caught_up(fs) || fs->j.err[0])
+		return err;
+	kml_consume(cl, fs);
+	if (!kml_caught_up(fs) && !fs->j.err[0]) {
+		uc->wait_kml = true;
+		return OP_WAIT;
+	}
+	return fid_of_handle(cl, fs, v, &uc->h, &uc->fid);
+}
+
 /* 0 (answered with uc->flags), OP_WAIT, or -errno to answer. */
 static int uc_step(struct upcall *uc)
 {
@@ -562,6 +586,8 @@ static int uc_step(struct upcall *uc)
 
 	if (!fs->root_ok)
 		return -EIO;
+	if (uc->op == PRESTO_OP_PERMIT)
+		return fill_permit(uc);
 	if (!v)
 		return connected(cl) ? uc_need(uc, J_LOOKUP, 0, NULL, fs->volume)
 				     : -ENOTCONN;
@@ -575,7 +601,7 @@ static int uc_step(struct upcall *uc)
 		return -EIO;
 	epoch_push(cl, fs);
 	if (!uc->have_fid) {
-		err = fid_of_handle(cl, fs, v, &uc->h, &uc->fid);
+		err = fid_after_journal(uc, v);
 		if (err)
 			return err;
 		uc->have_fid = true;
@@ -602,6 +628,7 @@ static void uc_run(struct upcall *uc)
 	int rc;
 
 	uc->wait_job = 0;
+	uc->wait_kml = uc->wait_vol = false;
 	rc = ++uc->steps > OP_STEPS_MAX ? -EIO : uc_step(uc);
 	if (rc == OP_WAIT)
 		return;
@@ -610,12 +637,67 @@ static void uc_run(struct upcall *uc)
 	free(uc);
 }
 
+/* Upcalls that @match picks run again (they may park again). */
+static void uc_rerun(struct client *cl, bool (*match)(const struct upcall *uc,
+						      const void *key),
+		     const void *key)
+{
+	struct upcall *list = NULL, *uc, **pp;
+
+	for (pp = &cl->k->upcalls; (uc = *pp);) {
+		if (!match(uc, key)) {
+			pp = &uc->next;
+			continue;
+		}
+		*pp = uc->next;
+		uc->next = list;
+		list = uc;
+	}
+	while ((uc = list)) {
+		list = uc->next;
+		uc->next = cl->k->upcalls;
+		cl->k->upcalls = uc;
+		uc_run(uc);
+	}
+}
+
+static bool match_kml(const struct upcall *uc, const void *key)
+{
+	return uc->wait_kml && uc->fs == key;
+}
+
+static bool match_vol(const struct upcall *uc, const void *key)
+{
+	return uc->wait_vol && !strcmp(uc->fs->volume, key);
+}
+
+void kclient_journal_moved(struct client *cl, struct fset *fs)
+{
+	if (cl->k)
+		uc_rerun(cl, match_kml, fs);
+}
+
+void kclient_volume_woken(struct client *cl, uint32_t volume)
+{
+	struct vol *v = vol_by_id(cl, volume);
+
+	if (cl->k && v)
+		uc_rerun(cl, match_vol, v->cv.name);
+}
+
+struct kchan *kclient_chan(struct client *cl)
+{
+	return cl->k ? cl->k->kc : NULL;
+}
+
 void kclient_job_ended(struct client *cl, struct job *j)
 {
 	struct upcall *list = NULL, *uc, **pp;
 
 	if (!cl->k)
 		return;
+	if (j->kind == J_ACQUIRE && j->err)
+		kclient_acquire_failed(cl, j->volume, j->err);
 	/* Take them off first: a rerun may park them again. */
 	for (pp = &cl->k->upcalls; (uc = *pp);) {
 		if (uc->wait_job != j->id) {
@@ -706,7 +788,7 @@ static void break_path(struct client *cl, struct fset *fs, const char *path,
 	if (err && err != -EOPNOTSUPP)
 		log_warn("fileset %s: clearing the flags of %s: %s", fs->name,
 			 path, strerror(-err));
-	if (!live(fs))
+	if (!fset_live(fs))
 		return;
 	if (root)
 		c.handle = fs->root;
@@ -863,7 +945,7 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 
 	if (!fs || !fs->mounted)
 		return 0;	/* presto has none of it in memory */
-	if (!live(fs))
+	if (!fset_live(fs))
 		return -EAGAIN;
 	for (unsigned int i = 0; i < BUSY_KEEP; i++)
 		if (lento_fid_eq(&cl->k->busy[i].fid, &o->fid) &&
@@ -1022,12 +1104,21 @@ static void k_msg(void *arg, const struct kmsg *m)
 				 "not mounted yet");
 		fs->registered = true;
 		on_mount_state(cl, fs, m->mounted, m);
+		if (fs->root_ok)
+			kml_log_state(cl, fs, m);
 		break;
 	case PRESTO_CMD_MOUNTED:
 		on_mount_state(cl, fs, true, m);
+		if (fs->root_ok)
+			kml_log_state(cl, fs, m);
 		break;
 	case PRESTO_CMD_UNMOUNTED:
 		on_mount_state(cl, fs, false, m);
+		kml_stop(cl, fs);
+		break;
+	case PRESTO_CMD_KML:
+		if (fs->root_ok)
+			kml_log_state(cl, fs, m);
 		break;
 	case PRESTO_CMD_UPCALL:
 		on_upcall(cl, fs, m);
@@ -1066,6 +1157,7 @@ static void k_down(void *arg, const char *why)
 		fs->registered = fs->registering = false;
 		fs->mounted = fs->root_ok = false;
 		fs->epoch_sent = false;
+		kml_stop(cl, fs);
 	}
 	upcalls_drop(cl, NULL);
 }
@@ -1142,6 +1234,7 @@ void kclient_free(struct client *cl)
 		struct fset *fs = cl->k->fsets;
 
 		cl->k->fsets = fs->next;
+		kml_free(fs);
 		free(fs);
 	}
 	free(cl->k);
@@ -1165,8 +1258,10 @@ void kclient_tick(struct client *cl, uint64_t now)
 		return;
 	}
 	said = false;
-	for (struct fset *fs = k->fsets; fs; fs = fs->next)
+	for (struct fset *fs = k->fsets; fs; fs = fs->next) {
 		fset_register(cl, fs);
+		kml_tick(cl, fs);
+	}
 	kclient_progress(cl);
 }
 
@@ -1283,6 +1378,9 @@ static const char *const stat_names[PRESTO_S_MAX + 1] = {
 	[PRESTO_S_BREAKS] = "breaks",
 	[PRESTO_S_PENDING] = "pending",
 	[PRESTO_S_REGISTERED] = "registered",
+	[PRESTO_S_PERMIT] = "permit_upcalls",
+	[PRESTO_S_REVOKES] = "revokes",
+	[PRESTO_S_PERMIT_HELD] = "permit_held",
 };
 
 static unsigned int pending_of(struct client *cl, struct fset *fs)
@@ -1353,12 +1451,15 @@ void kclient_status_json(struct client *cl, struct jw *w)
 			jw_null(w);
 		} else {
 			jw_obj_begin(w);
-			for (int i = 1; i < PRESTO_S_PAD; i++) {
+			for (int i = 1; i <= PRESTO_S_MAX; i++) {
+				if (i == PRESTO_S_PAD)
+					continue;
 				jw_key(w, stat_names[i]);
 				jw_uint(w, fs->stat[i]);
 			}
 			jw_obj_end(w);
 		}
+		kml_status_json(cl, fs, w);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -1385,12 +1486,14 @@ void kclient_status_text(struct client *cl, struct jw *w)
 			  " purged, %" PRIu64 " access hints\n", fs->upcalls,
 			  fs->hits, fs->fetched, fs->failed, pending_of(cl, fs),
 			  fs->breaks, fs->purges, fs->hints);
+		kml_status_text(cl, fs, w);
 		if (!fs->have_stat)
 			continue;
 		jw_printf(w, "  kernel:");
-		for (int i = 1; i < PRESTO_S_PAD; i++)
-			jw_printf(w, "%s %s %" PRIu64, i > 1 ? "," : "",
-				  stat_names[i], fs->stat[i]);
+		for (int i = 1; i <= PRESTO_S_MAX; i++)
+			if (i != PRESTO_S_PAD)
+				jw_printf(w, "%s %s %" PRIu64, i > 1 ? "," :
+					  "", stat_names[i], fs->stat[i]);
 		jw_printf(w, "\n");
 	}
 }

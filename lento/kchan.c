@@ -390,6 +390,10 @@ static int put_cmd(struct nl_msg *msg, const struct kcmd *c)
 		err = nla_put_u32(msg, PRESTO_A_FLAGS, c->flags);
 	if (!err && (c->have & KA(EPOCH)))
 		err = nla_put_u64(msg, PRESTO_A_EPOCH, c->epoch);
+	if (!err && (c->have & KA(SEQ)))
+		err = nla_put_u64(msg, PRESTO_A_SEQ, c->seq);
+	if (!err && (c->have & KA(PERMIT)))
+		err = nla_put_u8(msg, PRESTO_A_PERMIT, c->permit);
 	return err ? -EMSGSIZE : 0;
 }
 

@@ -67,6 +67,9 @@ struct kmsg {
 	uint64_t stat[PRESTO_S_MAX + 1];
 	const uint8_t *handles;	/* nhandles * 16 bytes, unaligned */
 	uint32_t nhandles;
+	uint64_t kml_durable;	/* KML, and REGISTER's or MOUNTED's */
+	uint64_t kml_acked;	/* <= kml_durable */
+	uint8_t permit;		/* 0 or 1 */
 };
 
 /*
@@ -129,6 +132,8 @@ struct kcmd {
 	uint32_t flags;
 	uint64_t epoch;
 	struct presto_handle handle;
+	uint64_t seq;		/* KML_ACK */
+	uint8_t permit;		/* PERMIT */
 };
 
 /* The channel: tries the family at once, and at every tick after. */

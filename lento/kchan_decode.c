@@ -52,6 +52,10 @@ static const struct nla_policy kpolicy[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_HANDLES] = { .type = NLA_UNSPEC,
 			       .maxlen = KCHAN_HANDLES_MAX *
 					 sizeof(struct presto_handle) },
+	[PRESTO_A_SEQ] = { .type = NLA_U64 },
+	[PRESTO_A_KML_DURABLE] = { .type = NLA_U64 },
+	[PRESTO_A_KML_ACKED] = { .type = NLA_U64 },
+	[PRESTO_A_PERMIT] = { .type = NLA_U8 },
 };
 
 /* The exact payload length of each attribute (0: variable). */
@@ -65,11 +69,19 @@ static const uint16_t kexact[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_ROOT] = sizeof(struct presto_handle),
 	[PRESTO_A_TIMEOUT_MS] = 4,
 	[PRESTO_A_MOUNTED] = 1,
+	[PRESTO_A_SEQ] = 8,
+	[PRESTO_A_KML_DURABLE] = 8,
+	[PRESTO_A_KML_ACKED] = 8,
+	[PRESTO_A_PERMIT] = 1,
 };
 
 static const struct nla_policy spolicy[PRESTO_S_MAX + 1] = {
 	[PRESTO_S_UPCALLS ... PRESTO_S_REGISTERED] = { .type = NLA_U64 },
+	[PRESTO_S_PERMIT ... PRESTO_S_PERMIT_HELD] = { .type = NLA_U64 },
 };
+
+/* Where the journal stands and whether presto holds the permit. */
+#define KA_LOG	(KA(KML_DURABLE) | KA(KML_ACKED) | KA(PERMIT))
 
 /* What each command presto sends must and may carry. */
 struct kshape {
@@ -78,15 +90,19 @@ struct kshape {
 
 static const struct kshape kshapes[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_REGISTER] = { KA(FILESET) | KA(MOUNTED),
-				  KA(ROOT) | KA(TIMEOUT_MS) },
+				  KA(ROOT) | KA(TIMEOUT_MS) | KA_LOG },
 	[PRESTO_CMD_UPCALL] = { KA(FILESET) | KA(REQ) | KA(OP) | KA(HANDLE),
 				0 },
 	[PRESTO_CMD_MOUNTED] = { KA(FILESET) | KA(ROOT) | KA(TIMEOUT_MS),
-				 KA(MOUNTED) },
+				 KA(MOUNTED) | KA_LOG },
 	[PRESTO_CMD_UNMOUNTED] = { KA(FILESET), KA(MOUNTED) },
 	[PRESTO_CMD_ACCESS] = { KA(FILESET) | KA(HANDLES), 0 },
 	[PRESTO_CMD_STATS] = { KA(FILESET) | KA(STAT),
-			       KA(MOUNTED) | KA(ROOT) | KA(TIMEOUT_MS) },
+			       KA(MOUNTED) | KA(ROOT) | KA(TIMEOUT_MS) |
+			       KA_LOG },
+	/* An answer (to KML_SYNC, PERMIT 0) names its REQ, and ERRNO. */
+	[PRESTO_CMD_KML] = { KA(FILESET) | KA(KML_DURABLE) | KA(KML_ACKED),
+			     KA(REQ) | KA(ERRNO) | KA(PERMIT) },
 };
 
 static const char *const cmd_names[PRESTO_CMD_MAX + 1] = {
@@ -104,6 +120,10 @@ static const char *const cmd_names[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_MOUNTED] = "MOUNTED",
 	[PRESTO_CMD_UNMOUNTED] = "UNMOUNTED",
 	[PRESTO_CMD_ACCESS] = "ACCESS",
+	[PRESTO_CMD_KML] = "KML",
+	[PRESTO_CMD_KML_ACK] = "KML_ACK",
+	[PRESTO_CMD_KML_SYNC] = "KML_SYNC",
+	[PRESTO_CMD_PERMIT] = "PERMIT",
 };
 
 const char *kchan_cmd_name(unsigned int cmd)
@@ -210,8 +230,8 @@ static int decode_stats(struct nlattr *a, struct kmsg *m, const char **why)
 		*why = "STAT: a counter outside its policy";
 		return -EBADMSG;
 	}
-	for (int i = 1; i < PRESTO_S_PAD; i++) {
-		if (!tb[i])
+	for (int i = 1; i <= PRESTO_S_MAX; i++) {
+		if (i == PRESTO_S_PAD || !tb[i])
 			continue;
 		if (nla_len(tb[i]) != 8) {
 			*why = "STAT: a counter not 8 bytes long";
@@ -219,6 +239,39 @@ static int decode_stats(struct nlattr *a, struct kmsg *m, const char **why)
 		}
 		m->stat[i] = get_u64(nla_data(tb[i]));
 		m->stat_have |= 1u << i;
+	}
+	return 0;
+}
+
+/* The journal's two positions, an answer's errno and the permit. */
+static int decode_log(struct nlattr **tb, struct kmsg *m, const char **why)
+{
+	if (tb[PRESTO_A_KML_DURABLE])
+		m->kml_durable = get_u64(nla_data(tb[PRESTO_A_KML_DURABLE]));
+	if (tb[PRESTO_A_KML_ACKED])
+		m->kml_acked = get_u64(nla_data(tb[PRESTO_A_KML_ACKED]));
+	/* Only what is durable is ever acknowledged. */
+	if (m->kml_acked > m->kml_durable) {
+		*why = "KML_ACKED past KML_DURABLE";
+		return -EBADMSG;
+	}
+	if (!!tb[PRESTO_A_KML_DURABLE] != !!tb[PRESTO_A_KML_ACKED]) {
+		*why = "KML_DURABLE without KML_ACKED, or the reverse";
+		return -EBADMSG;
+	}
+	if (tb[PRESTO_A_ERRNO]) {
+		m->errno_ = get_u32(nla_data(tb[PRESTO_A_ERRNO]));
+		if (!m->errno_ || m->errno_ > 4095) {
+			*why = "ERRNO: not an errno";
+			return -EBADMSG;
+		}
+	}
+	if (tb[PRESTO_A_PERMIT]) {
+		m->permit = *(const uint8_t *)nla_data(tb[PRESTO_A_PERMIT]);
+		if (m->permit > 1) {
+			*why = "PERMIT: neither 0 nor 1";
+			return -EBADMSG;
+		}
 	}
 	return 0;
 }
@@ -293,7 +346,7 @@ static int decode_genl(const struct nlmsghdr *h, size_t len, struct kmsg *m,
 		m->req = get_u64(nla_data(tb[PRESTO_A_REQ]));
 	if (tb[PRESTO_A_OP]) {
 		m->op = get_u32(nla_data(tb[PRESTO_A_OP]));
-		if (m->op < PRESTO_OP_FETCH_DIR || m->op > PRESTO_OP_FETCH_ATTR) {
+		if (m->op < PRESTO_OP_FETCH_DIR || m->op > PRESTO_OP_PERMIT) {
 			*why = "OP: not an upcall lento knows";
 			return -EBADMSG;
 		}
@@ -350,6 +403,9 @@ static int decode_genl(const struct nlmsghdr *h, size_t len, struct kmsg *m,
 			}
 		}
 	}
+	err = decode_log(tb, m, why);
+	if (err)
+		return err;
 	if (tb[PRESTO_A_STAT])
 		return decode_stats(tb[PRESTO_A_STAT], m, why);
 	return 0;

@@ -104,12 +104,13 @@ struct lo_sig {
 	void *arg;
 };
 
-/* A write or fsync of a file in flight (lo_file_write, lo_file_fsync). */
+/* A file's read, write or fsync in flight (lo_file_*). */
 struct lo_file {
 	struct lo_op op;
 	struct lo_file *prev, *next;	/* loop->files */
 	int fd;
 	bool fsync;
+	uint8_t *rbuf;			/* a read's: one read, not continued */
 	const uint8_t *buf;
 	size_t len, done;
 	uint64_t off;
@@ -876,6 +877,9 @@ static int lo_file_arm(struct lo_loop *loop, struct lo_file *f)
 		return -EAGAIN;
 	if (f->fsync)
 		io_uring_prep_fsync(sqe, f->fd, 0);
+	else if (f->rbuf)
+		io_uring_prep_read(sqe, f->fd, f->rbuf, (unsigned int)f->len,
+				   f->off);
 	else
 		io_uring_prep_write(sqe, f->fd, f->buf + f->done,
 				    f->len - f->done > (1u << 30) ?
@@ -885,9 +889,9 @@ static int lo_file_arm(struct lo_loop *loop, struct lo_file *f)
 	return 0;
 }
 
-static int lo_file_new(struct lo_loop *loop, int fd, bool fsync,
-		       const void *buf, size_t len, uint64_t off,
-		       lo_file_fn fn, void *arg)
+static int lo_file_add(struct lo_loop *loop, int fd, bool fsync,
+		       uint8_t *rbuf, const void *buf, size_t len,
+		       uint64_t off, lo_file_fn fn, void *arg)
 {
 	struct lo_file *f = calloc(1, sizeof(*f));
 	int err;
@@ -897,6 +901,7 @@ static int lo_file_new(struct lo_loop *loop, int fd, bool fsync,
 	f->op.kind = K_FILE;
 	f->fd = fd;
 	f->fsync = fsync;
+	f->rbuf = rbuf;
 	f->buf = buf;
 	f->len = len;
 	f->off = off;
@@ -917,16 +922,31 @@ static int lo_file_new(struct lo_loop *loop, int fd, bool fsync,
 int lo_file_write(struct lo_loop *loop, int fd, const void *buf, size_t len,
 		  uint64_t off, lo_file_fn fn, void *arg)
 {
-	return lo_file_new(loop, fd, false, buf, len, off, fn, arg);
+	return lo_file_add(loop, fd, false, NULL, buf, len, off, fn, arg);
 }
 
 int lo_file_fsync(struct lo_loop *loop, int fd, lo_file_fn fn, void *arg)
 {
-	return lo_file_new(loop, fd, true, NULL, 0, 0, fn, arg);
+	return lo_file_add(loop, fd, true, NULL, NULL, 0, 0, fn, arg);
+}
+
+int lo_file_read(struct lo_loop *loop, int fd, void *buf, size_t len,
+		 uint64_t off, lo_file_fn fn, void *arg)
+{
+	if (len > (1u << 30))
+		return -EINVAL;
+	return lo_file_add(loop, fd, false, buf, NULL, len, off, fn, arg);
 }
 
 static void lo_file_done(struct lo_loop *loop, struct lo_file *f, int res)
 {
+	if (f->rbuf) {
+		/* A read says how much it read: the owner reads on. */
+		lo_file_unlink(loop, f);
+		f->fn(f->arg, res);
+		free(f);
+		return;
+	}
 	if (!f->fsync && res > 0) {
 		f->done += res;
 		/* A short write (a signal, a full page cache): go on. */

@@ -115,6 +115,13 @@ typedef void (*lo_file_fn)(void *arg, int res);
 int lo_file_write(struct lo_loop *loop, int fd, const void *buf, size_t len,
 		  uint64_t off, lo_file_fn fn, void *arg);
 int lo_file_fsync(struct lo_loop *loop, int fd, lo_file_fn fn, void *arg);
+/*
+ * One read of at most @len bytes (at most 1 GiB) at @off into @buf: @fn
+ * gets the bytes read (0 at the end of the file) or -errno; a short read
+ * is not continued. Like the writes otherwise.
+ */
+int lo_file_read(struct lo_loop *loop, int fd, void *buf, size_t len,
+		 uint64_t off, lo_file_fn fn, void *arg);
 
 /*
  * Watch @fd for input: @fn runs from the loop each time it is readable

@@ -813,6 +813,9 @@ static bool kick_volume(struct client *cl, struct vol *v, uint64_t now)
 {
 	struct cml_stats cs;
 
+	/* Revoked: presto's changes into the CML first, then shipped. */
+	if (v->revoked && !kclient_permit_drained(cl, v))
+		return false;
 	if (cml_stats(cache_cml(cl->cache), v->cv.id, &cs))
 		return false;
 	if (!cs.records || v->stuck) {
@@ -961,6 +964,10 @@ static int sync_step(struct op *op)
 			  op->argv[0]);
 		return -ENOENT;
 	}
+	/* What presto journaled so far goes too. */
+	rc = kclient_sync(op);
+	if (rc)
+		return rc;
 	rc = sync_scan(op, only);
 	/*
 	 * The kick may finish at once (optimised to nothing) and wake no

@@ -28,7 +28,9 @@ static unsigned int walk(const struct kmsg *m)
 	if (strlen(m->fileset) > PRESTO_FILESET_MAX)
 		__builtin_trap();
 	if (m->kind == KM_GENL && m->cmd == PRESTO_CMD_UPCALL &&
-	    (m->op < 1 || m->op > 3))
+	    (m->op < 1 || m->op > PRESTO_OP_PERMIT))
+		__builtin_trap();
+	if (m->kml_acked > m->kml_durable || m->permit > 1)
 		__builtin_trap();
 	return sum;
 }

@@ -139,8 +139,11 @@ START_TEST(wrong_lengths_and_values)
 	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
 	/* OPs out of range. */
 	ck_assert_int_eq(decode(upcall("v", 1, 0), &m, &why), -EBADMSG);
-	ck_assert_int_eq(decode(upcall("v", 1, 4), &m, &why), -EBADMSG);
+	ck_assert_int_eq(decode(upcall("v", 1, 5), &m, &why), -EBADMSG);
 	ck_assert_int_eq(decode(upcall("v", 1, 3), &m, &why), 0);
+	/* The permit's upcall. */
+	ck_assert_int_eq(decode(upcall("v", 1, PRESTO_OP_PERMIT), &m, &why), 0);
+	ck_assert_uint_eq(m.op, PRESTO_OP_PERMIT);
 }
 END_TEST
 
@@ -244,6 +247,109 @@ START_TEST(versions_commands_families)
 	genlmsg_put(nm, 0, 0, FAM + 1, 0, 0, PRESTO_CMD_UPCALL, 1);
 	ck_assert_int_eq(decode(nm, &m, &why), 0);
 	ck_assert_int_eq(m.kind, KM_OTHER);
+}
+END_TEST
+
+static struct nl_msg *kml(const char *fs, uint64_t durable, uint64_t acked)
+{
+	struct nl_msg *m = msg_new(PRESTO_CMD_KML, PRESTO_GENL_VERSION, 0);
+
+	MUST(nla_put_string(m, PRESTO_A_FILESET, fs) == 0);
+	MUST(nla_put_u64(m, PRESTO_A_KML_DURABLE, durable) == 0);
+	MUST(nla_put_u64(m, PRESTO_A_KML_ACKED, acked) == 0);
+	return m;
+}
+
+START_TEST(kml_notices)
+{
+	struct nl_msg *nm;
+	struct kmsg m;
+	const char *why;
+
+	ck_assert_int_eq(decode(kml("home", 70, 12), &m, &why), 0);
+	ck_assert_int_eq(m.cmd, PRESTO_CMD_KML);
+	ck_assert_uint_eq(m.kml_durable, 70);
+	ck_assert_uint_eq(m.kml_acked, 12);
+	ck_assert_int_eq(decode(kml("home", 0, 0), &m, &why), 0);
+	/* Acknowledged past durable: impossible. */
+	ck_assert_int_eq(decode(kml("home", 5, 6), &m, &why), -EBADMSG);
+	ck_assert_ptr_nonnull(why);
+	/* One without the other. */
+	nm = msg_new(PRESTO_CMD_KML, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u64(nm, PRESTO_A_KML_DURABLE, 5);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* A u32 position. */
+	nm = msg_new(PRESTO_CMD_KML, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u32(nm, PRESTO_A_KML_DURABLE, 5);
+	nla_put_u64(nm, PRESTO_A_KML_ACKED, 5);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* An answer: its request, an error, the permit. */
+	nm = kml("home", 5, 5);
+	nla_put_u64(nm, PRESTO_A_REQ, 77);
+	nla_put_u32(nm, PRESTO_A_ERRNO, EIO);
+	nla_put_u8(nm, PRESTO_A_PERMIT, 0);
+	ck_assert_int_eq(decode(nm, &m, &why), 0);
+	ck_assert_uint_eq(m.req, 77);
+	ck_assert_uint_eq(m.errno_, EIO);
+	ck_assert(m.have & KA(PERMIT));
+	nm = kml("home", 5, 5);
+	nla_put_u32(nm, PRESTO_A_ERRNO, 0);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	nm = kml("home", 5, 5);
+	nla_put_u32(nm, PRESTO_A_ERRNO, 5000);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* What KML may not carry. */
+	nm = kml("home", 5, 5);
+	put_handle(nm, PRESTO_A_HANDLE, 1, 1, 0);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* Commands only lento sends. */
+	nm = msg_new(PRESTO_CMD_KML_ACK, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u64(nm, PRESTO_A_SEQ, 5);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	nm = msg_new(PRESTO_CMD_PERMIT, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u8(nm, PRESTO_A_PERMIT, 0);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+}
+END_TEST
+
+/* REGISTER's answer and MOUNTED say where the log stands, and the permit. */
+static struct nl_msg *mounted_log(uint8_t cmd, uint64_t durable,
+				  uint64_t acked, uint8_t permit)
+{
+	struct nl_msg *nm = msg_new(cmd, PRESTO_GENL_VERSION, 4);
+
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u8(nm, PRESTO_A_MOUNTED, 1);
+	put_handle(nm, PRESTO_A_ROOT, 2, 0, 0);
+	nla_put_u32(nm, PRESTO_A_TIMEOUT_MS, 30000);
+	nla_put_u64(nm, PRESTO_A_KML_DURABLE, durable);
+	nla_put_u64(nm, PRESTO_A_KML_ACKED, acked);
+	nla_put_u8(nm, PRESTO_A_PERMIT, permit);
+	return nm;
+}
+
+START_TEST(register_log_permit)
+{
+	struct kmsg m;
+	const char *why;
+
+	ck_assert_int_eq(decode(mounted_log(PRESTO_CMD_REGISTER, 9, 3, 1), &m,
+				&why), 0);
+	ck_assert_uint_eq(m.kml_durable, 9);
+	ck_assert_uint_eq(m.kml_acked, 3);
+	ck_assert_uint_eq(m.permit, 1);
+	ck_assert(m.have & KA(PERMIT));
+	ck_assert_int_eq(decode(mounted_log(PRESTO_CMD_MOUNTED, 9, 9, 0), &m,
+				&why), 0);
+	ck_assert_uint_eq(m.permit, 0);
+	ck_assert_int_eq(decode(mounted_log(PRESTO_CMD_MOUNTED, 9, 9, 2), &m,
+				&why), -EBADMSG);
+	ck_assert_int_eq(decode(mounted_log(PRESTO_CMD_REGISTER, 1, 2, 0), &m,
+				&why), -EBADMSG);
 }
 END_TEST
 
@@ -376,14 +482,26 @@ START_TEST(stats_nested)
 	nla_put_u64(nm, PRESTO_S_UPCALLS, 10);
 	nla_put_u64(nm, PRESTO_S_FETCH_DIR, 4);
 	nla_put_u64(nm, PRESTO_S_PENDING, 1);
+	nla_put(nm, PRESTO_S_PAD, 0, NULL);	/* before a u64, again */
+	nla_put_u64(nm, PRESTO_S_PERMIT, 2);
+	nla_put_u64(nm, PRESTO_S_PERMIT_HELD, 1);
 	nla_put_u64(nm, PRESTO_S_MAX + 2, 99);	/* a later counter */
 	nla_nest_end(nm, nest);
+	/* Where the log stands, as in REGISTER's answer. */
+	nla_put_u64(nm, PRESTO_A_KML_DURABLE, 9);
+	nla_put_u64(nm, PRESTO_A_KML_ACKED, 8);
+	nla_put_u8(nm, PRESTO_A_PERMIT, 1);
 	ck_assert_int_eq(decode(nm, &m, &why), 0);
+	ck_assert_uint_eq(m.kml_durable, 9);
 	ck_assert_uint_eq(m.stat[PRESTO_S_UPCALLS], 10);
 	ck_assert_uint_eq(m.stat[PRESTO_S_FETCH_DIR], 4);
 	ck_assert_uint_eq(m.stat[PRESTO_S_PENDING], 1);
+	ck_assert_uint_eq(m.stat[PRESTO_S_PERMIT], 2);
+	ck_assert_uint_eq(m.stat[PRESTO_S_PERMIT_HELD], 1);
 	ck_assert_uint_eq(m.stat_have, (1u << PRESTO_S_UPCALLS) |
-			  (1u << PRESTO_S_FETCH_DIR) | (1u << PRESTO_S_PENDING));
+			  (1u << PRESTO_S_FETCH_DIR) | (1u << PRESTO_S_PENDING) |
+			  (1u << PRESTO_S_PERMIT) |
+			  (1u << PRESTO_S_PERMIT_HELD));
 	/* A counter of 4 bytes. */
 	nm = msg_new(PRESTO_CMD_STATS, PRESTO_GENL_VERSION, 3);
 	nla_put_string(nm, PRESTO_A_FILESET, "v");
@@ -557,6 +675,14 @@ static int write_corpus(const char *dir)
 	write_one(dir, "upcall-dir", upcall("www", 1, PRESTO_OP_FETCH_DIR));
 	write_one(dir, "upcall-file", upcall("www", 2, PRESTO_OP_FETCH_FILE));
 	write_one(dir, "upcall-attr", upcall("www", 3, PRESTO_OP_FETCH_ATTR));
+	write_one(dir, "upcall-permit", upcall("www", 4, PRESTO_OP_PERMIT));
+	write_one(dir, "kml", kml("www", 1234, 1000));
+	nm = kml("www", 1300, 1000);
+	nla_put_u64(nm, PRESTO_A_REQ, 3);
+	nla_put_u8(nm, PRESTO_A_PERMIT, 0);
+	write_one(dir, "kml-answer", nm);
+	write_one(dir, "register-log", mounted_log(PRESTO_CMD_REGISTER, 77, 70,
+						   1));
 	nm = msg_new(PRESTO_CMD_REGISTER, PRESTO_GENL_VERSION, 5);
 	nla_put_string(nm, PRESTO_A_FILESET, "www");
 	nla_put_u8(nm, PRESTO_A_MOUNTED, 1);
@@ -578,8 +704,9 @@ static int write_corpus(const char *dir)
 	nm = msg_new(PRESTO_CMD_STATS, PRESTO_GENL_VERSION, 7);
 	nla_put_string(nm, PRESTO_A_FILESET, "www");
 	nest = nla_nest_start(nm, PRESTO_A_STAT);
-	for (int i = PRESTO_S_UPCALLS; i < PRESTO_S_PAD; i++)
-		nla_put_u64(nm, i, (uint64_t)i * 3);
+	for (int i = PRESTO_S_UPCALLS; i <= PRESTO_S_MAX; i++)
+		if (i != PRESTO_S_PAD)
+			nla_put_u64(nm, i, (uint64_t)i * 3);
 	nla_nest_end(nm, nest);
 	write_one(dir, "stats", nm);
 	return 0;
@@ -599,6 +726,8 @@ static Suite *kchan_suite(void)
 	tcase_add_test(tc, acks);
 	tcase_add_test(tc, register_and_mounted);
 	tcase_add_test(tc, stats_nested);
+	tcase_add_test(tc, kml_notices);
+	tcase_add_test(tc, register_log_permit);
 	tcase_add_test(tc, access_handles);
 	tcase_add_test(tc, every_prefix);
 	tcase_add_test(tc, datagrams);

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What client_kernel.c (the channel, upcalls, flags) and client_kml.c
+ * (presto's journal and the write-back permit) share of a fileset.
+ */
+#ifndef LENTO_CLIENT_KERNEL_H
+#define LENTO_CLIENT_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client_int.h"
+#include "kchan.h"
+#include "kml_apply.h"
+#include "kml_read.h"
+
+/* presto's journal of one fileset, as lento consumes it (client_kml.c). */
+struct kjournal {
+	struct client *cl;
+	bool known;		/* presto said where its log stands */
+	uint64_t durable;	/* presto's KML_DURABLE, the last heard */
+	uint64_t acked;		/* presto's KML_ACKED */
+	uint64_t pos;		/* consumed: in the CML (cache_meta) */
+	uint64_t ack_sent;	/* the last KML_ACK that went */
+	bool pos_loaded;
+	bool ka_ready;
+	struct kapply ka;
+	struct kread *kr;	/* owned; NULL until consumption starts */
+	uint64_t retry_at_ms;	/* after an error */
+	char err[300];		/* why consumption stopped, "" if it runs */
+	uint64_t batches, records;
+	uint64_t unmapped_said;	/* of ka.unmapped, logged up to here */
+	/*
+	 * Requests whose answer is a KML message naming them (REQ): a
+	 * revoke (PERMIT 0) and KML_SYNC. 0: none awaited.
+	 */
+	uint64_t last_req;
+	/* The write-back permit, as presto holds it. */
+	bool presto_permit;
+	uint64_t revoke_req;	/* PERMIT 0 sent, its answer awaited */
+	uint64_t revoke_ms;
+	/* lentoctl sync: the last KML_SYNC, and how far to consume. */
+	uint64_t sync_req;
+	uint64_t sync_ms;
+	uint64_t sync_upto;
+	int sync_err;
+};
+
+struct fset {
+	struct fset *next;
+	char name[PRESTO_FILESET_MAX + 1];	/* presto's (fileset=) */
+	char volume[LENTO_VOLNAME_MAX + 1];	/* lower=CACHE/volume */
+	bool registered, registering;
+	bool mounted, root_ok, refused_said;
+	struct presto_handle root;
+	uint32_t timeout_ms;
+	uint64_t epoch;			/* 0: none chosen yet */
+	bool epoch_sent;		/* to this mount */
+	uint64_t register_at_ms;	/* next REGISTER attempt */
+	bool busy_said, dot_presto_said;
+	/* presto's counters (STATS), the last ones read */
+	bool have_stat;
+	uint64_t stat[PRESTO_S_MAX + 1];
+	/* lento's side */
+	uint64_t upcalls, hits, fetched, failed, breaks, purges, busy;
+	uint64_t hints;			/* ACCESS handles taken for the LRU */
+	uint64_t permits;		/* PERMIT upcalls granted */
+	struct kjournal j;
+};
+
+#define BUSY_KEEP	64		/* files found open, remembered */
+
+struct upcall;
+
+struct kclient {
+	struct kchan *kc;
+	struct fset *fsets;
+	struct upcall *upcalls;
+	unsigned int purging;		/* PURGEs awaiting their ack */
+	/* Files a PURGE found open: the LRU's next ones go first. */
+	struct {
+		struct lento_fid fid;
+		uint64_t until_ms;
+	} busy[BUSY_KEEP];
+	unsigned int busy_next;
+};
+
+/* client_kernel.c */
+bool fset_live(const struct fset *fs);
+struct fset *fset_by_volume(struct client *cl, const char *volume);
+int flags_write(struct client *cl, const char *path, uint32_t flags,
+		uint64_t epoch);
+struct kchan *kclient_chan(struct client *cl);
+/* Upcalls that waited for the journal to be consumed run again. */
+void kclient_journal_moved(struct client *cl, struct fset *fs);
+
+/* client_kml.c */
+/* presto said where its log stands (REGISTER's answer, MOUNTED, KML). */
+void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m);
+/* Consume what is durable, if lento may now. */
+void kml_consume(struct client *cl, struct fset *fs);
+/* Everything durable is consumed (as far as lento heard). */
+bool kml_caught_up(const struct fset *fs);
+/* The fileset is gone (unmounted, the channel down): stop reading. */
+void kml_stop(struct client *cl, struct fset *fs);
+void kml_free(struct fset *fs);
+void kml_tick(struct client *cl, struct fset *fs);
+/* presto was granted the permit (a PERMIT upcall answered 0). */
+void kml_permit_granted(struct client *cl, struct fset *fs);
+void kml_status_json(struct client *cl, struct fset *fs, struct jw *w);
+void kml_status_text(struct client *cl, struct fset *fs, struct jw *w);
+
+#endif /* LENTO_CLIENT_KERNEL_H */

@@ -1,0 +1,1262 @@
+// SPDX-License-Identifier: MIT
+/*
+ * presto's journal into lento's cache and CML (kml_apply.h). Each record
+ * does what client_change.c's command of the same name does to the rows
+ * and the log -- the change itself is already in the cache, presto made
+ * it -- with the same base versions: the cache's vv of each object, null
+ * for an object made here.
+ */
+#include "kml_apply.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cml.h"
+
+struct kapply_dirent {
+	char name[LENTO_NAME_MAX + 1];
+	struct kml_fh h;
+	uint32_t mode;
+	char *target;		/* a symlink's, owned */
+};
+
+/* Who made a change and when: the KML record's. */
+struct who {
+	uint32_t uid, gid;
+	int64_t time_ns;
+};
+
+static int64_t wall_ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void kapply_handle(uint64_t ino, uint32_t gen, uint8_t out[8])
+{
+	uint32_t i = (uint32_t)ino;
+
+	/* As name_to_handle_at() gives it: host order. */
+	memcpy(out, &i, 4);
+	memcpy(out + 4, &gen, 4);
+}
+
+int kapply_init(struct kapply *ka, struct cache *c, uint32_t volume,
+		const struct lento_fid *root, const struct kml_fh *root_h)
+{
+	char proc[64];
+	ssize_t n;
+
+	memset(ka, 0, sizeof(*ka));
+	ka->cache = c;
+	ka->volume = volume;
+	ka->root = *root;
+	ka->root_h = *root_h;
+	/* open_by_handle_at() wants a descriptor that is not O_PATH. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", cache_dirfd(c));
+	ka->mntfd = open(proc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ka->mntfd < 0)
+		return -errno;
+	n = readlink(proc, ka->cache_abs, sizeof(ka->cache_abs) - 1);
+	if (n < 0) {
+		n = -errno;
+		close(ka->mntfd);
+		return (int)n;
+	}
+	ka->cache_abs[n] = 0;
+	return 0;
+}
+
+static void list_clear(struct kapply *ka)
+{
+	for (size_t i = 0; i < ka->nlist; i++)
+		free(ka->list[i].target);
+	ka->nlist = 0;
+	ka->listing = false;
+}
+
+void kapply_free(struct kapply *ka)
+{
+	list_clear(ka);
+	free(ka->list);
+	free(ka->made);
+	if (ka->mntfd >= 0)
+		close(ka->mntfd);
+	memset(ka, 0, sizeof(*ka));
+	ka->mntfd = -1;
+}
+
+void kapply_batch_end(struct kapply *ka)
+{
+	ka->nmade = 0;
+}
+
+void kapply_reset(struct kapply *ka)
+{
+	list_clear(ka);
+	ka->nmade = 0;
+}
+
+static int made_add(struct kapply *ka, const struct lento_fid *fid)
+{
+	if (ka->nmade == ka->made_cap) {
+		size_t cap = ka->made_cap ? 2 * ka->made_cap : 64;
+		void *p = realloc(ka->made, cap * sizeof(*ka->made));
+
+		if (!p)
+			return -ENOMEM;
+		ka->made = p;
+		ka->made_cap = cap;
+	}
+	ka->made[ka->nmade++] = *fid;
+	return 0;
+}
+
+static int unmapped(struct kapply *ka, const struct kml_record *r,
+		    const struct kml_fh *h, const char *what)
+{
+	ka->unmapped++;
+	snprintf(ka->why, sizeof(ka->why), "KML record %" PRIu64 " (%s): %s "
+		 "%" PRIu64 "/%" PRIu32 " is not an object lento knows",
+		 r->seq, kml_op_name(r->op), what, h->ino, h->gen);
+	return KAPPLY_UNMAPPED;
+}
+
+/* ------------------------------------------------------------ mapping */
+
+static bool is_root(const struct kapply *ka, const struct kml_fh *h)
+{
+	return h->ino == ka->root_h.ino && h->gen == ka->root_h.gen;
+}
+
+static int lookup_handle(struct kapply *ka, const struct kml_fh *h,
+			 struct lento_fid *fid)
+{
+	uint8_t blob[8];
+	int err;
+
+	if (is_root(ka, h)) {
+		*fid = ka->root;
+		return 0;
+	}
+	if (h->ino > UINT32_MAX)
+		return -ENOENT;		/* not an ext4 handle lento records */
+	kapply_handle(h->ino, h->gen, blob);
+	err = cache_handle_lookup(ka->cache, KAPPLY_HTYPE, blob, sizeof(blob),
+				  fid);
+	if (!err && fid->volume != ka->volume)
+		return -ENOENT;
+	return err;
+}
+
+static int record_handle(struct kapply *ka, const struct lento_fid *fid,
+			 const struct kml_fh *h)
+{
+	uint8_t blob[8];
+
+	if (h->ino > UINT32_MAX)
+		return -EOVERFLOW;
+	kapply_handle(h->ino, h->gen, blob);
+	return cache_handle_set(ka->cache, fid, KAPPLY_HTYPE, blob,
+				sizeof(blob), h->ino);
+}
+
+/* The lower inode of @h, opened O_PATH, or -errno (gone: -ESTALE). */
+static int open_handle(struct kapply *ka, const struct kml_fh *h)
+{
+	union {
+		struct file_handle fh;
+		uint8_t raw[sizeof(struct file_handle) + 8];
+	} u;
+	int fd;
+
+	if (h->ino > UINT32_MAX)
+		return -ESTALE;
+	u.fh.handle_bytes = 8;
+	u.fh.handle_type = KAPPLY_HTYPE;
+	kapply_handle(h->ino, h->gen,
+		      u.raw + offsetof(struct file_handle, f_handle));
+	fd = open_by_handle_at(ka->mntfd, &u.fh, O_PATH | O_NOFOLLOW |
+			       O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Where the inode of @h is now, relative to the cache directory (one of
+ * its names). -ENOENT if it has none there that /proc can tell.
+ */
+static int lower_path(struct kapply *ka, const struct kml_fh *h, char *out,
+		      size_t size)
+{
+	char proc[64], abs[CACHE_PATH_MAX];
+	size_t pre = strlen(ka->cache_abs);
+	int fd = open_handle(ka, h);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, abs, sizeof(abs) - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	abs[n] = 0;
+	/* " (deleted)", or a disconnected name: not under the cache. */
+	if (strncmp(abs, ka->cache_abs, pre) || abs[pre] != '/' ||
+	    (n > 10 && !strcmp(abs + n - 10, " (deleted)")))
+		return -ENOENT;
+	if (snprintf(out, size, "%s", abs + pre + 1) >= (int)size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The fid at @path (VOLUME/a/b) by the cache's listings. */
+static int fid_at_path(struct kapply *ka, const char *path,
+		       struct lento_fid *fid)
+{
+	char buf[CACHE_PATH_MAX], *save = NULL, *c;
+	struct cache_vol v;
+	int err = cache_vol_get(ka->cache, ka->volume, &v);
+
+	if (err)
+		return err;
+	snprintf(buf, sizeof(buf), "%s", path);
+	c = strtok_r(buf, "/", &save);
+	if (!c || strcmp(c, v.name))
+		return -ENOENT;
+	*fid = ka->root;
+	while (!err && (c = strtok_r(NULL, "/", &save)))
+		err = cache_lookup(ka->cache, fid, c, fid);
+	return err;
+}
+
+/*
+ * A handle lento did not record (a fill whose handle could not be
+ * taken): found by the path the lower inode has, and recorded now.
+ */
+static int map_by_path(struct kapply *ka, const struct kml_fh *h,
+		       struct lento_fid *fid)
+{
+	char path[CACHE_PATH_MAX];
+	int err = lower_path(ka, h, path, sizeof(path));
+
+	err = err ?: fid_at_path(ka, path, fid);
+	if (err)
+		return -ENOENT;
+	return record_handle(ka, fid, h);
+}
+
+static int map(struct kapply *ka, const struct kml_fh *h,
+	       struct lento_fid *fid)
+{
+	int err = lookup_handle(ka, h, fid);
+
+	return err == -ENOENT ? map_by_path(ka, h, fid) : err;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static uint8_t type_of(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return LENTO_T_DIR;
+	case S_IFLNK: return LENTO_T_SYMLINK;
+	case S_IFIFO: return LENTO_T_FIFO;
+	case S_IFSOCK: return LENTO_T_SOCK;
+	case S_IFCHR: return LENTO_T_CHR;
+	case S_IFBLK: return LENTO_T_BLK;
+	default: return LENTO_T_REG;
+	}
+}
+
+/* Linux's new_encode_dev() undone, into lento's major << 32 | minor. */
+static uint64_t rdev_of(uint32_t dev)
+{
+	uint64_t major = (dev & 0xfff00) >> 8;
+	uint64_t minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+
+	return major << 32 | minor;
+}
+
+/* The KML's attributes in @valid_mask into lento's. */
+static void attr_of(const struct kml_attr *k, uint32_t mask,
+		    struct lento_attr *a)
+{
+	uint32_t v = k->valid & mask;
+
+	memset(a, 0, sizeof(*a));
+	a->valid = v & (LENTO_A_ALL);	/* the bits are the same below NLINK */
+	a->mode = k->mode & 07777;
+	a->uid = k->uid;
+	a->gid = k->gid;
+	a->size = k->size;
+	a->atime_ns = k->atime_ns;
+	a->mtime_ns = k->mtime_ns;
+	a->ctime_ns = k->ctime_ns;
+	a->rdev = rdev_of(k->rdev);
+}
+
+/* @a's valid fields into the object's attributes. */
+static void attr_merge(struct lento_attr *o, const struct lento_attr *a)
+{
+	if (a->valid & LENTO_A_MODE)
+		o->mode = a->mode;
+	if (a->valid & LENTO_A_UID)
+		o->uid = a->uid;
+	if (a->valid & LENTO_A_GID)
+		o->gid = a->gid;
+	if (a->valid & LENTO_A_SIZE)
+		o->size = a->size;
+	if (a->valid & LENTO_A_ATIME)
+		o->atime_ns = a->atime_ns;
+	if (a->valid & LENTO_A_MTIME)
+		o->mtime_ns = a->mtime_ns;
+	if (a->valid & LENTO_A_CTIME)
+		o->ctime_ns = a->ctime_ns;
+	if (a->valid & LENTO_A_RDEV)
+		o->rdev = a->rdev;
+}
+
+static void rec_init(struct lento_rec *r, const struct who *w, uint16_t op)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->uid = w->uid;
+	r->gid = w->gid;
+	r->time_ns = w->time_ns;
+}
+
+/* Into the log; every object it names is dirty now (client_change.c). */
+static int log_rec(struct kapply *ka, struct lento_rec *r, uint64_t body)
+{
+	const struct lento_fid *f[] = { &r->dir, &r->obj, &r->dir2,
+					&r->target };
+	int err = cml_append(cache_cml(ka->cache), r, body);
+
+	for (size_t i = 0; !err && i < 4; i++)
+		if (!lento_fid_is_null(f[i]))
+			err = cache_dirty_add(ka->cache, f[i], 1);
+	if (!err)
+		ka->records++;
+	return err;
+}
+
+/* A directory's times (and link count) move with its entries. */
+static int touch_dir(struct kapply *ka, const struct lento_fid *dir,
+		     int nlink_delta, int64_t t)
+{
+	struct cache_obj d;
+	int err = cache_obj_get(ka->cache, dir, &d, NULL, 0);
+
+	if (err)
+		return err;
+	d.nlink = (uint32_t)((int64_t)d.nlink + nlink_delta);
+	d.attr.mtime_ns = d.attr.ctime_ns = t;
+	return cache_obj_put(ka->cache, &d, NULL, 0);
+}
+
+static int get(struct kapply *ka, const struct lento_fid *fid,
+	       struct cache_obj *o)
+{
+	int err = cache_obj_get(ka->cache, fid, o, NULL, 0);
+
+	/* A handle mapped to a fid the cache lost: a broken database. */
+	return err == -ENOENT ? -EUCLEAN : err;
+}
+
+/* ---------------------------------------------------------- namespace */
+
+/* A new object @name in @dir, its handle @h; @a has every attribute. */
+static int new_obj(struct kapply *ka, const struct who *w,
+		   const struct lento_fid *dir, const char *name,
+		   const struct kml_fh *h, uint8_t type,
+		   const struct lento_attr *a, uint32_t nlink,
+		   const char *target, size_t target_len)
+{
+	static const uint16_t ops[] = {
+		[LENTO_T_REG] = LENTO_OP_CREATE, [LENTO_T_DIR] = LENTO_OP_MKDIR,
+		[LENTO_T_SYMLINK] = LENTO_OP_SYMLINK,
+		[LENTO_T_FIFO] = LENTO_OP_MKNOD,
+		[LENTO_T_SOCK] = LENTO_OP_MKNOD,
+		[LENTO_T_CHR] = LENTO_OP_MKNOD, [LENTO_T_BLK] = LENTO_OP_MKNOD,
+	};
+	struct cache_obj parent, o;
+	struct lento_rec r;
+	int err = get(ka, dir, &parent);
+
+	rec_init(&r, w, ops[type]);
+	err = err ?: cml_mint_fid(cache_cml(ka->cache), ka->volume, &r.obj);
+	if (err)
+		return err;
+	memset(&o, 0, sizeof(o));
+	o.fid = r.obj;
+	o.type = type;
+	o.nlink = nlink ? nlink : type == LENTO_T_DIR ? 2 : 1;
+	o.attr = *a;
+	o.attr.valid = LENTO_A_ALL;
+	if (type == LENTO_T_SYMLINK)
+		o.attr.size = target_len;
+	o.valid = o.data = true;
+	o.used_ms = wall_ms_now();
+	r.dir = *dir;
+	r.base_dir = parent.vv;
+	r.type = type;
+	r.attr = o.attr;
+	r.attr.valid = LENTO_A_MODE | LENTO_A_UID | LENTO_A_GID |
+		       LENTO_A_ATIME | LENTO_A_MTIME | LENTO_A_CTIME |
+		       (r.op == LENTO_OP_MKNOD ? LENTO_A_RDEV : 0);
+	r.attr.size = 0;
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	if (target_len) {
+		r.data = target;
+		r.data_len = (uint32_t)target_len;
+	}
+	err = cache_obj_put(ka->cache, &o, target, target_len);
+	err = err ?: cache_dirent_put(ka->cache, dir, name, &o.fid);
+	err = err ?: touch_dir(ka, dir, type == LENTO_T_DIR, w->time_ns);
+	err = err ?: record_handle(ka, &o.fid, h);
+	err = err ?: log_rec(ka, &r, 0);
+	return err ?: made_add(ka, &o.fid);
+}
+
+/* @name goes from @dir; @o is left with @nlink names. Logged. */
+static int remove_name(struct kapply *ka, const struct who *w,
+		       const struct lento_fid *dir, const char *name,
+		       struct cache_obj *o, uint32_t nlink)
+{
+	bool isdir = o->type == LENTO_T_DIR;
+	struct cache_obj parent;
+	struct lento_rec r;
+	int err = get(ka, dir, &parent);
+
+	if (err)
+		return err;
+	rec_init(&r, w, isdir ? LENTO_OP_RMDIR : LENTO_OP_UNLINK);
+	r.dir = *dir;
+	r.obj = o->fid;
+	r.base_dir = parent.vv;
+	r.base_obj = o->vv;
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	o->nlink = isdir ? 0 : nlink;
+	/* The optimiser may drop what was done to an object with no name. */
+	if (!isdir && !o->nlink)
+		r.flags = LENTO_R_LASTLINK;
+	o->attr.ctime_ns = w->time_ns;
+	err = cache_dirent_del(ka->cache, dir, name);
+	err = err ?: cache_obj_put(ka->cache, o, NULL, 0);
+	err = err ?: touch_dir(ka, dir, isdir ? -1 : 0, w->time_ns);
+	return err ?: log_rec(ka, &r, 0);
+}
+
+/* @o gets the name @name in @dir besides those it has. Logged. */
+static int add_link(struct kapply *ka, const struct who *w,
+		    const struct lento_fid *dir, const char *name,
+		    struct cache_obj *o, uint32_t nlink)
+{
+	struct cache_obj parent;
+	struct lento_rec r;
+	int err = get(ka, dir, &parent);
+
+	if (err)
+		return err;
+	rec_init(&r, w, LENTO_OP_LINK);
+	r.dir = *dir;
+	r.obj = o->fid;
+	r.base_dir = parent.vv;
+	r.base_obj = o->vv;
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	o->nlink = nlink ? nlink : o->nlink + 1;
+	o->attr.ctime_ns = w->time_ns;
+	err = cache_obj_put(ka->cache, o, NULL, 0);
+	err = err ?: cache_dirent_put(ka->cache, dir, name, &o->fid);
+	err = err ?: touch_dir(ka, dir, 0, w->time_ns);
+	return err ?: log_rec(ka, &r, 0);
+}
+
+struct rename_args {
+	struct lento_fid dir, dir2;
+	const char *name, *name2;
+	struct cache_obj *o, *t;	/* t: what name2 named, or NULL */
+	uint16_t flags;			/* LENTO_R_NOREPLACE, _EXCHANGE */
+};
+
+/* The names as rename(2) left them, in the listings. */
+static int rename_names(struct kapply *ka, const struct rename_args *a)
+{
+	int err = cache_dirent_del(ka->cache, &a->dir, a->name);
+
+	if (!err && (a->flags & LENTO_R_EXCHANGE))
+		err = cache_dirent_put(ka->cache, &a->dir, a->name, &a->t->fid);
+	return err ?: cache_dirent_put(ka->cache, &a->dir2, a->name2,
+				       &a->o->fid);
+}
+
+/* A directory's ".." moves with it: the parents' link counts. */
+static int rename_dirs(struct kapply *ka, const struct rename_args *a,
+		       int64_t t)
+{
+	bool moved = !lento_fid_eq(&a->dir, &a->dir2);
+	bool odir = a->o->type == LENTO_T_DIR;
+	bool tdir = a->t && a->t->type == LENTO_T_DIR;
+	int d1 = 0, d2 = 0;
+
+	if (moved && (a->flags & LENTO_R_EXCHANGE)) {
+		d1 = tdir - odir;
+		d2 = odir - tdir;
+	} else {
+		d1 = moved && odir ? -1 : 0;
+		d2 = (moved && odir ? 1 : 0) - (tdir ? 1 : 0);
+	}
+	return touch_dir(ka, &a->dir, d1, t) ?:
+	       touch_dir(ka, &a->dir2, d2, t);
+}
+
+static int rename_log(struct kapply *ka, const struct who *w,
+		      const struct rename_args *a)
+{
+	struct cache_obj pa, pb;
+	struct lento_rec r;
+	int err = get(ka, &a->dir, &pa) ?: get(ka, &a->dir2, &pb);
+
+	if (err)
+		return err;
+	rec_init(&r, w, LENTO_OP_RENAME);
+	r.dir = a->dir;
+	r.obj = a->o->fid;
+	r.dir2 = a->dir2;
+	r.base_dir = pa.vv;
+	r.base_obj = a->o->vv;
+	r.base_dir2 = pb.vv;
+	r.flags = a->flags;
+	snprintf(r.name, sizeof(r.name), "%s", a->name);
+	snprintf(r.name2, sizeof(r.name2), "%s", a->name2);
+	a->o->attr.ctime_ns = w->time_ns;
+	err = cache_obj_put(ka->cache, a->o, NULL, 0);
+	if (!err && a->t) {
+		r.target = a->t->fid;
+		r.base_target = a->t->vv;
+		if (!(a->flags & LENTO_R_EXCHANGE)) {
+			a->t->nlink = a->t->type == LENTO_T_DIR ||
+				      a->t->nlink <= 1 ? 0 : a->t->nlink - 1;
+			if (!a->t->nlink)
+				r.flags |= LENTO_R_LASTLINK;
+		}
+		a->t->attr.ctime_ns = w->time_ns;
+		err = cache_obj_put(ka->cache, a->t, NULL, 0);
+	}
+	err = err ?: rename_names(ka, a);
+	err = err ?: rename_dirs(ka, a, w->time_ns);
+	return err ?: log_rec(ka, &r, 0);
+}
+
+/* --------------------------------------------------------- the records */
+
+static void who_of(const struct kml_record *r, struct who *w)
+{
+	w->uid = r->uid;
+	w->gid = r->gid;
+	w->time_ns = r->time_ns;
+}
+
+/* The record's first name, NUL-terminated. */
+static void name_of(const char *p, size_t len, char out[LENTO_NAME_MAX + 1])
+{
+	memcpy(out, p, len);
+	out[len] = 0;
+}
+
+static int k_new(struct kapply *ka, const struct kml_record *r)
+{
+	const struct kml_fh *dh = &r->fh[PRESTO_KML_FH_DIR];
+	const struct kml_fh *oh = &r->fh[PRESTO_KML_FH_OBJ];
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid dir;
+	struct lento_attr a;
+	struct who w;
+	int err = map(ka, dh, &dir);
+
+	if (err == -ENOENT)
+		return unmapped(ka, r, dh, "the directory");
+	if (err)
+		return err;
+	if (!r->name_len || r->data_len > LENTO_SYMLINK_MAX)
+		return -EINVAL;
+	who_of(r, &w);
+	name_of(r->name, r->name_len, name);
+	attr_of(&r->attr, PRESTO_KML_A_ALL, &a);
+	return new_obj(ka, &w, &dir, name, oh, type_of(r->attr.mode), &a,
+		       r->attr.valid & PRESTO_KML_A_NLINK ? r->attr.nlink : 0,
+		       (const char *)r->data, r->data_len);
+}
+
+static int k_link(struct kapply *ka, const struct kml_record *r)
+{
+	const struct kml_fh *dh = &r->fh[PRESTO_KML_FH_DIR];
+	const struct kml_fh *oh = &r->fh[PRESTO_KML_FH_OBJ];
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid dir, fid;
+	struct cache_obj o;
+	struct who w;
+	int err = map(ka, dh, &dir);
+
+	if (err == -ENOENT)
+		return unmapped(ka, r, dh, "the directory");
+	err = err ?: map(ka, oh, &fid);
+	if (err == -ENOENT)
+		return unmapped(ka, r, oh, "the object");
+	err = err ?: get(ka, &fid, &o);
+	if (err)
+		return err;
+	who_of(r, &w);
+	name_of(r->name, r->name_len, name);
+	return add_link(ka, &w, &dir, name, &o,
+			r->attr.valid & PRESTO_KML_A_NLINK ? r->attr.nlink : 0);
+}
+
+/* The object of a record that names it @name in @dir: its handle, or the
+ * name, which the cache's listing still has before the record applies. */
+static int map_named(struct kapply *ka, const struct kml_fh *h,
+		     const struct lento_fid *dir, const char *name,
+		     struct lento_fid *fid)
+{
+	int err = lookup_handle(ka, h, fid);
+
+	if (err != -ENOENT)
+		return err;
+	err = cache_lookup(ka->cache, dir, name, fid);
+	return err ?: record_handle(ka, fid, h);
+}
+
+static int k_remove(struct kapply *ka, const struct kml_record *r)
+{
+	const struct kml_fh *dh = &r->fh[PRESTO_KML_FH_DIR];
+	const struct kml_fh *oh = &r->fh[PRESTO_KML_FH_OBJ];
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid dir, fid;
+	struct cache_obj o;
+	struct who w;
+	int err = map(ka, dh, &dir);
+
+	if (err == -ENOENT)
+		return unmapped(ka, r, dh, "the directory");
+	if (err)
+		return err;
+	name_of(r->name, r->name_len, name);
+	err = map_named(ka, oh, &dir, name, &fid);
+	if (err == -ENOENT)
+		return unmapped(ka, r, oh, "the object");
+	err = err ?: get(ka, &fid, &o);
+	if (err)
+		return err;
+	who_of(r, &w);
+	return remove_name(ka, &w, &dir, name, &o,
+			   r->attr.valid & PRESTO_KML_A_NLINK ? r->attr.nlink :
+			   o.nlink ? o.nlink - 1 : 0);
+}
+
+static int k_rename(struct kapply *ka, const struct kml_record *r)
+{
+	const struct kml_fh *th = &r->fh[PRESTO_KML_FH_TARGET];
+	char name[LENTO_NAME_MAX + 1], name2[LENTO_NAME_MAX + 1];
+	struct rename_args a = { .name = name, .name2 = name2 };
+	struct cache_obj o, t;
+	struct lento_fid fid;
+	struct who w;
+	int err;
+
+	name_of(r->name, r->name_len, name);
+	name_of(r->name2, r->name2_len, name2);
+	err = map(ka, &r->fh[PRESTO_KML_FH_DIR], &a.dir);
+	if (err == -ENOENT)
+		return unmapped(ka, r, &r->fh[PRESTO_KML_FH_DIR],
+				"the directory");
+	err = err ?: map(ka, &r->fh[PRESTO_KML_FH_NEWDIR], &a.dir2);
+	if (err == -ENOENT)
+		return unmapped(ka, r, &r->fh[PRESTO_KML_FH_NEWDIR],
+				"the new directory");
+	err = err ?: map_named(ka, &r->fh[PRESTO_KML_FH_OBJ], &a.dir, name,
+			       &fid);
+	if (err == -ENOENT)
+		return unmapped(ka, r, &r->fh[PRESTO_KML_FH_OBJ], "the object");
+	err = err ?: get(ka, &fid, &o);
+	if (!err && th->ino) {
+		err = map_named(ka, th, &a.dir2, name2, &fid);
+		if (err == -ENOENT)
+			return unmapped(ka, r, th, "the target");
+		err = err ?: get(ka, &fid, &t);
+		a.t = &t;
+	}
+	if (err)
+		return err;
+	a.o = &o;
+	if (r->flags & PRESTO_KML_F_EXCHANGE)
+		a.flags = a.t ? LENTO_R_EXCHANGE : 0;
+	else if (r->flags & PRESTO_KML_F_NOREPLACE)
+		a.flags = a.t ? 0 : LENTO_R_NOREPLACE;
+	who_of(r, &w);
+	return rename_log(ka, &w, &a);
+}
+
+/* ------------------------------------------------------------- content */
+
+/* An object's own record: its fid and row, or KAPPLY_UNMAPPED. */
+static int obj_of(struct kapply *ka, const struct kml_record *r,
+		  struct cache_obj *o)
+{
+	const struct kml_fh *oh = &r->fh[PRESTO_KML_FH_OBJ];
+	struct lento_fid fid;
+	int err = map(ka, oh, &fid);
+
+	if (err == -ENOENT)
+		return unmapped(ka, r, oh, "the object");
+	return err ?: get(ka, &fid, o);
+}
+
+/* SETATTR of @a (changed attributes) on @o, logged; @a gets CTIME. */
+static int setattr_log(struct kapply *ka, const struct who *w,
+		       struct cache_obj *o, struct lento_attr *a)
+{
+	struct lento_rec r;
+
+	rec_init(&r, w, LENTO_OP_SETATTR);
+	a->valid |= LENTO_A_CTIME;
+	if (!a->ctime_ns)
+		a->ctime_ns = w->time_ns;
+	r.obj = o->fid;
+	r.base_obj = o->vv;
+	r.attr = *a;
+	attr_merge(&o->attr, a);
+	return cache_obj_put(ka->cache, o, NULL, 0) ?: log_rec(ka, &r, 0);
+}
+
+static int k_setattr(struct kapply *ka, const struct kml_record *r)
+{
+	struct cache_obj o;
+	struct lento_attr a;
+	struct who w;
+	int err = obj_of(ka, r, &o);
+
+	if (err)
+		return err;
+	who_of(r, &w);
+	/* rdev and nlink are no attributes one sets. */
+	attr_of(&r->attr, PRESTO_KML_A_ALL & ~(PRESTO_KML_A_RDEV |
+					       PRESTO_KML_A_NLINK), &a);
+	if (o.type != LENTO_T_REG)
+		a.valid &= ~LENTO_A_SIZE;
+	return setattr_log(ka, &w, &o, &a);
+}
+
+static int xattr_log(struct kapply *ka, const struct kml_record *r,
+		     struct cache_obj *o)
+{
+	struct lento_rec rec;
+	struct who w;
+
+	/* presto's own never reach the journal; refuse them regardless. */
+	if (!r->name_len || (r->name_len >= 15 &&
+			     !memcmp(r->name, "trusted.presto.", 15)))
+		return -EINVAL;
+	who_of(r, &w);
+	rec_init(&rec, &w, r->op == PRESTO_KML_SETXATTR ? LENTO_OP_SETXATTR :
+		 LENTO_OP_REMOVEXATTR);
+	rec.obj = o->fid;
+	rec.base_obj = o->vv;
+	name_of(r->name, r->name_len, rec.name);
+	if (r->op == PRESTO_KML_SETXATTR && r->data_len) {
+		rec.data = r->data;
+		rec.data_len = (uint32_t)r->data_len;
+	}
+	/* A POSIX ACL moves the mode: presto says the one it left. */
+	if (r->attr.valid & PRESTO_KML_A_MODE)
+		o->attr.mode = r->attr.mode & 07777;
+	o->attr.ctime_ns = r->attr.valid & PRESTO_KML_A_CTIME ?
+			   r->attr.ctime_ns : r->time_ns;
+	return cache_obj_put(ka->cache, o, NULL, 0) ?: log_rec(ka, &rec, 0);
+}
+
+static int k_xattr(struct kapply *ka, const struct kml_record *r)
+{
+	struct cache_obj o;
+	int err = obj_of(ka, r, &o);
+
+	return err ?: xattr_log(ka, r, &o);
+}
+
+/*
+ * STORE: the content is the cache file itself (reint.c ships it, through
+ * its shadow copy). A write that dropped set-id bits moved the mode,
+ * which a STORE does not carry: a SETATTR says it first.
+ */
+static int k_store(struct kapply *ka, const struct kml_record *r)
+{
+	struct cache_obj o;
+	struct lento_rec rec;
+	struct who w;
+	int err = obj_of(ka, r, &o);
+
+	if (err)
+		return err;
+	if (o.type != LENTO_T_REG)
+		return -EINVAL;
+	who_of(r, &w);
+	if ((r->attr.valid & PRESTO_KML_A_MODE) &&
+	    (r->attr.mode & 07777) != o.attr.mode) {
+		struct lento_attr a = { .valid = LENTO_A_MODE,
+					.mode = r->attr.mode & 07777 };
+
+		err = setattr_log(ka, &w, &o, &a);
+		if (err)
+			return err;
+	}
+	rec_init(&rec, &w, LENTO_OP_STORE);
+	rec.obj = o.fid;
+	rec.base_obj = o.vv;
+	attr_of(&r->attr, PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME |
+		PRESTO_KML_A_CTIME, &rec.attr);
+	attr_merge(&o.attr, &rec.attr);
+	o.data = true;
+	o.used_ms = wall_ms_now();
+	return cache_obj_put(ka->cache, &o, NULL, 0) ?:
+	       log_rec(ka, &rec, rec.attr.size);
+}
+
+/* ------------------------------------------------------------ recovery */
+
+/* RESYNC: the attributes that differ from the cache's, as a SETATTR. */
+static int k_resync(struct kapply *ka, const struct kml_record *r)
+{
+	struct cache_obj o;
+	struct lento_attr a, d = { 0 };
+	struct who w;
+	int err = obj_of(ka, r, &o);
+
+	if (err)
+		return err;
+	attr_of(&r->attr, PRESTO_KML_A_ALL, &a);
+	if (a.mode != o.attr.mode)
+		d.valid |= LENTO_A_MODE;
+	if (a.uid != o.attr.uid)
+		d.valid |= LENTO_A_UID;
+	if (a.gid != o.attr.gid)
+		d.valid |= LENTO_A_GID;
+	if (a.atime_ns != o.attr.atime_ns)
+		d.valid |= LENTO_A_ATIME;
+	if (a.mtime_ns != o.attr.mtime_ns)
+		d.valid |= LENTO_A_MTIME;
+	/* A regular file's size comes with the STORE that follows. */
+	if (!d.valid)
+		return 0;
+	d.mode = a.mode;
+	d.uid = a.uid;
+	d.gid = a.gid;
+	d.atime_ns = a.atime_ns;
+	d.mtime_ns = a.mtime_ns;
+	d.ctime_ns = a.ctime_ns;
+	who_of(r, &w);
+	return setattr_log(ka, &w, &o, &d);
+}
+
+static int k_resync_dir(struct kapply *ka, const struct kml_record *r)
+{
+	list_clear(ka);
+	ka->listing = true;
+	ka->list_seq = r->seq;
+	ka->list_dir = r->fh[PRESTO_KML_FH_OBJ];
+	ka->list_want = r->entries;
+	return 0;
+}
+
+static int list_add(struct kapply *ka, const struct kml_record *r)
+{
+	struct kapply_dirent *e;
+
+	if (ka->nlist == ka->list_cap) {
+		size_t cap = ka->list_cap ? 2 * ka->list_cap : 64;
+		void *p = realloc(ka->list, cap * sizeof(*ka->list));
+
+		if (!p)
+			return -ENOMEM;
+		ka->list = p;
+		ka->list_cap = cap;
+	}
+	e = &ka->list[ka->nlist];
+	memset(e, 0, sizeof(*e));
+	name_of(r->name, r->name_len, e->name);
+	e->h = r->fh[PRESTO_KML_FH_OBJ];
+	e->mode = r->attr.mode;
+	if (r->data_len) {
+		e->target = strndup((const char *)r->data, r->data_len);
+		if (!e->target)
+			return -ENOMEM;
+	}
+	ka->nlist++;
+	return 0;
+}
+
+static const struct kapply_dirent *listed(const struct kapply *ka,
+					  const char *name)
+{
+	for (size_t i = 0; i < ka->nlist; i++)
+		if (!strcmp(ka->list[i].name, name))
+			return &ka->list[i];
+	return NULL;
+}
+
+struct stale {
+	struct kapply *ka;
+	bool all;		/* every name, not only those not listed */
+	char (*names)[LENTO_NAME_MAX + 1];
+	size_t n, cap;
+};
+
+/*
+ * cache_readdir: the names the lower's listing does not have as they are
+ * (or all of them). Gathered first: they are changed after.
+ */
+static int stale_name(void *arg, const char *name, const struct lento_fid *fid)
+{
+	struct stale *s = arg;
+	const struct kapply_dirent *e = s->all ? NULL : listed(s->ka, name);
+	struct lento_fid now;
+
+	if (e && !lookup_handle(s->ka, &e->h, &now) && lento_fid_eq(&now, fid))
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		void *p = realloc(s->names, cap * sizeof(*s->names));
+
+		if (!p)
+			return -ENOMEM;
+		s->names = p;
+		s->cap = cap;
+	}
+	snprintf(s->names[s->n++], LENTO_NAME_MAX + 1, "%s", name);
+	return 0;
+}
+
+struct lower_of {
+	struct kapply *ka;
+	struct stat sb;
+	char path[CACHE_PATH_MAX];
+	bool found;
+};
+
+/* cache_handles: the first of @fid's handles that opens. */
+static int try_handle(void *arg, int type, const void *handle, size_t len)
+{
+	struct lower_of *lo = arg;
+	struct kml_fh h = { 0 };
+	uint32_t ino;
+	int fd;
+
+	if (type != KAPPLY_HTYPE || len != 8)
+		return 0;
+	memcpy(&ino, handle, 4);
+	memcpy(&h.gen, (const uint8_t *)handle + 4, 4);
+	h.ino = ino;
+	fd = open_handle(lo->ka, &h);
+	if (fd < 0)
+		return 0;
+	lo->found = !fstat(fd, &lo->sb) && lo->sb.st_nlink;
+	close(fd);
+	if (lo->found && lower_path(lo->ka, &h, lo->path, sizeof(lo->path)))
+		lo->path[0] = 0;
+	return lo->found;
+}
+
+static int lose_name(struct kapply *ka, const struct who *w,
+		     const struct lento_fid *dir, const char *name,
+		     struct cache_obj *o, int depth);
+
+/* The names @dir lost with it, each found elsewhere or gone, first. */
+static int lose_children(struct kapply *ka, const struct who *w,
+			 const struct lento_fid *dir, int depth)
+{
+	struct stale s = { .ka = ka, .all = true };
+	struct lento_fid fid;
+	struct cache_obj o;
+	int err = depth > 4096 ? -ELOOP :
+		  cache_readdir(ka->cache, dir, stale_name, &s);
+
+	for (size_t i = 0; !err && i < s.n; i++) {
+		err = cache_lookup(ka->cache, dir, s.names[i], &fid);
+		err = err ?: get(ka, &fid, &o);
+		err = err ?: lose_name(ka, w, dir, s.names[i], &o, depth + 1);
+	}
+	free(s.names);
+	return err;
+}
+
+/*
+ * A name the listing lost, of @o: moved to a name the lower inode still
+ * has elsewhere in the volume (a RENAME), or gone (UNLINK, RMDIR; a
+ * directory's cached entries before it, or the server would refuse).
+ */
+static int lose_name(struct kapply *ka, const struct who *w,
+		     const struct lento_fid *dir, const char *name,
+		     struct cache_obj *o, int depth)
+{
+	struct lower_of lo = { .ka = ka };
+	struct lento_fid dir2, there;
+	char *slash;
+	int names = cache_name_count(ka->cache, &o->fid);
+	int err = cache_handles(ka->cache, &o->fid, try_handle, &lo);
+
+	if (err < 0 || names < 0)
+		return err < 0 ? err : names;
+	slash = lo.found && lo.path[0] ? strrchr(lo.path, '/') : NULL;
+	if (slash) {
+		*slash = 0;
+		/* Its name there, if the cache does not have it yet. */
+		if (!fid_at_path(ka, lo.path, &dir2) &&
+		    cache_lookup(ka->cache, &dir2, slash + 1, &there) ==
+		    -ENOENT) {
+			struct rename_args a = { .dir = *dir, .dir2 = dir2,
+						 .name = name,
+						 .name2 = slash + 1, .o = o };
+
+			return rename_log(ka, w, &a);
+		}
+	}
+	if (o->type == LENTO_T_DIR) {
+		err = lose_children(ka, w, &o->fid, depth);
+		/* Its link count moved. */
+		err = err ?: get(ka, &o->fid, o);
+		if (err)
+			return err;
+	}
+	return remove_name(ka, w, dir, name, o, lo.found &&
+			   lo.sb.st_nlink < (nlink_t)names ?
+			   (uint32_t)lo.sb.st_nlink : (uint32_t)names - 1);
+}
+
+/* A listed entry whose handle lento does not know: a new object. */
+static int listed_new(struct kapply *ka, const struct who *w,
+		      const struct lento_fid *dir,
+		      const struct kapply_dirent *e)
+{
+	struct lento_attr a = { 0 };
+	struct stat sb;
+	int fd = open_handle(ka, &e->h);
+
+	if (fd < 0)
+		return fd == -ESTALE ? 0 : fd;	/* gone again: nothing */
+	if (fstat(fd, &sb)) {
+		close(fd);
+		return -errno;
+	}
+	close(fd);
+	a.mode = sb.st_mode & 07777;
+	a.uid = sb.st_uid;
+	a.gid = sb.st_gid;
+	a.size = (uint64_t)sb.st_size;
+	a.atime_ns = sb.st_atim.tv_sec * 1000000000LL + sb.st_atim.tv_nsec;
+	a.mtime_ns = sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	a.ctime_ns = sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+	a.rdev = (uint64_t)major(sb.st_rdev) << 32 | minor(sb.st_rdev);
+	return new_obj(ka, w, dir, e->name, &e->h, type_of(e->mode), &a,
+		       (uint32_t)sb.st_nlink, e->target,
+		       e->target ? strlen(e->target) : 0);
+}
+
+struct old_name {
+	struct kapply *ka;
+	ino_t ino;		/* the lower inode the object has now */
+	struct lento_fid dir;
+	char name[LENTO_NAME_MAX + 1];
+	bool found;
+};
+
+/* cache_names: a name of the object that the lower no longer gives it. */
+static int find_old_name(void *arg, const struct lento_fid *dir,
+			 const char *name)
+{
+	struct old_name *on = arg;
+	char path[CACHE_PATH_MAX + LENTO_NAME_MAX + 2];
+	struct stat sb;
+	int err = cache_path(on->ka->cache, dir, path, CACHE_PATH_MAX);
+
+	if (err)
+		return 0;
+	strcat(path, "/");
+	strcat(path, name);
+	if (!fstatat(cache_dirfd(on->ka->cache), path, &sb,
+		     AT_SYMLINK_NOFOLLOW) && sb.st_ino == on->ino)
+		return 0;
+	on->dir = *dir;
+	snprintf(on->name, sizeof(on->name), "%s", name);
+	on->found = true;
+	return 1;
+}
+
+/*
+ * A listed entry of a known object: moved here from a name the lower no
+ * longer has (a RENAME), or one more name (a LINK).
+ */
+static int listed_known(struct kapply *ka, const struct who *w,
+			const struct lento_fid *dir,
+			const struct kapply_dirent *e, struct cache_obj *o)
+{
+	struct lower_of lo = { .ka = ka };
+	struct old_name on = { .ka = ka, .ino = (ino_t)e->h.ino };
+	int err = cache_handles(ka->cache, &o->fid, try_handle, &lo);
+
+	err = err < 0 ? err : cache_names(ka->cache, &o->fid, find_old_name,
+					  &on);
+	if (err < 0)
+		return err;
+	if (on.found) {
+		struct rename_args a = { .dir = on.dir, .dir2 = *dir,
+					 .name = on.name, .name2 = e->name,
+					 .o = o };
+
+		return rename_log(ka, w, &a);
+	}
+	return add_link(ka, w, dir, e->name, o, lo.found ?
+			(uint32_t)lo.sb.st_nlink : 0);
+}
+
+/* The gathered listing against the cache's: the differences, logged. */
+static int apply_listing(struct kapply *ka, const struct kml_record *r)
+{
+	struct stale s = { .ka = ka };
+	struct lento_fid dir, fid;
+	struct cache_obj o;
+	struct who w;
+	int err = map(ka, &ka->list_dir, &dir);
+
+	if (err == -ENOENT)
+		return unmapped(ka, r, &ka->list_dir, "the directory listed");
+	who_of(r, &w);
+	err = err ?: cache_readdir(ka->cache, &dir, stale_name, &s);
+	/* First what went, so that the names are free for what came. */
+	for (size_t i = 0; !err && i < s.n; i++) {
+		err = cache_lookup(ka->cache, &dir, s.names[i], &fid);
+		err = err ?: get(ka, &fid, &o);
+		err = err ?: lose_name(ka, &w, &dir, s.names[i], &o, 0);
+	}
+	free(s.names);
+	for (size_t i = 0; !err && i < ka->nlist; i++) {
+		const struct kapply_dirent *e = &ka->list[i];
+
+		if (!cache_lookup(ka->cache, &dir, e->name, &fid))
+			continue;	/* as it was, or moved here just now */
+		err = lookup_handle(ka, &e->h, &fid);
+		if (err == -ENOENT)
+			err = listed_new(ka, &w, &dir, e);
+		else if (!err && !(err = get(ka, &fid, &o)))
+			err = listed_known(ka, &w, &dir, e, &o);
+	}
+	list_clear(ka);
+	return err;
+}
+
+static int k_dirent(struct kapply *ka, const struct kml_record *r)
+{
+	const struct kml_fh *d = &r->fh[PRESTO_KML_FH_DIR];
+	int err;
+
+	if (!ka->listing || d->ino != ka->list_dir.ino ||
+	    d->gen != ka->list_dir.gen || ka->nlist >= ka->list_want)
+		return -EINVAL;	/* the decoder's shapes, out of order */
+	err = list_add(ka, r);
+	if (!err && ka->nlist == ka->list_want)
+		err = apply_listing(ka, r);
+	return err;
+}
+
+/* ----------------------------------------------------------- dispatch */
+
+int kapply_record(struct kapply *ka, const struct kml_record *r)
+{
+	if (ka->listing && r->op != PRESTO_KML_DIRENT) {
+		/* Cut short (KML.md): void; the next mount restates it. */
+		ka->voided++;
+		list_clear(ka);
+	}
+	switch (r->op) {
+	case PRESTO_KML_CREATE:
+	case PRESTO_KML_MKDIR:
+	case PRESTO_KML_MKNOD:
+	case PRESTO_KML_SYMLINK:
+		return k_new(ka, r);
+	case PRESTO_KML_LINK:
+		return k_link(ka, r);
+	case PRESTO_KML_UNLINK:
+	case PRESTO_KML_RMDIR:
+		return k_remove(ka, r);
+	case PRESTO_KML_RENAME:
+		return k_rename(ka, r);
+	case PRESTO_KML_SETATTR:
+		return k_setattr(ka, r);
+	case PRESTO_KML_SETXATTR:
+	case PRESTO_KML_REMOVEXATTR:
+		return k_xattr(ka, r);
+	case PRESTO_KML_STORE:
+		return k_store(ka, r);
+	case PRESTO_KML_RESYNC:
+		return k_resync(ka, r);
+	case PRESTO_KML_RESYNC_DIR:
+		if (!r->entries) {
+			ka->list_dir = r->fh[PRESTO_KML_FH_OBJ];
+			return apply_listing(ka, r);
+		}
+		return k_resync_dir(ka, r);
+	case PRESTO_KML_DIRENT:
+		return k_dirent(ka, r);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* ------------------------------------------------------------ batches */
+
+int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
+		 uint32_t max, const char *poskey, uint64_t *pos,
+		 lo_file_fn more, void *arg, const char **why)
+{
+	struct kml_record r;
+	uint64_t last = *pos;
+	uint32_t n = 0;
+	int rc = 0, err = cache_begin(ka->cache);
+
+	*why = NULL;
+	while (!err && n < max &&
+	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
+		err = kapply_record(ka, &r);
+		if (err == KAPPLY_UNMAPPED)
+			err = 0;	/* counted, and said by the caller */
+		last = r.seq;
+		n++;
+	}
+	/* A read that failed keeps what came before it. */
+	if (!err && n) {
+		/* A listing not yet complete is read again after a restart. */
+		last = ka->listing && ka->list_seq <= last ? ka->list_seq - 1 :
+		       last;
+		err = cache_meta_set(ka->cache, poskey, (int64_t)last);
+		err = err ?: cache_commit(ka->cache);
+	}
+	if (err || !n) {
+		cache_rollback(ka->cache);
+		err = err ?: rc < 0 ? rc : 0;
+		if (err)
+			kapply_reset(ka);
+		return err;
+	}
+	*pos = last;
+	if (rc < 0)
+		kapply_reset(ka);
+	return rc < 0 ? rc : (int)n;
+}

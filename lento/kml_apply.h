@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * presto's journal (protocol/KML.md) turned into lento's: each KML record
+ * of a fileset becomes the cache rows and the CML records the same change
+ * made through lentoctl would have made (client_change.c), with lower
+ * handles mapped to fids. Kept apart from the daemon (client_kml.c reads
+ * the segments and talks to presto) so that the unit tests drive it with
+ * a cache and records of their own.
+ *
+ * The caller opens one transaction per batch of records (cache_begin),
+ * passes them in order to kapply_record() and commits with the position;
+ * kapply_batch_end() then tells it what the batch made, so the new
+ * objects' flags can be persisted in the cache.
+ *
+ * Mapping. A handle is the volume's root, or one the handles table knows
+ * (lento recorded it when it materialised the object, or consumed its
+ * create). Else, for a record whose name still names the object in the
+ * cache's listing (UNLINK, RMDIR, RENAME), that name; else the lower inode
+ * is opened by its handle and its path looked up in the cache (a handle
+ * lento failed to record). A record about an object none of that finds
+ * is not applied: it is counted and reported (KAPPLY_UNMAPPED), never
+ * dropped silently -- see kapply_record().
+ *
+ * Recovery blocks (KML.md, "Recovery records") are state: a RESYNC's
+ * attributes are compared with the cache's and the differences logged as
+ * a SETATTR; its SETXATTRs and STORE are logged as they come (the cache
+ * does not keep xattrs, so what the server has is restated, not diffed);
+ * a directory's DIRENTs are gathered and, complete, compared with the
+ * cache's listing: names gone become UNLINK/RMDIR (or a RENAME, when the
+ * inode lives on under a name elsewhere in the volume), names of known
+ * objects new here LINK or RENAME, unknown handles new objects
+ * (CREATE/MKDIR/SYMLINK/MKNOD, attributes from the lower inode).
+ *
+ * Every function returns 0 or -errno and prints nothing.
+ */
+#ifndef LENTO_KML_APPLY_H
+#define LENTO_KML_APPLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+#include "kml.h"
+#include "kml_read.h"
+#include "lento_types.h"
+
+#define KAPPLY_UNMAPPED	1	/* kapply_record(): not applied, counted */
+
+struct kapply_dirent;
+
+struct kapply {
+	struct cache *cache;
+	uint32_t volume;
+	struct lento_fid root;		/* the volume's root */
+	struct kml_fh root_h;		/* the lower root's handle */
+	int mntfd;			/* the cache directory, for handles */
+	char cache_abs[CACHE_PATH_MAX];	/* its path, as /proc shows it */
+	/* New objects of this batch (their flags are persisted after it). */
+	struct lento_fid *made;
+	size_t nmade, made_cap;
+	/* A recovery listing being gathered. */
+	struct kml_fh list_dir;
+	uint64_t list_seq;		/* its RESYNC_DIR's */
+	uint64_t list_want;		/* DIRENTs its RESYNC_DIR announced */
+	struct kapply_dirent *list;
+	size_t nlist, list_cap;
+	bool listing;
+	/* Statistics and the last problem, for status and the log. */
+	uint64_t records;		/* CML records appended */
+	uint64_t unmapped;		/* KML records about unknown objects */
+	uint64_t voided;		/* listings cut short (void) */
+	char why[256];
+};
+
+/*
+ * @root_h: the lower root's handle (REGISTER, MOUNTED). 0 or -errno (the
+ * cache directory cannot be opened).
+ */
+int kapply_init(struct kapply *ka, struct cache *c, uint32_t volume,
+		const struct lento_fid *root, const struct kml_fh *root_h);
+void kapply_free(struct kapply *ka);
+
+/*
+ * Apply one record, inside the caller's transaction: 0, KAPPLY_UNMAPPED
+ * (an object lento cannot name: nothing done, ka->why says which; the
+ * caller logs it and goes on -- a later record or recovery restates the
+ * object, and a record that could not be applied today will not be
+ * applicable tomorrow either), or -errno (roll the batch back).
+ */
+int kapply_record(struct kapply *ka, const struct kml_record *r);
+
+/*
+ * One batch: the records @kr has up to @limit (presto's KML_DURABLE), at
+ * most @max of them, applied in one transaction that also stores the
+ * position -- the last record consumed -- in cache_meta @poskey and
+ * *@pos. A recovery listing still gathering DIRENTs changes nothing yet,
+ * so the position stored stops before its RESYNC_DIR: a lento that
+ * restarts reads the listing again. Returns the records read (0: none
+ * now; kread_busy() says whether @more will run), or -errno: then
+ * nothing of the batch is kept, and the caller reads again from *@pos
+ * with a new reader (kapply_reset()). @why may say more of an error.
+ * Afterwards ka->made lists the objects the batch made, until
+ * kapply_batch_end().
+ */
+int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
+		 uint32_t max, const char *poskey, uint64_t *pos,
+		 lo_file_fn more, void *arg, const char **why);
+void kapply_batch_end(struct kapply *ka);
+/* A batch failed: the listing gathered is void (it is read again). */
+void kapply_reset(struct kapply *ka);
+
+/* ext4's handle of inode @ino/@gen (FILEID_INO32_GEN): 8 bytes. */
+#define KAPPLY_HTYPE	1
+void kapply_handle(uint64_t ino, uint32_t gen, uint8_t out[8]);
+
+#endif /* LENTO_KML_APPLY_H */

@@ -1,0 +1,795 @@
+// SPDX-License-Identifier: MIT
+/*
+ * presto's journal consumed by lento (lento/kml_read.c, lento/kml_apply.c):
+ * segments written by tests/lib/kmlgen.c as presto writes them, read
+ * through the io_uring loop and turned into cache rows and CML records;
+ * resuming after a restart, recovery blocks, unknown handles.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cml.h"
+#include "kml_apply.h"
+#include "kml_read.h"
+#include "kmlgen.h"
+#include "loop.h"
+
+#define VOL	1
+#define T0	1700000000000000000LL
+
+static char dir[64], kdir[128];
+static struct cache *c;
+static struct kmlgen g;
+static const struct kml_fh root_h = { 2, 0 };
+static const struct lento_fid root = { VOL, 0, 1 };
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static struct cache_obj obj(struct lento_fid f, uint8_t type, uint32_t nlink,
+			    uint64_t v)
+{
+	struct cache_obj o = { .fid = f, .type = type, .nlink = nlink };
+
+	o.attr.valid = LENTO_A_ALL;
+	o.attr.mode = type == LENTO_T_DIR ? 0755 : 0644;
+	o.vv.n = 1;
+	o.vv.v[0] = v;
+	o.valid = o.data = true;
+	return o;
+}
+
+/* A handle presto would name the object by. */
+static void handle(const struct lento_fid *f, uint64_t ino)
+{
+	uint8_t b[8];
+
+	kapply_handle(ino, 1, b);
+	ck_assert_int_eq(cache_handle_set(c, f, KAPPLY_HTYPE, b, 8, ino), 0);
+}
+
+/*
+ * A cache with volume "vol": its root, a file "a" (handle 10/1, version
+ * 3) and a directory "d" (handle 11/1, version 4), materialised.
+ */
+static void setup(void)
+{
+	struct cache_vol v = { .id = VOL, .name = "vol", .root = root };
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 };
+	struct cache_obj o;
+	char err[256] = "", path[160];
+
+	strcpy(dir, "/tmp/check-kmlapply-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_msg(cache_open(dir, &c, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(cml_set_client(cache_cml(c), 9), 0);
+	ck_assert_int_eq(cache_vol_put(c, &v), 0);
+	o = obj(root, LENTO_T_DIR, 3, 1);
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	o = obj(a, LENTO_T_REG, 1, 3);
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	o = obj(d, LENTO_T_DIR, 2, 4);
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &root, "a", &a), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &root, "d", &d), 0);
+	handle(&a, 10);
+	handle(&d, 11);
+	snprintf(path, sizeof(path), "%s/vol", dir);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(kdir, sizeof(kdir), "%s/vol/.presto", dir);
+	ck_assert_int_eq(kmlgen_open(&g, kdir), 0);
+	ck_assert_int_eq(kmlgen_segment(&g, 1), 0);
+}
+
+static void teardown(void)
+{
+	kmlgen_close(&g);
+	cache_close(c);
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct kml_fh fh(uint64_t ino)
+{
+	return ino == 2 ? root_h : (struct kml_fh){ ino, 1 };
+}
+
+static int64_t recovered(uint16_t op, struct kml_fh d, struct kml_fh o,
+			 const char *name, uint32_t mode, const void *data,
+			 size_t len);
+
+/* A record of @op: dir, obj (handles by inode number), names. */
+static int64_t rec(uint16_t op, uint64_t d, uint64_t o, const char *name,
+		   const char *name2)
+{
+	struct kmlgen_rec r = { .op = op, .uid = 1000, .gid = 1000,
+				.time_ns = T0, .name = name, .name2 = name2 };
+	int64_t seq;
+
+	if (d)
+		r.fh[PRESTO_KML_FH_DIR] = fh(d);
+	r.fh[PRESTO_KML_FH_OBJ] = fh(o);
+	if (op == PRESTO_KML_RENAME)
+		r.fh[PRESTO_KML_FH_NEWDIR] = fh(d);	/* within @d */
+	if (op <= PRESTO_KML_SYMLINK) {
+		r.attr.valid = PRESTO_KML_A_ALL;
+		r.attr.mode = (op == PRESTO_KML_MKDIR ? S_IFDIR | 0755 :
+			       op == PRESTO_KML_SYMLINK ? S_IFLNK | 0777 :
+			       S_IFREG | 0600);
+		r.attr.uid = r.attr.gid = 1000;
+		r.attr.nlink = op == PRESTO_KML_MKDIR ? 2 : 1;
+		r.attr.mtime_ns = r.attr.ctime_ns = T0;
+	}
+	if (op == PRESTO_KML_SYMLINK) {
+		r.data = "target";
+		r.data_len = 6;
+	}
+	if (op == PRESTO_KML_UNLINK || op == PRESTO_KML_LINK) {
+		r.attr.valid = PRESTO_KML_A_NLINK | PRESTO_KML_A_CTIME;
+		r.attr.nlink = op == PRESTO_KML_LINK ? 2 : 0;
+	}
+	seq = kmlgen_append(&g, &r);
+	ck_assert_int_gt(seq, 0);
+	return seq;
+}
+
+static int64_t store(uint64_t o, uint64_t size, uint32_t mode)
+{
+	struct kmlgen_rec r = { .op = PRESTO_KML_STORE, .time_ns = T0 };
+
+	r.fh[PRESTO_KML_FH_OBJ] = fh(o);
+	r.attr.valid = PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME |
+		       PRESTO_KML_A_CTIME | PRESTO_KML_A_MODE;
+	r.attr.size = size;
+	r.attr.mode = S_IFREG | mode;
+	r.attr.mtime_ns = r.attr.ctime_ns = T0 + 5;
+	return kmlgen_append(&g, &r);
+}
+
+/* ---------------------------------------------------- consuming, looped */
+
+struct run {
+	struct lo_loop *loop;
+	struct kapply ka;
+	struct kread *kr;
+	uint64_t pos, limit;
+	int err;
+	int batches;
+	bool done;
+	uint64_t unmapped, voided;	/* the kapply's, kept */
+	char why[256];
+};
+
+static void step(void *arg, int res);
+
+/* Batches until the limit, as client_kml.c runs them. */
+static void consume(struct run *run)
+{
+	const char *why;
+	int n;
+
+	do {
+		n = kapply_batch(&run->ka, run->kr, run->limit, 4, "kmlpos:vol",
+				 &run->pos, step, run, &why);
+		kapply_batch_end(&run->ka);
+		run->batches += n > 0;
+	} while (n > 0);
+	if (n < 0 || !kread_busy(run->kr)) {
+		run->err = n;
+		run->done = true;
+		lo_stop(run->loop);
+	}
+}
+
+static void step(void *arg, int res)
+{
+	struct run *run = arg;
+
+	if (res < 0) {
+		run->err = res;
+		run->done = true;
+		lo_stop(run->loop);
+		return;
+	}
+	consume(run);
+}
+
+/* Consume from the position stored (a lento that starts) up to @limit. */
+static int consume_upto(uint64_t limit, struct run *run)
+{
+	int64_t pos = 0;
+
+	memset(run, 0, sizeof(*run));
+	cache_meta_get(c, "kmlpos:vol", &pos);
+	run->pos = (uint64_t)pos;
+	run->limit = limit;
+	ck_assert_int_eq(lo_loop_new(&run->loop), 0);
+	ck_assert_int_eq(kapply_init(&run->ka, c, VOL, &root, &root_h), 0);
+	ck_assert_int_eq(kread_new(run->loop, kdir, run->pos + 1, &run->kr), 0);
+	consume(run);
+	if (!run->done)
+		ck_assert_int_eq(lo_run(run->loop), 0);
+	kread_free(run->kr);
+	lo_loop_free(run->loop);
+	run->unmapped = run->ka.unmapped;
+	run->voided = run->ka.voided;
+	snprintf(run->why, sizeof(run->why), "%s", run->ka.why);
+	kapply_free(&run->ka);
+	return run->err;
+}
+
+/* ----------------------------------------------------------- the CML */
+
+#define RECS_MAX 64
+static struct lento_rec recs[RECS_MAX];
+static int nrecs;
+
+static int grab(void *arg, const struct lento_rec *r, uint64_t body)
+{
+	(void)arg;
+	(void)body;
+	ck_assert_int_lt(nrecs, RECS_MAX);
+	recs[nrecs] = *r;
+	recs[nrecs].data = NULL;
+	nrecs++;
+	return 0;
+}
+
+static void list_cml(void)
+{
+	nrecs = 0;
+	ck_assert_int_ge(cml_list(cache_cml(c), VOL, grab, NULL), 0);
+}
+
+static struct lento_fid at(const struct lento_fid *d, const char *name)
+{
+	struct lento_fid f = { 0 };
+
+	ck_assert_int_eq(cache_lookup(c, d, name, &f), 0);
+	return f;
+}
+
+/* ------------------------------------------------------------- tests */
+
+START_TEST(namespace_and_content)
+{
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 }, n, f;
+	struct cache_obj o;
+	struct run run;
+
+	rec(PRESTO_KML_MKDIR, 2, 100, "n", NULL);		/* 1 */
+	rec(PRESTO_KML_CREATE, 100, 101, "f", NULL);		/* 2 */
+	store(101, 42, 0600);					/* 3 */
+	rec(PRESTO_KML_RENAME, 100, 101, "f", "g");		/* 4 */
+	rec(PRESTO_KML_SYMLINK, 11, 102, "s", NULL);		/* 5 */
+	rec(PRESTO_KML_LINK, 11, 10, "a2", NULL);		/* 6 */
+	rec(PRESTO_KML_UNLINK, 2, 10, "a", NULL);		/* 7 */
+	ck_assert_int_eq(consume_upto(7, &run), 0);
+	ck_assert_uint_eq(run.pos, 7);
+	ck_assert_int_ge(run.batches, 2);	/* 4 a batch */
+	ck_assert_msg(run.unmapped == 0, "%s", run.why);
+	list_cml();
+	ck_assert_int_eq(nrecs, 7);
+	n = at(&root, "n");
+	ck_assert_int_eq(recs[0].op, LENTO_OP_MKDIR);
+	ck_assert(lento_fid_eq(&recs[0].dir, &root));
+	ck_assert_uint_eq(recs[0].base_dir.v[0], 1);	/* the root's vv */
+	ck_assert_uint_eq(recs[0].obj.client, 9);	/* minted here */
+	ck_assert_uint_eq(recs[0].base_obj.n, 0);	/* new: null */
+	ck_assert_int_eq(recs[1].op, LENTO_OP_CREATE);
+	ck_assert(lento_fid_eq(&recs[1].dir, &n));
+	f = recs[1].obj;
+	ck_assert_int_eq(recs[2].op, LENTO_OP_STORE);
+	ck_assert(lento_fid_eq(&recs[2].obj, &f));
+	ck_assert_uint_eq(recs[2].attr.size, 42);
+	ck_assert_int_eq(recs[3].op, LENTO_OP_RENAME);
+	ck_assert_str_eq(recs[3].name2, "g");
+	n = at(&n, "g");
+	ck_assert(lento_fid_eq(&n, &f));
+	n = recs[0].obj;
+	ck_assert_int_eq(cache_lookup(c, &n, "f", &d), -ENOENT);
+	d = (struct lento_fid){ VOL, 0, 3 };
+	ck_assert_int_eq(recs[4].op, LENTO_OP_SYMLINK);
+	ck_assert(lento_fid_eq(&recs[4].dir, &d));
+	ck_assert_uint_eq(recs[4].base_dir.v[0], 4);
+	ck_assert_int_eq(recs[5].op, LENTO_OP_LINK);
+	f = at(&d, "a2");
+	ck_assert(lento_fid_eq(&f, &a));
+	ck_assert_uint_eq(recs[5].base_obj.v[0], 3);
+	ck_assert_int_eq(recs[6].op, LENTO_OP_UNLINK);
+	/* The KML said no name was left: the optimiser may use that. */
+	ck_assert_uint_eq(recs[6].flags, LENTO_R_LASTLINK);
+	ck_assert_int_eq(cache_obj_get(c, &a, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.nlink, 0);
+	ck_assert(o.dirty);
+	/* The root has one directory more. */
+	ck_assert_int_eq(cache_obj_get(c, &root, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.nlink, 4);
+	/* The store made the file's content the cache's. */
+	f = recs[1].obj;
+	ck_assert_int_eq(cache_obj_get(c, &f, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.attr.size, 42);
+	ck_assert(o.data);
+}
+END_TEST
+
+/* A record of @op about @o alone (SETATTR, SETXATTR, REMOVEXATTR). */
+static int64_t about(uint16_t op, uint64_t o, uint32_t valid, uint32_t mode,
+		     const char *name, const char *value)
+{
+	struct kmlgen_rec r = { .op = op, .uid = 7, .gid = 8, .time_ns = T0,
+				.name = name, .data = value,
+				.data_len = value ? strlen(value) : 0 };
+
+	r.fh[PRESTO_KML_FH_OBJ] = fh(o);
+	r.attr.valid = valid | PRESTO_KML_A_CTIME;
+	r.attr.mode = S_IFREG | mode;
+	r.attr.uid = 1234;
+	r.attr.size = 5;
+	r.attr.mtime_ns = T0 + 9;
+	r.attr.ctime_ns = T0 + 10;
+	return kmlgen_append(&g, &r);
+}
+
+START_TEST(attributes_xattrs_renames)
+{
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 }, t;
+	struct cache_obj o;
+	struct run run;
+
+	about(PRESTO_KML_SETATTR, 10, PRESTO_KML_A_MODE | PRESTO_KML_A_UID |
+	      PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME, 0600, NULL, NULL);
+	about(PRESTO_KML_SETXATTR, 10, PRESTO_KML_A_MODE, 0600, "user.k",
+	      "v1");
+	about(PRESTO_KML_REMOVEXATTR, 10, PRESTO_KML_A_MODE, 0600, "user.k",
+	      NULL);
+	/* A write that dropped set-id bits: a SETATTR before the STORE. */
+	store(10, 77, 0400);
+	rec(PRESTO_KML_CREATE, 11, 700, "t", NULL);
+	{
+		/* "a" renamed over d/t: t loses its last name. */
+		struct kmlgen_rec r = { .op = PRESTO_KML_RENAME,
+					.time_ns = T0, .name = "a",
+					.name2 = "t" };
+
+		r.fh[PRESTO_KML_FH_DIR] = root_h;
+		r.fh[PRESTO_KML_FH_OBJ] = fh(10);
+		r.fh[PRESTO_KML_FH_NEWDIR] = fh(11);
+		r.fh[PRESTO_KML_FH_TARGET] = fh(700);
+		ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	}
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 7);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_SETATTR);
+	ck_assert_uint_eq(recs[0].attr.valid, LENTO_A_MODE | LENTO_A_UID |
+			  LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME);
+	ck_assert_uint_eq(recs[0].attr.mode, 0600);
+	ck_assert_uint_eq(recs[0].attr.uid, 1234);
+	ck_assert_uint_eq(recs[0].uid, 7);		/* who made it */
+	ck_assert_uint_eq(recs[0].base_obj.v[0], 3);
+	ck_assert_int_eq(recs[1].op, LENTO_OP_SETXATTR);
+	ck_assert_str_eq(recs[1].name, "user.k");
+	ck_assert_uint_eq(recs[1].data_len, 2);
+	ck_assert_int_eq(recs[2].op, LENTO_OP_REMOVEXATTR);
+	ck_assert_int_eq(recs[3].op, LENTO_OP_SETATTR);
+	ck_assert_uint_eq(recs[3].attr.mode, 0400);
+	ck_assert_int_eq(recs[4].op, LENTO_OP_STORE);
+	ck_assert_uint_eq(recs[4].attr.size, 77);
+	ck_assert_int_eq(recs[5].op, LENTO_OP_CREATE);
+	t = recs[5].obj;
+	ck_assert_int_eq(recs[6].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[6].target, &t));
+	ck_assert_uint_eq(recs[6].flags, LENTO_R_LASTLINK);
+	ck_assert(lento_fid_eq(&recs[6].dir2, &d));
+	ck_assert_int_eq(cache_obj_get(c, &t, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.nlink, 0);
+	ck_assert_int_eq(cache_obj_get(c, &a, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.attr.mode, 0400);
+	ck_assert_uint_eq(o.attr.size, 77);
+	t = at(&d, "t");
+	ck_assert(lento_fid_eq(&t, &a));
+}
+END_TEST
+
+START_TEST(only_up_to_durable_and_resume)
+{
+	struct run run;
+
+	for (int i = 0; i < 10; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		rec(PRESTO_KML_CREATE, 2, 200 + i, name, NULL);
+		if (i == 5)
+			ck_assert_int_eq(kmlgen_segment(&g, 2), 0);
+	}
+	ck_assert_int_eq(consume_upto(3, &run), 0);
+	ck_assert_uint_eq(run.pos, 3);
+	list_cml();
+	ck_assert_int_eq(nrecs, 3);
+	/* A lento that restarts goes on after 3: nothing twice. */
+	ck_assert_int_eq(consume_upto(8, &run), 0);
+	ck_assert_uint_eq(run.pos, 8);
+	list_cml();
+	ck_assert_int_eq(nrecs, 8);
+	ck_assert_str_eq(recs[7].name, "f7");	/* across segments */
+	ck_assert_int_eq(consume_upto(10, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 10);
+	ck_assert_int_eq(consume_upto(10, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 10);
+}
+END_TEST
+
+START_TEST(a_durable_record_missing)
+{
+	struct run run;
+
+	rec(PRESTO_KML_CREATE, 2, 300, "x", NULL);
+	/* presto says 2 are durable; the log has 1 and no next segment. */
+	ck_assert_int_eq(consume_upto(2, &run), -ENODATA);
+	list_cml();
+	ck_assert_int_eq(nrecs, 1);	/* what was there stays consumed */
+	rec(PRESTO_KML_CREATE, 2, 301, "y", NULL);
+	ck_assert_int_eq(consume_upto(2, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 2);
+}
+END_TEST
+
+START_TEST(unknown_handles)
+{
+	struct lento_fid a = { VOL, 0, 2 };
+	struct run run;
+
+	/* A SETATTR of an object nobody told lento of: reported. */
+	struct kmlgen_rec r = { .op = PRESTO_KML_SETATTR, .time_ns = T0 };
+
+	r.fh[PRESTO_KML_FH_OBJ] = fh(999);
+	r.attr.valid = PRESTO_KML_A_MODE | PRESTO_KML_A_CTIME;
+	r.attr.mode = S_IFREG | 0600;
+	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	/* An UNLINK of "a" under a handle lento did not record: by name. */
+	rec(PRESTO_KML_UNLINK, 2, 555, "a", NULL);
+	ck_assert_int_eq(consume_upto(2, &run), 0);
+	ck_assert_uint_eq(run.pos, 2);		/* not stuck on it */
+	ck_assert_uint_eq(run.unmapped, 1);
+	ck_assert_ptr_nonnull(strstr(run.why, "999"));
+	list_cml();
+	ck_assert_int_eq(nrecs, 1);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_UNLINK);
+	ck_assert(lento_fid_eq(&recs[0].obj, &a));
+}
+END_TEST
+
+/* The handle of a real file in the cache, as presto names it. */
+static struct kml_fh real_handle(const char *rel)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char b[MAX_HANDLE_SZ];
+	} h;
+	char path[256];
+	uint32_t ino, gen;
+	int mnt;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	ck_assert_int_eq(name_to_handle_at(AT_FDCWD, path, &h.fh, &mnt, 0), 0);
+	memcpy(&ino, h.fh.f_handle, 4);
+	memcpy(&gen, h.fh.f_handle + 4, 4);
+	return (struct kml_fh){ ino, gen };
+}
+
+static int64_t recovered(uint16_t op, struct kml_fh d, struct kml_fh o,
+			 const char *name, uint32_t mode, const void *data,
+			 size_t len)
+{
+	struct kmlgen_rec r = { .op = op, .flags = PRESTO_KML_F_RECOVERED,
+				.time_ns = T0, .name = name, .data = data,
+				.data_len = len };
+
+	if (op == PRESTO_KML_DIRENT)
+		r.fh[PRESTO_KML_FH_DIR] = d;
+	r.fh[PRESTO_KML_FH_OBJ] = o;
+	if (op == PRESTO_KML_DIRENT) {
+		r.attr.valid = PRESTO_KML_A_MODE | PRESTO_KML_A_RDEV;
+		r.attr.mode = mode;
+	} else if (op == PRESTO_KML_RESYNC) {
+		r.attr.valid = PRESTO_KML_A_ALL;
+		r.attr.mode = mode;
+		r.attr.nlink = 1;
+	}
+	return kmlgen_append(&g, &r);
+}
+
+/* A RESYNC of the file at @path as it is: what recovery writes. */
+static void resync_as_is(const char *path, struct kml_fh h)
+{
+	struct kmlgen_rec r = { .op = PRESTO_KML_RESYNC,
+				.flags = PRESTO_KML_F_RECOVERED,
+				.time_ns = T0 };
+	struct stat sb;
+
+	ck_assert_int_eq(stat(path, &sb), 0);
+	r.fh[PRESTO_KML_FH_OBJ] = h;
+	r.attr.valid = PRESTO_KML_A_ALL;
+	r.attr.mode = sb.st_mode;
+	r.attr.uid = sb.st_uid;
+	r.attr.gid = sb.st_gid;
+	r.attr.size = (uint64_t)sb.st_size;
+	r.attr.nlink = (uint32_t)sb.st_nlink;
+	r.attr.atime_ns = sb.st_atim.tv_sec * 1000000000LL + sb.st_atim.tv_nsec;
+	r.attr.mtime_ns = sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	r.attr.ctime_ns = sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+}
+
+START_TEST(recovery_block)
+{
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 }, nf;
+	struct kml_fh nh;
+	uint64_t n3 = 3;
+	char path[256];
+	struct run run;
+	int fd;
+
+	/* In the lower: "a" is gone, "d" stayed, "new" appeared. */
+	snprintf(path, sizeof(path), "%s/vol/new", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0640);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "hello", 5), 5);
+	close(fd);
+	nh = real_handle("vol/new");
+	/* The root restated: its mode changed, and its listing. */
+	recovered(PRESTO_KML_RESYNC, root_h, root_h, NULL, S_IFDIR | 0700,
+		  NULL, 0);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n3, 8);
+	/* Cut short first: void, then written again whole. */
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	n3 = 2;
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n3, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, nh, "new", S_IFREG | 0640,
+		  NULL, 0);
+	resync_as_is(path, nh);
+	{
+		struct kmlgen_rec r = { .op = PRESTO_KML_STORE,
+					.flags = PRESTO_KML_F_RECOVERED,
+					.time_ns = T0 };
+
+		r.fh[PRESTO_KML_FH_OBJ] = nh;
+		r.attr.valid = PRESTO_KML_A_SIZE | PRESTO_KML_A_MODE;
+		r.attr.size = 5;
+		r.attr.mode = S_IFREG | 0640;
+		ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	}
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	ck_assert_uint_eq(run.voided, 1);
+	list_cml();
+	/* SETATTR root, UNLINK a, CREATE new, (its RESYNC: no change), STORE */
+	ck_assert_int_eq(nrecs, 4);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_SETATTR);
+	ck_assert(lento_fid_eq(&recs[0].obj, &root));
+	ck_assert_uint_eq(recs[0].attr.mode, 0700);
+	ck_assert_int_eq(recs[1].op, LENTO_OP_UNLINK);
+	ck_assert(lento_fid_eq(&recs[1].obj, &a));
+	ck_assert_uint_eq(recs[1].flags, LENTO_R_LASTLINK);
+	ck_assert_int_eq(recs[2].op, LENTO_OP_CREATE);
+	ck_assert_str_eq(recs[2].name, "new");
+	ck_assert_uint_eq(recs[2].attr.mode, 0640);
+	nf = at(&root, "new");
+	ck_assert(lento_fid_eq(&recs[2].obj, &nf));
+	ck_assert_int_eq(recs[3].op, LENTO_OP_STORE);
+	ck_assert(lento_fid_eq(&recs[3].obj, &nf));
+	nf = at(&root, "d");
+	ck_assert(lento_fid_eq(&nf, &d));
+	ck_assert_int_eq(cache_lookup(c, &root, "a", &nf), -ENOENT);
+}
+END_TEST
+
+START_TEST(recovery_moved)
+{
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 };
+	struct kml_fh ah;
+	uint64_t n = 1;
+	char from[256], to[256];
+	struct run run;
+	int fd;
+
+	/* "a" materialised, recorded by its real handle, moved into d. */
+	snprintf(from, sizeof(from), "%s/vol/a", dir);
+	snprintf(to, sizeof(to), "%s/vol/d", dir);
+	fd = open(from, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(mkdir(to, 0755), 0);
+	ah = real_handle("vol/a");
+	{
+		uint8_t b[8];
+
+		kapply_handle(ah.ino, ah.gen, b);
+		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
+						  ah.ino), 0);
+	}
+	snprintf(to, sizeof(to), "%s/vol/d/b", dir);
+	ck_assert_int_eq(rename(from, to), 0);
+	/* The root's listing (first) lacks "a"; d's has "b". */
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_RESYNC_DIR, fh(11), fh(11), NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, fh(11), ah, "b", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 1);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[0].obj, &a));
+	ck_assert(lento_fid_eq(&recs[0].dir2, &d));
+	ck_assert_str_eq(recs[0].name2, "b");
+	d = at(&d, "b");
+	ck_assert(lento_fid_eq(&d, &a));
+}
+END_TEST
+
+START_TEST(recovery_gone_dir)
+{
+	struct lento_fid d = { VOL, 0, 3 }, x = { VOL, 0, 5 };
+	struct cache_obj o = obj(x, LENTO_T_REG, 1, 6);
+	uint64_t n = 1;
+	struct run run;
+
+	/* d (cached with an entry x) is gone from the lower. */
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &d, "x", &x), 0);
+	handle(&x, 4000000001u);
+	{
+		struct lento_fid a = { VOL, 0, 2 };
+		uint8_t b[8];
+
+		/* "a" stays, under a handle no inode has. */
+		kapply_handle(4000000002u, 1, b);
+		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
+						  4000000002u), 0);
+	}
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(4000000002u), "a",
+		  S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	/* Its entry first, or the server would refuse the RMDIR. */
+	ck_assert_int_eq(nrecs, 2);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_UNLINK);
+	ck_assert(lento_fid_eq(&recs[0].obj, &x));
+	ck_assert(lento_fid_eq(&recs[0].dir, &d));
+	ck_assert_int_eq(recs[1].op, LENTO_OP_RMDIR);
+	ck_assert(lento_fid_eq(&recs[1].obj, &d));
+	ck_assert_uint_eq(recs[1].base_obj.v[0], 4);
+}
+END_TEST
+
+/* kread_next through the loop: 1 with a record, 0 none, -errno. */
+struct next_wait {
+	struct lo_loop *loop;
+};
+
+static void next_ready(void *arg, int res)
+{
+	(void)res;
+	lo_stop(((struct next_wait *)arg)->loop);
+}
+
+static int next_record(struct lo_loop *loop, struct kread *kr, uint64_t limit,
+		       struct kml_record *r)
+{
+	struct next_wait w = { loop };
+	const char *why;
+	int rc;
+
+	while (!(rc = kread_next(kr, limit, r, &why, next_ready, &w)) &&
+	       kread_busy(kr))
+		ck_assert_int_eq(lo_run(loop), 0);
+	return rc;
+}
+
+START_TEST(segment_grows_while_read)
+{
+	struct lo_loop *loop;
+	struct kread *kr;
+	struct kml_record r;
+
+	rec(PRESTO_KML_CREATE, 2, 600, "one", NULL);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), 1);
+	ck_assert_uint_eq(r.seq, 1);
+	/* The reader saw the end of the file; presto writes on. */
+	rec(PRESTO_KML_CREATE, 2, 601, "two", NULL);
+	rec(PRESTO_KML_CREATE, 2, 602, "three", NULL);
+	ck_assert_int_eq(next_record(loop, kr, 3, &r), 1);
+	ck_assert_uint_eq(r.seq, 2);
+	ck_assert_int_eq(next_record(loop, kr, 3, &r), 1);
+	ck_assert_uint_eq(r.seq, 3);
+	/* Then a new segment begins. */
+	ck_assert_int_eq(kmlgen_segment(&g, 2), 0);
+	rec(PRESTO_KML_CREATE, 2, 603, "four", NULL);
+	ck_assert_int_eq(next_record(loop, kr, 4, &r), 1);
+	ck_assert_uint_eq(r.seq, 4);
+	ck_assert_uint_eq(kread_segno(kr), 2);
+	ck_assert_int_eq(next_record(loop, kr, 4, &r), 0);
+	/* Durable says 5, and it is nowhere. */
+	ck_assert_int_eq(next_record(loop, kr, 5, &r), -ENODATA);
+	kread_free(kr);
+	lo_loop_free(loop);
+}
+END_TEST
+
+START_TEST(listing_across_batches)
+{
+	uint64_t n = 6;
+	struct run run;
+
+	rec(PRESTO_KML_CREATE, 2, 400, "z", NULL);		/* 1 */
+	recovered(PRESTO_KML_RESYNC_DIR, fh(11), fh(11), NULL, 0, &n, 8);
+	for (int i = 0; i < 3; i++) {			/* 3..5 */
+		char name[8];
+
+		snprintf(name, sizeof(name), "e%d", i);
+		recovered(PRESTO_KML_DIRENT, fh(11), fh(500 + i), name,
+			  S_IFREG | 0644, NULL, 0);
+	}
+	/* Durable up to the middle of the listing: stops before it. */
+	ck_assert_int_eq(consume_upto(5, &run), 0);
+	ck_assert_uint_eq(run.pos, 1);
+	list_cml();
+	ck_assert_int_eq(nrecs, 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("kmlapply");
+	TCase *tc = tcase_create("consume");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, namespace_and_content);
+	tcase_add_test(tc, attributes_xattrs_renames);
+	tcase_add_test(tc, only_up_to_durable_and_resume);
+	tcase_add_test(tc, a_durable_record_missing);
+	tcase_add_test(tc, unknown_handles);
+	tcase_add_test(tc, recovery_block);
+	tcase_add_test(tc, recovery_moved);
+	tcase_add_test(tc, recovery_gone_dir);
+	tcase_add_test(tc, listing_across_batches);
+	tcase_add_test(tc, segment_grows_while_read);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
