@@ -326,6 +326,85 @@ START_TEST(namespace_and_content)
 }
 END_TEST
 
+/* A record of @op about @o alone (SETATTR, SETXATTR, REMOVEXATTR). */
+static int64_t about(uint16_t op, uint64_t o, uint32_t valid, uint32_t mode,
+		     const char *name, const char *value)
+{
+	struct kmlgen_rec r = { .op = op, .uid = 7, .gid = 8, .time_ns = T0,
+				.name = name, .data = value,
+				.data_len = value ? strlen(value) : 0 };
+
+	r.fh[PRESTO_KML_FH_OBJ] = fh(o);
+	r.attr.valid = valid | PRESTO_KML_A_CTIME;
+	r.attr.mode = S_IFREG | mode;
+	r.attr.uid = 1234;
+	r.attr.size = 5;
+	r.attr.mtime_ns = T0 + 9;
+	r.attr.ctime_ns = T0 + 10;
+	return kmlgen_append(&g, &r);
+}
+
+START_TEST(attributes_xattrs_renames)
+{
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 }, t;
+	struct cache_obj o;
+	struct run run;
+
+	about(PRESTO_KML_SETATTR, 10, PRESTO_KML_A_MODE | PRESTO_KML_A_UID |
+	      PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME, 0600, NULL, NULL);
+	about(PRESTO_KML_SETXATTR, 10, PRESTO_KML_A_MODE, 0600, "user.k",
+	      "v1");
+	about(PRESTO_KML_REMOVEXATTR, 10, PRESTO_KML_A_MODE, 0600, "user.k",
+	      NULL);
+	/* A write that dropped set-id bits: a SETATTR before the STORE. */
+	store(10, 77, 0400);
+	rec(PRESTO_KML_CREATE, 11, 700, "t", NULL);
+	{
+		/* "a" renamed over d/t: t loses its last name. */
+		struct kmlgen_rec r = { .op = PRESTO_KML_RENAME,
+					.time_ns = T0, .name = "a",
+					.name2 = "t" };
+
+		r.fh[PRESTO_KML_FH_DIR] = root_h;
+		r.fh[PRESTO_KML_FH_OBJ] = fh(10);
+		r.fh[PRESTO_KML_FH_NEWDIR] = fh(11);
+		r.fh[PRESTO_KML_FH_TARGET] = fh(700);
+		ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	}
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 7);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_SETATTR);
+	ck_assert_uint_eq(recs[0].attr.valid, LENTO_A_MODE | LENTO_A_UID |
+			  LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME);
+	ck_assert_uint_eq(recs[0].attr.mode, 0600);
+	ck_assert_uint_eq(recs[0].attr.uid, 1234);
+	ck_assert_uint_eq(recs[0].uid, 7);		/* who made it */
+	ck_assert_uint_eq(recs[0].base_obj.v[0], 3);
+	ck_assert_int_eq(recs[1].op, LENTO_OP_SETXATTR);
+	ck_assert_str_eq(recs[1].name, "user.k");
+	ck_assert_uint_eq(recs[1].data_len, 2);
+	ck_assert_int_eq(recs[2].op, LENTO_OP_REMOVEXATTR);
+	ck_assert_int_eq(recs[3].op, LENTO_OP_SETATTR);
+	ck_assert_uint_eq(recs[3].attr.mode, 0400);
+	ck_assert_int_eq(recs[4].op, LENTO_OP_STORE);
+	ck_assert_uint_eq(recs[4].attr.size, 77);
+	ck_assert_int_eq(recs[5].op, LENTO_OP_CREATE);
+	t = recs[5].obj;
+	ck_assert_int_eq(recs[6].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[6].target, &t));
+	ck_assert_uint_eq(recs[6].flags, LENTO_R_LASTLINK);
+	ck_assert(lento_fid_eq(&recs[6].dir2, &d));
+	ck_assert_int_eq(cache_obj_get(c, &t, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.nlink, 0);
+	ck_assert_int_eq(cache_obj_get(c, &a, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.attr.mode, 0400);
+	ck_assert_uint_eq(o.attr.size, 77);
+	t = at(&d, "t");
+	ck_assert(lento_fid_eq(&t, &a));
+}
+END_TEST
+
 START_TEST(only_up_to_durable_and_resume)
 {
 	struct run run;
@@ -691,6 +770,7 @@ static Suite *suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, namespace_and_content);
+	tcase_add_test(tc, attributes_xattrs_renames);
 	tcase_add_test(tc, only_up_to_durable_and_resume);
 	tcase_add_test(tc, a_durable_record_missing);
 	tcase_add_test(tc, unknown_handles);
