@@ -1002,6 +1002,12 @@ static int lose_children(struct kapply *ka, const struct who *w,
  * A name the listing lost, of @o: moved to a name the lower inode still
  * has elsewhere in the volume (a RENAME), or gone (UNLINK, RMDIR; a
  * directory's cached entries before it, or the server would refuse).
+ * When the lower inode lives on under a name in a directory lento does
+ * not know yet (made after the last record the crash kept, and restated
+ * further on in the block, deeper), the name is left as it is: that
+ * directory's listing finds the object under its new name and moves it
+ * there (listed_known). Removing it here would take its last name at the
+ * server, which then has no object for that new name to hold.
  */
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
@@ -1019,8 +1025,10 @@ static int lose_name(struct kapply *ka, const struct who *w,
 	if (slash) {
 		*slash = 0;
 		/* Its name there, if the cache does not have it yet. */
-		if (!fid_at_path(ka, lo.path, &dir2) &&
-		    cache_lookup(ka->cache, &dir2, slash + 1, &there) ==
+		err = fid_at_path(ka, lo.path, &dir2);
+		if (err)	/* -ENOENT: moved where the block goes later */
+			return err == -ENOENT ? 0 : err;
+		if (cache_lookup(ka->cache, &dir2, slash + 1, &there) ==
 		    -ENOENT) {
 			struct rename_args a = { .dir = *dir, .dir2 = dir2,
 						 .name = name,

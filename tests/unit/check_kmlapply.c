@@ -649,6 +649,62 @@ START_TEST(recovery_moved)
 }
 END_TEST
 
+/*
+ * The crash kept "a" moved into a directory made after the last record it
+ * kept: the root's listing (first) lacks "a" and has the new "n", n's
+ * listing (later) has "b". That is a MKDIR and a RENAME, never an UNLINK
+ * of a's last name (the server would drop the object) and a LINK.
+ */
+START_TEST(recovery_moved_into_new_dir)
+{
+	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 }, n;
+	struct kml_fh ah, nh;
+	uint64_t two = 2, one = 1;
+	char from[256], to[256];
+	struct run run;
+	int fd;
+
+	snprintf(from, sizeof(from), "%s/vol/a", dir);
+	fd = open(from, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ah = real_handle("vol/a");
+	{
+		uint8_t b[8];
+
+		kapply_handle(ah.ino, ah.gen, b);
+		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
+						  ah.ino), 0);
+	}
+	snprintf(to, sizeof(to), "%s/vol/n", dir);
+	ck_assert_int_eq(mkdir(to, 0755), 0);
+	nh = real_handle("vol/n");
+	snprintf(to, sizeof(to), "%s/vol/n/b", dir);
+	ck_assert_int_eq(rename(from, to), 0);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, nh, "n", S_IFDIR | 0755, NULL, 0);
+	recovered(PRESTO_KML_RESYNC_DIR, nh, nh, NULL, 0, &one, 8);
+	recovered(PRESTO_KML_DIRENT, nh, ah, "b", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 2);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_MKDIR);
+	ck_assert_str_eq(recs[0].name, "n");
+	n = at(&root, "n");
+	ck_assert(lento_fid_eq(&recs[0].obj, &n));
+	ck_assert_int_eq(recs[1].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[1].obj, &a));
+	ck_assert(lento_fid_eq(&recs[1].dir2, &n));
+	ck_assert_str_eq(recs[1].name, "a");
+	ck_assert_str_eq(recs[1].name2, "b");
+	d = at(&n, "b");
+	ck_assert(lento_fid_eq(&d, &a));
+	ck_assert_int_eq(cache_lookup(c, &root, "a", &d), -ENOENT);
+}
+END_TEST
+
 START_TEST(recovery_gone_dir)
 {
 	struct lento_fid d = { VOL, 0, 3 }, x = { VOL, 0, 5 };
@@ -776,6 +832,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, unknown_handles);
 	tcase_add_test(tc, recovery_block);
 	tcase_add_test(tc, recovery_moved);
+	tcase_add_test(tc, recovery_moved_into_new_dir);
 	tcase_add_test(tc, recovery_gone_dir);
 	tcase_add_test(tc, listing_across_batches);
 	tcase_add_test(tc, segment_grows_while_read);
