@@ -637,10 +637,14 @@ static void uc_run(struct upcall *uc)
 	free(uc);
 }
 
-/* Upcalls that @match picks run again (they may park again). */
-static void uc_rerun(struct client *cl, bool (*match)(const struct upcall *uc,
-						      const void *key),
-		     const void *key)
+typedef bool uc_match_fn(const struct upcall *uc, const void *key);
+
+/*
+ * Take the upcalls @match picks off the list, to run them: a run may park
+ * one again, which puts it back.
+ */
+static struct upcall *uc_take(struct client *cl, uc_match_fn *match,
+			      const void *key)
 {
 	struct upcall *list = NULL, *uc, **pp;
 
@@ -653,6 +657,14 @@ static void uc_rerun(struct client *cl, bool (*match)(const struct upcall *uc,
 		uc->next = list;
 		list = uc;
 	}
+	return list;
+}
+
+/* Upcalls that @match picks run again (they may park again). */
+static void uc_rerun(struct client *cl, uc_match_fn *match, const void *key)
+{
+	struct upcall *list = uc_take(cl, match, key), *uc;
+
 	while ((uc = list)) {
 		list = uc->next;
 		uc->next = cl->k->upcalls;
@@ -690,24 +702,20 @@ struct kchan *kclient_chan(struct client *cl)
 	return cl->k ? cl->k->kc : NULL;
 }
 
+static bool match_job(const struct upcall *uc, const void *key)
+{
+	return uc->wait_job == *(const uint64_t *)key;
+}
+
 void kclient_job_ended(struct client *cl, struct job *j)
 {
-	struct upcall *list = NULL, *uc, **pp;
+	struct upcall *list, *uc;
 
 	if (!cl->k)
 		return;
 	if (j->kind == J_ACQUIRE && j->err)
 		kclient_acquire_failed(cl, j->volume, j->err);
-	/* Take them off first: a rerun may park them again. */
-	for (pp = &cl->k->upcalls; (uc = *pp);) {
-		if (uc->wait_job != j->id) {
-			pp = &uc->next;
-			continue;
-		}
-		*pp = uc->next;
-		uc->next = list;
-		list = uc;
-	}
+	list = uc_take(cl, match_job, &j->id);
 	while ((uc = list)) {
 		list = uc->next;
 		uc->next = cl->k->upcalls;
