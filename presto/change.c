@@ -577,6 +577,8 @@ int presto_store(struct file *file, bool closing)
 	seq = presto_kml_log(inode->i_sb, e, 0, PRESTO_KML_A_STORE, NULL,
 			     pi->lower, NULL, NULL);
 	presto_stamp(inode, seq);
+	if (seq)
+		presto_intent_stored(inode->i_sb, pi->lower);
 	presto_data_release(inode, seq);
 	/*
 	 * Room for the next STORE: if there is none, the next write is

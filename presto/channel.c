@@ -220,8 +220,9 @@ static int presto_put_kml(struct sk_buff *skb, struct super_block *sb)
 	struct presto_kml_state st;
 
 	presto_journal_state(sb, &st);
-	if (nla_put_u64_64bit(skb, PRESTO_A_KML_DURABLE, st.durable_seq,
-			      PRESTO_A_PAD) ||
+	/* lento ships what it reads: only changes that are on disk too. */
+	if (nla_put_u64_64bit(skb, PRESTO_A_KML_DURABLE,
+			      presto_journal_stable(sb), PRESTO_A_PAD) ||
 	    nla_put_u64_64bit(skb, PRESTO_A_KML_ACKED, st.acked_seq,
 			      PRESTO_A_PAD) ||
 	    nla_put_u8(skb, PRESTO_A_PERMIT, READ_ONCE(presto_sb(sb)->permit)))

@@ -25,6 +25,23 @@
  * a fault). A caller waits (killable) for its mark, holding no lower lock
  * and no write access to the lower.
  *
+ * A file's data is not ordered with its mark either: delayed allocation
+ * writes it back long after the STORE that describes it is durable. A
+ * mark removed first would leave a crash with a file the cache lost and
+ * the server has, and nothing for recovery to find. So a file whose STORE
+ * is logged with data still in memory joins the sweep's writeback set, and
+ * the sweep writes that set back before it removes a link: a removal on
+ * disk then implies the data on disk (presto_intent_writeback()).
+ *
+ * The other way round, a record may reach the disk before its change: a
+ * record written to a segment can be written back at any time (an
+ * fsync's cheap way, the flusher, a sync), while its change and often a
+ * fresh mark for it are still in ext4's running transaction. A crash then
+ * keeps a record of a change that did not happen, and unless the object
+ * is marked, recovery restates nothing and the log lies. So the journal
+ * thread commits the marks set so far before it writes records
+ * (presto_intent_commit()).
+ *
  * An in-place overwrite of a block that is already on disk is not ordered
  * by ext4 at all: the block may reach the disk before the transaction
  * holding the mark commits. presto_mark_commit() makes sure the mark is
@@ -34,8 +51,10 @@
 #include <linux/cred.h>
 #include <linux/hashtable.h>
 #include <linux/namei.h>
+#include <linux/pagemap.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
+#include <linux/xarray.h>
 #include "presto.h"
 
 #define PRESTO_INTENT_DIR	"intent"
@@ -79,6 +98,8 @@ struct presto_intent {
 	struct workqueue_struct *wq;	/* ordered: links and sweeps */
 	struct delayed_work sweep_work;
 	wait_queue_head_t wait;		/* a mark changed state */
+	/* Lower inodes, by number (generation as value), to write back. */
+	struct xarray writeback;
 
 	spinlock_t lock;		/* everything below */
 	DECLARE_HASHTABLE(marks, 8);
@@ -303,20 +324,19 @@ bool presto_mark_is(const struct presto_mark *m, const struct inode *lower)
 }
 
 /*
- * Before an in-place overwrite under @m: make sure the mark is on disk.
- * An fsync of the intent directory commits the jbd2 transaction of every
- * link made before it.
+ * Make sure every mark linked up to the @gen'th is on disk. An fsync of
+ * the intent directory commits the jbd2 transaction of every link made
+ * before it (the running one: everything else in it too).
  */
-int presto_mark_commit(struct super_block *sb, struct presto_mark *m)
+static int presto_intent_commit_upto(struct presto_intent *in, u64 gen)
 {
-	struct presto_intent *in = presto_sb(sb)->intent;
 	bool committed;
-	u64 gen;
+	u64 now;
 	int err;
 
 	spin_lock(&in->lock);
-	gen = in->set_gen;
-	committed = m->set_gen <= in->committed_gen;
+	now = in->set_gen;
+	committed = gen <= in->committed_gen;
 	spin_unlock(&in->lock);
 	if (committed)
 		return 0;
@@ -324,9 +344,100 @@ int presto_mark_commit(struct super_block *sb, struct presto_mark *m)
 	if (err)
 		return err;
 	spin_lock(&in->lock);
-	in->committed_gen = max(in->committed_gen, gen);
+	in->committed_gen = max(in->committed_gen, now);
 	spin_unlock(&in->lock);
 	return 0;
+}
+
+/* Before an in-place overwrite under @m: make sure the mark is on disk. */
+int presto_mark_commit(struct super_block *sb, struct presto_mark *m)
+{
+	return presto_intent_commit_upto(presto_sb(sb)->intent,
+					 READ_ONCE(m->set_gen));
+}
+
+/*
+ * From the journal thread, before it writes records to the log: every
+ * mark set so far is on disk. A record may reach the disk at any time
+ * once written (an fsync's write-back, the flusher, a sync), and a change
+ * is in ext4's running transaction until that commits, often with the
+ * mark just set for it. A record on disk whose change and mark a crash
+ * then lost would be a change the log has and the cache does not, with
+ * nothing for recovery to restate. The mark of every change whose record
+ * is queued was set before the record was committed, so it is among the
+ * marks linked so far. Costs a commit only when a new mark was set since
+ * the last one.
+ */
+int presto_intent_commit(struct super_block *sb)
+{
+	/* Pairs with the release in presto_intent_open(). */
+	struct presto_intent *in = smp_load_acquire(&presto_sb(sb)->intent);
+
+	/* At mount: the marks there are the ones recovery found on disk. */
+	if (!in || !smp_load_acquire(&in->dir_file))
+		return 0;
+	return presto_intent_commit_upto(in, READ_ONCE(in->set_gen));
+}
+
+/*
+ * A STORE about @lower was logged: its data goes to disk before the next
+ * mark is removed. Called before the data mark is let go, so that a sweep
+ * that finds the mark unused finds the file here too.
+ */
+void presto_intent_stored(struct super_block *sb, struct inode *lower)
+{
+	struct presto_intent *in = presto_sb(sb)->intent;
+	struct address_space *mapping = lower->i_mapping;
+	void *old;
+
+	if (!mapping_tagged(mapping, PAGECACHE_TAG_DIRTY) &&
+	    !mapping_tagged(mapping, PAGECACHE_TAG_WRITEBACK))
+		return;
+	/*
+	 * By number, not held: a file removed meanwhile must free its space
+	 * at once (its data no longer matters), and a linked inode with
+	 * dirty pages stays in memory, where the sweep finds it.
+	 */
+	old = xa_store(&in->writeback, lower->i_ino,
+		       xa_mk_value(lower->i_generation), GFP_KERNEL);
+	if (xa_is_err(old))	/* out of memory: its data goes now */
+		filemap_write_and_wait(mapping);
+}
+
+/*
+ * Write back the data of every file in the writeback set that is still in
+ * memory (all of them, also on error: a failure is reported by the return
+ * value, and the caller then keeps its marks).
+ */
+static int presto_intent_writeback(struct presto_intent *in)
+{
+	struct super_block *lower_sb;
+	unsigned long ino;
+	void *gen;
+	int err = 0;
+
+	if (xa_empty(&in->writeback))	/* also before the open is done */
+		return 0;
+	lower_sb = in->dir.dentry->d_sb;
+	xa_for_each(&in->writeback, ino, gen) {
+		struct inode *inode;
+		int ret;
+
+		xa_erase(&in->writeback, ino);
+		inode = ilookup(lower_sb, ino);
+		if (!inode)
+			continue;
+		ret = inode->i_generation == xa_to_value(gen) ?
+		      filemap_write_and_wait(inode->i_mapping) : 0;
+		if (ret && !err) {
+			pr_warn_ratelimited("presto: %s: cannot write back inode %lu before its mark is removed (error %d)\n",
+					    presto_sb(in->sb)->lower_name, ino,
+					    ret);
+			err = ret;
+		}
+		iput(inode);
+	}
+	return err;
 }
 
 /*
@@ -360,6 +471,19 @@ static void presto_intent_do_sweep(struct presto_intent *in, bool all)
 		queue_delayed_work(in->wq, &in->sweep_work, PRESTO_MARK_IDLE);
 	if (list_empty(&sweep))
 		return;
+	if (presto_intent_writeback(in)) {
+		/* The marks stay; the next sweep tries again. */
+		spin_lock(&in->lock);
+		list_for_each_entry(m, &sweep, sweep) {
+			m->state = PRESTO_MARK_SET;
+			m->idle_since = jiffies;
+		}
+		spin_unlock(&in->lock);
+		if (!all)
+			queue_delayed_work(in->wq, &in->sweep_work,
+					   PRESTO_MARK_IDLE);
+		return;
+	}
 
 	old = override_creds(presto_sb(in->sb)->creds);
 	list_for_each_entry(m, &sweep, sweep) {
@@ -449,6 +573,7 @@ int presto_intent_open(struct super_block *sb)
 {
 	struct presto_intent *in;
 	unsigned int anchors = 0;
+	struct file *dir_file;
 	struct path private;
 	int err;
 
@@ -459,6 +584,7 @@ int presto_intent_open(struct super_block *sb)
 	spin_lock_init(&in->lock);
 	hash_init(in->marks);
 	init_waitqueue_head(&in->wait);
+	xa_init(&in->writeback);
 	INIT_DELAYED_WORK(&in->sweep_work, presto_intent_sweep);
 	in->wq = alloc_ordered_workqueue("presto_intent", WQ_MEM_RECLAIM);
 	if (!in->wq) {
@@ -482,13 +608,12 @@ int presto_intent_open(struct super_block *sb)
 	err = presto_intent_reset_anchors(in, anchors);
 	if (err)
 		return err;
-	in->dir_file = dentry_open(&in->dir, O_RDONLY | O_DIRECTORY,
-				   presto_sb(sb)->creds);
-	if (IS_ERR(in->dir_file)) {
-		err = PTR_ERR(in->dir_file);
-		in->dir_file = NULL;
-		return err;
-	}
+	dir_file = dentry_open(&in->dir, O_RDONLY | O_DIRECTORY,
+			       presto_sb(sb)->creds);
+	if (IS_ERR(dir_file))
+		return PTR_ERR(dir_file);
+	/* The journal thread reads it (presto_intent_commit()). */
+	smp_store_release(&in->dir_file, dir_file);
 	return 0;
 }
 
@@ -510,6 +635,9 @@ void presto_intent_close(struct super_block *sb)
 	if (in->dir_file)	/* open succeeded */
 		presto_intent_do_sweep(in, true);
 	destroy_workqueue(in->wq);
+	/* What no sweep took (the open failed, or no mark was left). */
+	presto_intent_writeback(in);
+	xa_destroy(&in->writeback);
 	hash_for_each_safe(in->marks, bkt, tmp, m, node) {
 		/* Left on disk for the next mount's recovery. */
 		WARN_ON_ONCE(m->users);

@@ -23,6 +23,15 @@
  * Every segment but the current one is complete and synced, so the log is
  * durable up to durable_seq once the current segment is synced.
  *
+ * A record on disk is not yet a record a consumer may act on: the change
+ * it describes is in the lower's running jbd2 transaction, or a later
+ * one, until that commits, and a crash before then keeps the record and
+ * loses the change. lento would have shipped a change the cache no longer
+ * has. So a sync of the segment commits the lower's running transaction
+ * too (presto_journal_sync_cur()), and only such a sync moves stable_seq,
+ * the point lento may read to. fsync's cheaper way (below) moves
+ * durable_seq alone.
+ *
  * fsync of a file must make its records durable too, and a sync of the
  * segment costs a jbd2 commit and two cache flushes on top of the file's
  * own. So the thread keeps the current segment initialised ahead of its
@@ -88,6 +97,7 @@ struct presto_journal {
 	u64 next_seq;
 	u64 written_seq;		/* handed to the current segment */
 	u64 durable_seq;		/* synced */
+	u64 stable_seq;			/* and the changes committed: lento's */
 	u64 acked_seq;			/* consumed; may be retired */
 	u64 sync_want;			/* someone waits for this to be durable */
 	u64 wb_want;			/* ... for this to be written back */
@@ -142,9 +152,9 @@ static bool presto_journal_urgent(struct presto_journal *j)
 	/* A broken log has nothing left to do but wait for the umount. */
 	urgent = !j->error &&
 		 (j->want_spare || j->queued_bytes >= PRESTO_KML_WAKE_BYTES ||
-		  ((j->sync_want > j->durable_seq ||
+		  ((j->sync_want > j->stable_seq ||
 		    j->wb_want > max(j->durable_seq, j->wb_seq)) &&
-		   (j->written_seq > j->durable_seq || !list_empty(&j->queue))));
+		   (j->written_seq > j->stable_seq || !list_empty(&j->queue))));
 	spin_unlock(&j->lock);
 	return urgent;
 }
@@ -296,6 +306,22 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 	return 0;
 }
 
+/*
+ * Dirty the current segment's lower inode, so that its full fsync commits
+ * the lower's running transaction. Every change whose record is written
+ * was done before the record was committed (presto_kml_log() follows the
+ * lower operation), so its metadata is in that transaction or an earlier
+ * one, and on disk once the fsync returns.
+ */
+static void presto_journal_touch(struct presto_journal *j)
+{
+	struct inode *inode = file_inode(j->cur->file);
+
+	sb_start_write(inode->i_sb);
+	mark_inode_dirty(inode);
+	sb_end_write(inode->i_sb);
+}
+
 static int presto_journal_sync_cur(struct presto_journal *j)
 {
 	u64 seq;
@@ -305,13 +331,15 @@ static int presto_journal_sync_cur(struct presto_journal *j)
 	spin_lock(&j->lock);
 	seq = j->written_seq;
 	spin_unlock(&j->lock);
-	err = vfs_fsync(j->cur->file, 1);
+	presto_journal_touch(j);
+	err = vfs_fsync(j->cur->file, 0);
 	if (err)
 		return err;
 	j->last_sync = jiffies;
 	spin_lock(&j->lock);
-	news = seq > j->durable_seq;
+	news = seq > j->stable_seq;
 	j->durable_seq = max(j->durable_seq, seq);
+	j->stable_seq = max(j->stable_seq, seq);
 	spin_unlock(&j->lock);
 	wake_up_all(&j->done);
 	presto_intent_durable(j->sb, seq);
@@ -385,11 +413,13 @@ static int presto_journal_write(struct presto_journal *j)
 	LIST_HEAD(batch);
 	size_t len = 0;
 	u64 last = 0;
-	int err = 0;
+	int err;
 
 	spin_lock(&j->lock);
 	list_splice_init(&j->queue, &batch);
 	spin_unlock(&j->lock);
+	/* The marks of their changes reach the disk first. */
+	err = presto_intent_commit(j->sb);
 
 	list_for_each_entry_safe(e, next, &batch, list) {
 		u64 seq = le64_to_cpu(e->rec.seq);
@@ -538,8 +568,8 @@ static void presto_journal_work(struct presto_journal *j, bool stop)
 	if (!err && !stop)
 		err = presto_journal_zero_ahead(j);
 	spin_lock(&j->lock);
-	sync = j->written_seq > j->durable_seq &&
-	       (j->sync_want > j->durable_seq || stop ||
+	sync = j->written_seq > j->stable_seq &&
+	       (j->sync_want > j->stable_seq || stop ||
 		time_after(jiffies, j->last_sync + PRESTO_KML_SYNC));
 	wb = !sync && j->wb_want > max(j->durable_seq, j->wb_seq);
 	spin_unlock(&j->lock);
@@ -706,7 +736,7 @@ u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e)
 	return seq;
 }
 
-/* Wait until every record up to @seq is on disk. */
+/* Wait until every record up to @seq, and its change, is on disk. */
 int presto_journal_wait(struct super_block *sb, u64 seq)
 {
 	struct presto_journal *j = presto_sb(sb)->journal;
@@ -716,7 +746,7 @@ int presto_journal_wait(struct super_block *sb, u64 seq)
 	/* No record past the last one committed can be waited for. */
 	if (WARN_ON_ONCE(seq >= j->next_seq))
 		seq = j->next_seq - 1;
-	if (j->durable_seq >= seq || j->error) {
+	if (j->stable_seq >= seq || j->error) {
 		err = j->error;
 		spin_unlock(&j->lock);
 		return err;
@@ -724,7 +754,7 @@ int presto_journal_wait(struct super_block *sb, u64 seq)
 	j->sync_want = max(j->sync_want, seq);
 	spin_unlock(&j->lock);
 	wake_up(&j->wait);
-	err = wait_event_killable(j->done, READ_ONCE(j->durable_seq) >= seq ||
+	err = wait_event_killable(j->done, READ_ONCE(j->stable_seq) >= seq ||
 				  READ_ONCE(j->error));
 	return err ?: READ_ONCE(j->error);
 }
@@ -763,7 +793,12 @@ int presto_journal_wait_written(struct super_block *sb, u64 seq)
 	return err;
 }
 
-/* The disk's cache was flushed after records up to @seq were written back. */
+/*
+ * The disk's cache was flushed after records up to @seq were written back:
+ * they are durable, for fsync and for the intent marks (a mark's removal
+ * is ordered after the changes it covers by the lower's own journal). Not
+ * stable: lento hears of them after the next sync of the segment.
+ */
 void presto_journal_flushed(struct super_block *sb, u64 seq)
 {
 	struct presto_journal *j = presto_sb(sb)->journal;
@@ -777,11 +812,10 @@ void presto_journal_flushed(struct super_block *sb, u64 seq)
 	if (news) {
 		wake_up_all(&j->done);
 		presto_intent_durable(sb, seq);
-		presto_fileset_kml_durable(sb);
 	}
 }
 
-/* Wait until every record committed so far is on disk. */
+/* Wait until every record committed so far, and its change, is on disk. */
 int presto_journal_sync(struct super_block *sb)
 {
 	struct presto_journal *j = presto_sb(sb)->journal;
@@ -840,6 +874,18 @@ int presto_journal_ack(struct super_block *sb, u64 seq)
 	if (!err)
 		wake_up(&j->wait);
 	return err;
+}
+
+/* How far lento may read: the records, and their changes, on disk. */
+u64 presto_journal_stable(struct super_block *sb)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	u64 seq;
+
+	spin_lock(&j->lock);
+	seq = j->stable_seq;
+	spin_unlock(&j->lock);
+	return seq;
 }
 
 void presto_journal_show(struct seq_file *m, struct super_block *sb)
@@ -1126,6 +1172,8 @@ static int presto_journal_scan(struct presto_journal *j)
 	j->next_seq = next_seq;
 	j->written_seq = next_seq - 1;
 	j->durable_seq = next_seq - 1;
+	/* Recovery restates after them what a crash kept of their changes. */
+	j->stable_seq = next_seq - 1;
 	j->acked_seq = l.count ? list_first_entry(&j->segs,
 						  struct presto_kml_seg,
 						  list)->first_seq - 1 : 0;

@@ -225,6 +225,7 @@ int presto_journal_wait_written(struct super_block *sb, u64 seq);
 void presto_journal_flushed(struct super_block *sb, u64 seq);
 int presto_journal_sync(struct super_block *sb);
 void presto_journal_state(struct super_block *sb, struct presto_kml_state *st);
+u64 presto_journal_stable(struct super_block *sb);
 int presto_journal_ack(struct super_block *sb, u64 seq);
 void presto_journal_show(struct seq_file *m, struct super_block *sb);
 long presto_journal_ioctl(struct file *file, unsigned int cmd,
@@ -241,7 +242,9 @@ void presto_mark_hold(struct super_block *sb, struct presto_mark *m);
 void presto_mark_put(struct super_block *sb, struct presto_mark *m, u64 seq);
 bool presto_mark_is(const struct presto_mark *m, const struct inode *lower);
 int presto_mark_commit(struct super_block *sb, struct presto_mark *m);
+int presto_intent_commit(struct super_block *sb);
 void presto_intent_durable(struct super_block *sb, u64 seq);
+void presto_intent_stored(struct super_block *sb, struct inode *lower);
 int presto_intent_remove(struct super_block *sb, const char *name);
 const struct path *presto_intent_dir(struct super_block *sb);
 int presto_intent_open(struct super_block *sb);

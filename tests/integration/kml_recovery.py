@@ -20,7 +20,11 @@ kml-crash's; these cases pin down what marks are and when they go.
   block of RECOVERED records, removes the marks, reports itself in one
   kernel log line, and the log replayed onto a copy of the cache taken
   before the changes equals the cache;
-- a mount after a crash of a cache with no marks logs nothing.
+- a mount after a crash of a cache with no marks logs nothing;
+- a record that reaches the disk before its change (an fdatasync that
+  only flushes) finds the change's mark there before it, so that recovery
+  restates what the crash lost (a copy taken with the device suspended:
+  ext4 mounted with commit=300 commits only when asked).
 """
 import mmap
 import os
@@ -298,6 +302,90 @@ def writes_hold_the_mark_until_their_store():
     finally:
         os.close(fd)
     check(not wait_unmarked(cache), "the STORE at close lets it go")
+
+
+DM = "presto-kr"
+
+
+def dm_image():
+    """Like fresh_image(), but through a device-mapper device (so that a
+    copy can be taken while it is suspended, without a freeze and its
+    sync) and with ext4 committing only when asked (commit=300)."""
+    sh(f"rm -f {IMG} {COPY}; truncate -s 256M {IMG}")
+    loop = subprocess.run(["losetup", "-f", "--show", IMG], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    sectors = (256 << 20) // 512
+    sh(f"dmsetup create {DM} --table '0 {sectors} linear {loop} 0'")
+    sh(f"mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0"
+       f" /dev/mapper/{DM}")
+    os.makedirs(LOWER, exist_ok=True)
+    os.makedirs(MNT, exist_ok=True)
+    sh(f"mount -o commit=300 /dev/mapper/{DM} {LOWER}")
+    os.makedirs(f"{LOWER}/cache/.presto")
+    return f"{LOWER}/cache", loop
+
+
+def dm_crash_copy(loop):
+    """The disk as a crash now would leave it: the device suspended (what
+    was written is in the image, nothing more goes), the image copied."""
+    sh(f"dmsetup suspend --nolockfs {DM}; cp --sparse=always {IMG} {COPY};"
+       f" dmsetup resume {DM}")
+    os.makedirs(CLOWER, exist_ok=True)
+    sh(f"mount -o loop {COPY} {CLOWER}")
+    return f"{CLOWER}/cache"
+
+
+def dm_teardown(loop):
+    subprocess.run(f"umount {MNT}; umount {LOWER}; dmsetup remove {DM};"
+                   f" losetup -d {loop}", shell=True,
+                   stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+@case
+def a_record_reaches_the_disk_only_after_the_mark_of_its_change():
+    """An fdatasync of a file overwritten in place commits nothing (its
+    own metadata is on disk already), so presto makes its records durable
+    by writing them back and flushing the disk's cache -- and with them
+    every record before, here the unlink of d/x, whose change and whose
+    fresh mark are still in ext4's running transaction. A crash then must
+    not leave a log that says x is gone beside a cache that has it."""
+    cache, loop = dm_image()
+    try:
+        snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
+        sh(f"rm -rf {snap} {mapfile}")
+        sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+        mount(cache)
+        with open(f"{MNT}/f", "wb") as f:
+            f.write(b"a" * 65536)
+        os.mkdir(f"{MNT}/d")
+        with open(f"{MNT}/d/x", "w") as f:
+            f.write("x")
+        os.sync()
+        check(not wait_unmarked(cache), "idle")
+        fd = os.open(f"{MNT}/f", os.O_WRONLY)
+        try:
+            # Marks the root (committed before an in-place overwrite); the
+            # fsync's sync of the log, the first in a while, commits all.
+            os.pwrite(fd, b"b", 0)
+            os.fsync(fd)
+            # The root's mark is on disk and stays: no commit for this one.
+            os.pwrite(fd, b"c", 1)
+            os.unlink(f"{MNT}/d/x")     # a new mark, on d
+            os.fdatasync(fd)            # the cheap way: a flush, no commit
+        finally:
+            os.close(fd)
+        copy = dm_crash_copy(loop)
+        sh(f"umount {MNT}")
+        dm_teardown(loop)
+        mount(copy)
+        sh(f"umount {MNT}")
+        # The fdatasync made the unlink's record durable: the case stands.
+        check([r for r in kmltest.records(copy)
+               if r["op"] == "UNLINK" and r.get("name") == "x"],
+              "the unlink of x is not in the log")
+        replay_equals(snap, mapfile, copy)
+    finally:
+        dm_teardown(loop)
 
 
 def newest_segment(cache):
