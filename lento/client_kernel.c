@@ -175,15 +175,32 @@ static void proc_path(struct client *cl, const char *path, char *out,
 }
 
 /* trusted.presto.cb of the lower object at @path. */
-int flags_write(struct client *cl, const char *path, uint32_t flags,
-		       uint64_t epoch)
+int flags_write_nlink(struct client *cl, const char *path, uint32_t flags,
+		      uint32_t nlink, uint64_t epoch)
 {
 	char p[CACHE_PATH_MAX + 40];
 	uint8_t b[KCHAN_CB_LEN];
 
 	proc_path(cl, path, p, sizeof(p));
-	kchan_cb_encode(b, flags, epoch);
+	kchan_cb_encode(b, flags, nlink, epoch);
 	return lsetxattr(p, PRESTO_CB_XATTR, b, sizeof(b), 0) ? -errno : 0;
+}
+
+int flags_write(struct client *cl, const char *path, uint32_t flags,
+		uint64_t epoch)
+{
+	return flags_write_nlink(cl, path, flags, 0, epoch);
+}
+
+/*
+ * The link count presto shows for @o while its listing is not complete
+ * here: the server's, for a directory (the lower has only the
+ * subdirectories lento materialised); 0 (the lower's) otherwise.
+ */
+static uint32_t nlink_of(const struct cache_obj *o, uint32_t flags)
+{
+	return o->type == LENTO_T_DIR && !(flags & PRESTO_CB_DATA) ?
+	       o->nlink : 0;
 }
 
 static int flags_read(struct client *cl, const char *path, uint32_t *flags,
@@ -197,7 +214,7 @@ static int flags_read(struct client *cl, const char *path, uint32_t *flags,
 	n = lgetxattr(p, PRESTO_CB_XATTR, b, sizeof(b));
 	if (n < 0)
 		return -errno;
-	return kchan_cb_decode(b, (size_t)n, flags, epoch);
+	return kchan_cb_decode(b, (size_t)n, flags, NULL, epoch);
 }
 
 /* What the kernel may do alone with @o, by lento's database. */
@@ -431,7 +448,8 @@ static int child_flags(void *arg, const char *name,
 	    (int)sizeof(path) || cache_obj_get(cf->cl->cache, fid, &o, NULL, 0))
 		return 0;
 	flags = flags_of(cf->cl, &o);
-	err = flags_write(cf->cl, path, flags, cf->fs->epoch);
+	err = flags_write_nlink(cf->cl, path, flags, nlink_of(&o, flags),
+				cf->fs->epoch);
 	/* Not materialised (a device): presto does not meet it either. */
 	if (err && err != -ENOENT && !cf->err)
 		cf->err = err;
@@ -521,7 +539,9 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 	else
 		flags = 0;
 	uc->flags = PRESTO_CB_ATTR;
-	return flags_write(cl, path, flags | PRESTO_CB_ATTR, uc->fs->epoch);
+	flags |= PRESTO_CB_ATTR;
+	return flags_write_nlink(cl, path, flags, nlink_of(o, flags),
+				 uc->fs->epoch);
 }
 
 /*

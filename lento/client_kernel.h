@@ -90,6 +90,9 @@ bool fset_live(const struct fset *fs);
 struct fset *fset_by_volume(struct client *cl, const char *volume);
 int flags_write(struct client *cl, const char *path, uint32_t flags,
 		uint64_t epoch);
+/* The same, with a directory's link count at the server (or 0). */
+int flags_write_nlink(struct client *cl, const char *path, uint32_t flags,
+		      uint32_t nlink, uint64_t epoch);
 struct kchan *kclient_chan(struct client *cl);
 /* Upcalls that waited for the journal to be consumed run again. */
 void kclient_journal_moved(struct client *cl, struct fset *fs);

@@ -91,10 +91,13 @@ void kmsg_handle(const struct kmsg *m, uint32_t i, struct presto_handle *h);
 /* The xattr PRESTO_CB_XATTR: encode (16 bytes) and decode. */
 #define KCHAN_CB_LEN	16
 void kchan_cb_encode(uint8_t out[KCHAN_CB_LEN], uint32_t flags,
-		     uint64_t epoch);
-/* -EINVAL: not a version 1 value of that size with valid flags. */
+		     uint32_t nlink, uint64_t epoch);
+/*
+ * -EINVAL: not a version 1 value of that size with valid flags and zero
+ * padding. @nlink may be NULL.
+ */
 int kchan_cb_decode(const void *buf, size_t len, uint32_t *flags,
-		    uint64_t *epoch);
+		    uint32_t *nlink, uint64_t *epoch);
 
 const char *kchan_cmd_name(unsigned int cmd);
 /* A fileset name as KERNEL.md allows (@len bytes, no NUL counted). */

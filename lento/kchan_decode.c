@@ -489,30 +489,34 @@ void kmsg_handle(const struct kmsg *m, uint32_t i, struct presto_handle *h)
 /* ---------------------------------------------------------------- xattr */
 
 void kchan_cb_encode(uint8_t out[KCHAN_CB_LEN], uint32_t flags,
-		     uint64_t epoch)
+		     uint32_t nlink, uint64_t epoch)
 {
 	memset(out, 0, KCHAN_CB_LEN);
 	out[0] = PRESTO_CB_XATTR_VERSION;
 	out[1] = (uint8_t)(flags & PRESTO_CB_ALL);
+	for (int i = 0; i < 4; i++)
+		out[4 + i] = (uint8_t)(nlink >> (8 * i));
 	for (int i = 0; i < 8; i++)
 		out[8 + i] = (uint8_t)(epoch >> (8 * i));
 }
 
 int kchan_cb_decode(const void *buf, size_t len, uint32_t *flags,
-		    uint64_t *epoch)
+		    uint32_t *nlink, uint64_t *epoch)
 {
 	const uint8_t *p = buf;
 	uint64_t e = 0;
+	uint32_t n = 0;
 
 	if (len != KCHAN_CB_LEN || p[0] != PRESTO_CB_XATTR_VERSION ||
-	    (p[1] & ~PRESTO_CB_ALL))
+	    (p[1] & ~PRESTO_CB_ALL) || p[2] || p[3])
 		return -EINVAL;
-	for (int i = 2; i < 8; i++)
-		if (p[i])
-			return -EINVAL;
+	for (int i = 0; i < 4; i++)
+		n |= (uint32_t)p[4 + i] << (8 * i);
 	for (int i = 0; i < 8; i++)
 		e |= (uint64_t)p[8 + i] << (8 * i);
 	*flags = p[1];
+	if (nlink)
+		*nlink = n;
 	*epoch = e;
 	return 0;
 }

@@ -34,6 +34,7 @@ void presto_cb_load(struct inode *inode, struct dentry *lower)
 	spin_lock(&inode->i_lock);
 	WRITE_ONCE(pi->cb_flags, x.flags & PRESTO_CB_ALL);
 	WRITE_ONCE(pi->cb_epoch, le64_to_cpu(x.epoch));
+	WRITE_ONCE(pi->cb_nlink, le32_to_cpu(x.nlink));
 	spin_unlock(&inode->i_lock);
 }
 

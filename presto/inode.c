@@ -58,6 +58,7 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 	pi->writers = 0;
 	pi->cb_flags = 0;
 	pi->cb_epoch = 0;
+	pi->cb_nlink = 0;
 	pi->opens = 0;
 	pi->hinted = 0;
 	return &pi->vfs_inode;
@@ -222,6 +223,20 @@ int presto_permission(struct user_namespace *userns, struct inode *inode,
 				presto_lower_inode(inode), mask);
 }
 
+/*
+ * A directory whose listing is not complete here has in the lower only
+ * the subdirectories lento materialised: its count at the server, which
+ * lento wrote with its flags, is the one to show (find and fts go by it).
+ */
+static void presto_dir_nlink(struct inode *inode, struct kstat *stat)
+{
+	u32 nlink = READ_ONCE(PRESTO_I(inode)->cb_nlink);
+
+	if (nlink && S_ISDIR(inode->i_mode) &&
+	    !presto_cb_valid(inode, PRESTO_CB_DATA))
+		stat->nlink = nlink;
+}
+
 int presto_getattr(struct user_namespace *userns, const struct path *path,
 		   struct kstat *stat, u32 request_mask, unsigned int flags)
 {
@@ -237,6 +252,7 @@ int presto_getattr(struct user_namespace *userns, const struct path *path,
 	if (err)
 		return err;
 	stat->dev = dentry->d_sb->s_dev;
+	presto_dir_nlink(d_inode(dentry), stat);
 	presto_copyattr(d_inode(dentry));
 	return 0;
 }

@@ -79,6 +79,7 @@ struct presto_inode {
 	/* Kernel callbacks (callback.c); under vfs_inode.i_lock. */
 	u32 cb_flags;			/* PRESTO_CB_* */
 	u64 cb_epoch;			/* they count in; 0: none */
+	u32 cb_nlink;			/* a directory's at the server, or 0 */
 	unsigned int opens;		/* open files (a fileset's regular file) */
 	unsigned long hinted;		/* jiffies of its last access hint */
 	struct inode vfs_inode;

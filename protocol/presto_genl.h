@@ -128,14 +128,18 @@ struct presto_handle {
  * PRESTO_CB_XATTR, written by lento (with CAP_SYS_ADMIN), read by presto
  * when it first meets the inode. Little-endian. The flags count only
  * while epoch equals the fileset's epoch that lento confirmed
- * (SET_EPOCH) after revalidating the volume.
+ * (SET_EPOCH) after revalidating the volume. nlink: a directory's link
+ * count at the server, shown while its listing is not complete in the
+ * cache (the lower counts only the subdirectories lento materialised);
+ * 0: the lower's count.
  */
 #define PRESTO_CB_XATTR		"trusted.presto.cb"
 #define PRESTO_CB_XATTR_VERSION	1
 struct presto_cb_xattr {
 	__u8 version;		/* PRESTO_CB_XATTR_VERSION */
 	__u8 flags;		/* PRESTO_CB_* */
-	__u8 pad[6];		/* zero */
+	__u8 pad[2];		/* zero */
+	__le32 nlink;
 	__le64 epoch;
 };
 

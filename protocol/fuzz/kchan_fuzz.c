@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct kmsg m;
 	const char *why;
 	size_t off = 0;
-	uint32_t flags;
+	uint32_t flags, nlink;
 	uint64_t epoch;
 	int r;
 
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (kchan_decode(buf, size, FAM, &m, &why) == 0)
 		sum += walk(&m);
 	if (!kchan_cb_decode(buf, size < KCHAN_CB_LEN ? size : KCHAN_CB_LEN,
-			     &flags, &epoch) && (flags & ~PRESTO_CB_ALL))
+			     &flags, &nlink, &epoch) && (flags & ~PRESTO_CB_ALL))
 		__builtin_trap();
 	free(buf);
 	(void)sum;

@@ -615,35 +615,39 @@ END_TEST
 START_TEST(cb_xattr)
 {
 	uint8_t b[KCHAN_CB_LEN];
-	uint32_t flags;
+	uint32_t flags, nlink;
 	uint64_t epoch;
 
-	kchan_cb_encode(b, PRESTO_CB_ATTR | PRESTO_CB_DATA,
+	kchan_cb_encode(b, PRESTO_CB_ATTR | PRESTO_CB_DATA, 0x11223344,
 			0x0102030405060708ull);
 	/* The layout of struct presto_cb_xattr, little-endian. */
 	ck_assert_uint_eq(sizeof(struct presto_cb_xattr), KCHAN_CB_LEN);
 	ck_assert_uint_eq(b[0], PRESTO_CB_XATTR_VERSION);
 	ck_assert_uint_eq(b[1], 3);
+	ck_assert_uint_eq(b[4], 0x44);
+	ck_assert_uint_eq(b[7], 0x11);
 	ck_assert_uint_eq(b[8], 0x08);
 	ck_assert_uint_eq(b[15], 0x01);
-	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, &epoch), 0);
+	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, &nlink, &epoch),
+			 0);
 	ck_assert_uint_eq(flags, 3);
+	ck_assert_uint_eq(nlink, 0x11223344);
 	ck_assert_uint_eq(epoch, 0x0102030405060708ull);
 	/* Only the flags that exist are written. */
-	kchan_cb_encode(b, 0xff, 1);
+	kchan_cb_encode(b, 0xff, 0, 1);
 	ck_assert_uint_eq(b[1], PRESTO_CB_ALL);
-	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b) - 1, &flags, &epoch),
+	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b) - 1, &flags, NULL, &epoch),
 			 -EINVAL);
 	b[1] = 4;
-	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, &epoch),
+	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, NULL, &epoch),
 			 -EINVAL);
 	b[1] = 1;
 	b[0] = 2;
-	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, &epoch),
+	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, NULL, &epoch),
 			 -EINVAL);
 	b[0] = 1;
-	b[5] = 1;
-	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, &epoch),
+	b[2] = 1;
+	ck_assert_int_eq(kchan_cb_decode(b, sizeof(b), &flags, NULL, &epoch),
 			 -EINVAL);
 }
 END_TEST
