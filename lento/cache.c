@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,7 +381,7 @@ static int empty_tmp(struct cache *c)
 static int make_dirs(const char *dir, char *err, size_t errlen)
 {
 	static const char *const sub[] = { "", "/.lento", "/.lento/tmp",
-					   "/.lento/shadow" };
+					   "/.lento/shadow", "/.lento/names" };
 	char path[CACHE_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
@@ -753,9 +754,13 @@ int cache_dirty_add(struct cache *c, const struct lento_fid *fid, int delta)
 	return run(c, S_DIRTY_ADD);
 }
 
+static void names_purge(struct cache *c, uint32_t volume);
+
 int cache_purge(struct cache *c, uint32_t volume)
 {
 	int err;
+
+	names_purge(c, volume);
 
 	sqlite3_bind_int64(stmt(c, S_PURGE_HANDLES), 1, volume);
 	err = run(c, S_PURGE_HANDLES);
@@ -1354,4 +1359,93 @@ int cache_remove_tree(struct cache *c, const char *path)
 	if (!err && unlinkat(c->dirfd, path, AT_REMOVEDIR))
 		err = -errno;
 	return err;
+}
+
+/* ------------------------------------------------------- hidden names */
+
+/* More than any file has a reason for: a server that says more is wrong. */
+#define CACHE_HIDDEN_MAX	4096
+
+static void hidden_name(char *buf, const struct lento_fid *fid, uint32_t n)
+{
+	snprintf(buf, CACHE_PATH_MAX, ".lento/names/%08" PRIx32 "-%08" PRIx32
+		 "-%016" PRIx64 ".%" PRIu32, fid->volume, fid->client,
+		 fid->seq, n);
+}
+
+int cache_names_fit(struct cache *c, const struct lento_fid *fid,
+		    const char *path, uint32_t nlink)
+{
+	char name[CACHE_PATH_MAX];
+	struct stat sb, hb;
+	uint32_t hidden = 0, visible, want;
+
+	if (fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return 0;
+	/* Those there, each made this inode's again if it is another's. */
+	for (;; hidden++) {
+		hidden_name(name, fid, hidden);
+		if (fstatat(c->dirfd, name, &hb, AT_SYMLINK_NOFOLLOW))
+			break;
+		if (hb.st_ino != sb.st_ino) {
+			int err = cache_link(c, path, name);
+
+			if (err)
+				return err;
+			sb.st_nlink++;
+		}
+	}
+	if (errno != ENOENT)
+		return -errno;
+	visible = (uint32_t)sb.st_nlink - hidden;
+	want = nlink > visible ? nlink - visible : 0;
+	if (want > CACHE_HIDDEN_MAX)
+		want = CACHE_HIDDEN_MAX;
+	for (; hidden < want; hidden++) {
+		hidden_name(name, fid, hidden);
+		if (linkat(c->dirfd, path, c->dirfd, name, 0))
+			return -errno;
+	}
+	while (hidden > want) {
+		hidden_name(name, fid, --hidden);
+		if (unlinkat(c->dirfd, name, 0) && errno != ENOENT)
+			return -errno;
+	}
+	return 0;
+}
+
+void cache_names_drop(struct cache *c, const struct lento_fid *fid)
+{
+	char name[CACHE_PATH_MAX];
+
+	for (uint32_t n = 0;; n++) {
+		hidden_name(name, fid, n);
+		if (unlinkat(c->dirfd, name, 0))
+			break;
+	}
+}
+
+/* Every hidden name of @volume's files (the volume goes). */
+static void names_purge(struct cache *c, uint32_t volume)
+{
+	int fd = openat(c->dirfd, ".lento/names", O_RDONLY | O_DIRECTORY |
+			O_CLOEXEC);
+	char prefix[16];
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	snprintf(prefix, sizeof(prefix), "%08" PRIx32 "-", volume);
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, prefix, strlen(prefix)))
+			unlinkat(fd, de->d_name, 0);
+	closedir(d);
 }

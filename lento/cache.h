@@ -284,5 +284,16 @@ int cache_set_attrs(struct cache *c, const char *path,
 		    const struct cache_obj *o);
 /* Remove @path and, for a directory, everything below it. */
 int cache_remove_tree(struct cache *c, const char *path);
+/*
+ * The names of a file that the cache has not materialised (they are in
+ * directories it has not listed) are hidden links DIR/.lento/names/FID.N
+ * to its inode, so that its link count is the server's @nlink, as stat
+ * shows it and as tar, rsync -H and du go by. Makes @path's inode (the
+ * file @fid) have them: @nlink minus the names it has elsewhere, none if
+ * it has them all. cache_names_drop() removes them (the object goes).
+ */
+int cache_names_fit(struct cache *c, const struct lento_fid *fid,
+		    const char *path, uint32_t nlink);
+void cache_names_drop(struct cache *c, const struct lento_fid *fid);
 
 #endif /* LENTO_CACHE_H */

@@ -12,10 +12,13 @@
  * not yet reintegrated (dirty) are left as they are: the log wins locally
  * until the server has taken it or refused it.
  *
- * A body arrives in DATA chunks, each written through the ring into a
- * temporary file as it comes (not held in memory); the last one is
- * followed by an fsync and a rename onto the object's path, so a reader
- * that has the old file open keeps the old inode.
+ * A body arrives in DATA chunks, each written through the ring as it
+ * comes (not held in memory); the last one is followed by an fsync. A new
+ * version goes into a temporary file renamed onto the object's path, so a
+ * reader that has the old file open keeps the old inode. A placeholder is
+ * filled where it is: nobody can have read it, and its inode, which stat
+ * has shown and other names may share, stays the file's (tar, rsync -H and
+ * git go by inode numbers).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -644,8 +647,10 @@ static int drop_entry(struct client *cl, const char *dirpath,
 		return 0;	/* local changes win until reintegrated */
 	err = join(path, dirpath, oe->name);
 	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
-	if (!err && cache_name_count(cl->cache, &oe->fid) == 0)
+	if (!err && cache_name_count(cl->cache, &oe->fid) == 0) {
 		err = cache_obj_del(cl->cache, &oe->fid);
+		cache_names_drop(cl->cache, &oe->fid);
+	}
 	if (!err)
 		err = cache_remove_tree(cl->cache, path);
 	return err;
@@ -690,6 +695,10 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		else if (!err && !linked)
 			cache_handle_update(cl->cache, &o.fid, path);
 	}
+	/* Its names in directories not listed here yet, hidden. */
+	if (!err && o.type == LENTO_T_REG && (o.nlink > 1 ||
+					      (have && old.nlink > 1)))
+		err = cache_names_fit(cl->cache, &o.fid, path, o.nlink);
 	err = err ?: cache_obj_put(cl->cache, &o, target,
 				   target ? strlen(target) : 0);
 	return err ?: cache_dirent_put(cl->cache, dir, e->de.name,
@@ -858,6 +867,7 @@ static int readdir_start(struct job *j)
 struct body_in {
 	struct lento_status st;
 	int fd;
+	bool in_place;			/* filling the placeholder, not tmp */
 	char tmp[CACHE_PATH_MAX];
 	struct lp_stream stream;
 	bool started, complete, failed;
@@ -882,7 +892,7 @@ static void body_free(struct job *j)
 	free(b);
 }
 
-/* The body is in the temporary file, synced: put it in place. */
+/* The body is in the file, synced: put it in place. */
 static int body_install(struct job *j)
 {
 	struct body_in *b = j->priv;
@@ -900,16 +910,27 @@ static int body_install(struct job *j)
 	o.valid = !j->broken;
 	o.data = true;
 	o.used_ms = wall_ms();
-	/* Complete: presto may serve it alone once it has the name. */
-	err = kclient_flags_new(cl, &o.fid, b->tmp);
-	if (err && err != -EOPNOTSUPP)
+	/* A temporary file gets its attributes as it is installed. */
+	if (b->in_place)
+		err = cache_set_attrs(cl->cache, path, &o);
+	/*
+	 * Complete: presto may serve it alone once it has the name (after
+	 * the attributes, in the lower's journal too).
+	 */
+	err = err ?: kclient_flags_new(cl, &o.fid, b->in_place ? path : b->tmp);
+	if (err == -EOPNOTSUPP)
+		err = 0;
+	err = err ?: cache_begin(cl->cache);
+	if (err)
 		return err;
-	err = cache_begin(cl->cache);
-	err = err ?: cache_install(cl->cache, b->tmp, path, &o);
-	if (!err)
-		b->tmp[0] = 0;
-	/* Its other names: the same new inode. */
+	if (!b->in_place) {
+		err = cache_install(cl->cache, b->tmp, path, &o);
+		if (!err)
+			b->tmp[0] = 0;
+	}
+	/* Its other names: the same inode. */
 	err = err ?: relink_names(cl, &o.fid, path);
+	err = err ?: cache_names_fit(cl->cache, &o.fid, path, o.nlink);
 	err = err ?: cache_obj_put(cl->cache, &o, NULL, 0);
 	if (!err)
 		cache_handle_update(cl->cache, &o.fid, path);
@@ -1021,6 +1042,36 @@ static int body_chunk(struct job *j, const struct lp_frame *f,
 	return 0;
 }
 
+/*
+ * The placeholder of @fid, opened for writing and sized @size, if it is
+ * one: a regular file with no content here, no local change and no block
+ * on disk (a name of an older version, which a reader may have open, has
+ * them). Or -1.
+ */
+static int open_placeholder(struct client *cl, const struct lento_fid *fid,
+			    uint64_t size)
+{
+	char path[CACHE_PATH_MAX];
+	struct cache_obj o;
+	struct stat sb;
+	int fd;
+
+	if (cache_obj_get(cl->cache, fid, &o, NULL, 0) || o.data || o.dirty ||
+	    o.type != LENTO_T_REG ||
+	    cache_path(cl->cache, fid, path, sizeof(path)))
+		return -1;
+	fd = openat(cache_dirfd(cl->cache), path,
+		    O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_blocks ||
+	    ftruncate(fd, (off_t)size)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int body_begin(struct job *j, const struct lp_frame *f,
 		      const char **why)
 {
@@ -1040,7 +1091,10 @@ static int body_begin(struct job *j, const struct lp_frame *f,
 	b->started = true;
 	b->st = m.st;
 	lp_stream_init(&b->stream, 0, m.size, true);
-	b->fd = cache_tmpfile(j->cl->cache, b->tmp);
+	b->fd = open_placeholder(j->cl, &j->fid, m.size);
+	b->in_place = b->fd >= 0;
+	if (!b->in_place)
+		b->fd = cache_tmpfile(j->cl->cache, b->tmp);
 	if (b->fd < 0) {
 		b->failed = true;
 		b->err = b->fd;
@@ -1638,6 +1692,9 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	e.data = false;
 	if (!err)
 		err = cache_placeholder(cl->cache, path, &e, NULL);
+	/* Every name on the new inode, so that the content goes. */
+	err = err ?: relink_names(cl, &e.fid, path);
+	err = err ?: cache_names_fit(cl->cache, &e.fid, path, e.nlink);
 	if (err == -ENOENT)
 		err = 0;	/* no path: just forget the content */
 	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);

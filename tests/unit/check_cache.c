@@ -449,6 +449,67 @@ START_TEST(materialise)
 }
 END_TEST
 
+/*
+ * A file's names in directories the cache has not listed are hidden
+ * links, so that its link count is the server's; they follow the file to
+ * a new inode, and go with it.
+ */
+START_TEST(hidden_names)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct lento_fid f = fid(1, 3);
+	char tmp[CACHE_PATH_MAX];
+	struct stat sb, hb;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	fd = openat(dfd, "vol/f", O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 3), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 3);
+	/* Twice changes nothing. */
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 3), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 3);
+	/* A name materialised: one hidden fewer. */
+	ck_assert_int_eq(cache_link(c, "vol/f", "vol/g"), 0);
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 3), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 3);
+	ck_assert_int_eq(fstatat(dfd, ".lento/names/00000001-00000007-"
+				 "0000000000000003.1", &hb, 0), -1);
+	/* A new inode for both names: the hidden one moves to it. */
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(renameat(dfd, tmp, dfd, "vol/f"), 0);
+	ck_assert_int_eq(cache_link(c, "vol/f", "vol/g"), 0);
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 3), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 3);
+	ck_assert_int_eq(fstatat(dfd, ".lento/names/00000001-00000007-"
+				 "0000000000000003.0", &hb, 0), 0);
+	ck_assert_int_eq(hb.st_ino, sb.st_ino);
+	/* The server has fewer names now, then the object goes. */
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 1), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 2);
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 5), 0);
+	cache_names_drop(c, &f);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 2);
+	/* A volume purged takes its files' hidden names along. */
+	ck_assert_int_eq(cache_names_fit(c, &f, "vol/f", 4), 0);
+	ck_assert_int_eq(cache_purge(c, 1), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, 0), 0);
+	ck_assert_int_eq(sb.st_nlink, 2);
+	cache_close(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -463,6 +524,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, stats_lru_purge);
 	tcase_add_test(tc, transactions);
 	tcase_add_test(tc, materialise);
+	tcase_add_test(tc, hidden_names);
 	suite_add_tcase(s, tc);
 	return s;
 }
