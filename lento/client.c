@@ -827,6 +827,18 @@ static const struct ctl_cmd client_cmds[] = {
 
 /* ---------------------------------------------------------------- main */
 
+/*
+ * Which step of a tick holds the loop (log_stall() says only "timer"):
+ * reports the time since @t0, the tick's start, once it is long.
+ */
+static void tick_took(const char *step, uint64_t t0)
+{
+	uint64_t took = lo_now_ms() - t0;
+
+	if (took >= LOG_STALL_MS)
+		log_warn("tick: %" PRIu64 " ms by the end of %s", took, step);
+}
+
 static void tick(struct lo_loop *loop, void *arg)
 {
 	struct client *cl = arg;
@@ -837,14 +849,18 @@ static void tick(struct lo_loop *loop, void *arg)
 		return;
 	}
 	client_touches_flush(cl);
+	tick_took("flushing touches", now);
 	conn_tick(cl->conn, now);
 	kclient_tick(cl, now);
+	tick_took("the kernel's filesets", now);
 	permits_tick(cl, now);
 	reint_kick(cl);
+	tick_took("reintegration", now);
 	ops_reap(cl);
 	if (now >= cl->evict_check_ms) {
 		cl->evict_check_ms = now + 1000;
 		evict_check(cl);
+		tick_took("eviction", now);
 	}
 }
 
@@ -918,6 +934,7 @@ static int client_start(struct client *cl, char *err, size_t errlen)
 		e = kclient_start(cl, err, errlen);
 	if (!e)
 		e = lo_timer(cl->loop, CLIENT_TICK_MS, tick, cl);
+	lo_set_stall(cl->loop, LOG_STALL_MS, log_stall, NULL);
 	if (!e)
 		e = lo_signal(cl->loop, SIGTERM, on_signal, cl);
 	if (!e)

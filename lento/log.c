@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* lento's log (see log.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,4 +57,11 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', f);
 	funlockfile(f);
+}
+
+void log_stall(void *arg, const char *what, uint64_t ms)
+{
+	(void)arg;
+	log_warn("the event loop was held %" PRIu64 " ms by a %s callback",
+		 ms, what);
 }

@@ -8,6 +8,8 @@
 #ifndef LENTO_LOG_H
 #define LENTO_LOG_H
 
+#include <stdint.h>
+
 enum log_level { LOG_ERR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 /* Where and what to log; @path NULL: stderr. 0 or -errno. */
@@ -15,6 +17,13 @@ int log_open(const char *role, const char *path, enum log_level level);
 void log_close(void);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * A lo_stall_fn (loop.h): a callback held the event loop @ms milliseconds.
+ * Held longer than LOG_STALL_MS, every lease, heartbeat and upcall waits.
+ */
+#define LOG_STALL_MS	1000
+void log_stall(void *arg, const char *what, uint64_t ms);
 
 #define log_err(...)	log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...)	log_msg(LOG_WARN, __VA_ARGS__)

@@ -139,6 +139,9 @@ struct lo_loop {
 	struct lo_sig *sigs;
 	struct lo_file *files;
 	struct lo_poll *polls;
+	unsigned int stall_ms;
+	lo_stall_fn stall_fn;
+	void *stall_arg;
 };
 
 uint64_t lo_now_ms(void)
@@ -1065,6 +1068,44 @@ static void lo_poll_done(struct lo_poll *p, int res)
 
 /* ---- the loop ---- */
 
+void lo_set_stall(struct lo_loop *loop, unsigned int ms, lo_stall_fn fn,
+		  void *arg)
+{
+	loop->stall_ms = fn ? ms : 0;
+	loop->stall_fn = fn;
+	loop->stall_arg = arg;
+}
+
+/*
+ * What @op is, for a stall report: a static name, or the peer of a
+ * connection copied into @buf (before it runs: it may be freed).
+ */
+static const char *lo_op_name(const struct lo_op *op, char *buf,
+			      size_t size)
+{
+	static const char *const names[] = {
+		[K_ACCEPT] = "accept", [K_TIMER] = "timer",
+		[K_SIGNAL] = "signal", [K_FILE] = "file", [K_POLL] = "poll",
+	};
+	const struct lo_conn *c;
+
+	switch (op->kind) {
+	case K_RECV:
+		c = container_of(op, struct lo_conn, recv_op);
+		break;
+	case K_SEND:
+		c = container_of(op, struct lo_conn, send_op);
+		break;
+	case K_CONNECT:
+		c = container_of(op, struct lo_conn, connect_op);
+		break;
+	default:
+		return names[op->kind];
+	}
+	snprintf(buf, size, "connection %s", c->peer);
+	return buf;
+}
+
 static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 {
 	struct lo_conn *c = NULL;
@@ -1115,6 +1156,24 @@ static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 		lo_conn_finish(c);
 }
 
+static void lo_dispatch(struct lo_loop *loop, struct lo_op *op, int res)
+{
+	uint64_t t0, took;
+	const char *what;
+	char buf[160];
+
+	if (!loop->stall_ms) {
+		lo_complete(loop, op, res);
+		return;
+	}
+	what = lo_op_name(op, buf, sizeof(buf));
+	t0 = lo_now_ms();
+	lo_complete(loop, op, res);
+	took = lo_now_ms() - t0;
+	if (took >= loop->stall_ms)
+		loop->stall_fn(loop->stall_arg, what, took);
+}
+
 int lo_run(struct lo_loop *loop)
 {
 	struct io_uring_cqe *cqe;
@@ -1136,7 +1195,7 @@ int lo_run(struct lo_loop *loop)
 			io_uring_cqe_seen(&loop->ring, cqe);
 			n++;
 			if (op)
-				lo_complete(loop, op, res);
+				lo_dispatch(loop, op, res);
 			if (loop->stop)
 				break;
 		}

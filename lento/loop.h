@@ -61,6 +61,16 @@ void lo_stop(struct lo_loop *loop);
 uint64_t lo_now_ms(void);
 
 /*
+ * A callback that holds the loop for @ms milliseconds or more is reported
+ * to @fn afterwards: what it was ("timer", "signal", "file", "poll",
+ * "accept", or "connection PEER") and how long it took. Everything else
+ * waited that long: leases, heartbeats, upcalls. @ms 0 turns it off.
+ */
+typedef void (*lo_stall_fn)(void *arg, const char *what, uint64_t ms);
+void lo_set_stall(struct lo_loop *loop, unsigned int ms, lo_stall_fn fn,
+		  void *arg);
+
+/*
  * Addresses: "HOST:PORT" (a name or an IPv4 address), "[IPv6]:PORT",
  * or "unix:PATH" for a local stream socket. Port 0 picks a free port
  * (lo_listener_addr() tells which).

@@ -1852,6 +1852,7 @@ int server_main(const struct server_opts *o)
 		snprintf(err, sizeof(err), "%s", strerror(-e));
 	if (!e)
 		e = lo_timer(srv.loop, TICK_MS, tick, &srv);
+	lo_set_stall(srv.loop, LOG_STALL_MS, log_stall, NULL);
 	if (!e)
 		e = lo_signal(srv.loop, SIGTERM, on_signal, &srv);
 	if (!e)

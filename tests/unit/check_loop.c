@@ -463,6 +463,50 @@ START_TEST(timer_period)
 }
 END_TEST
 
+struct stall {
+	int ticks, reports;
+	char what[64];
+	uint64_t ms;
+};
+
+/* The second tick holds the loop 60 ms; the fourth stops it. */
+static void slow_timer(struct lo_loop *loop, void *arg)
+{
+	struct stall *st = arg;
+
+	if (++st->ticks == 2)
+		usleep(60 * 1000);
+	if (st->ticks == 4)
+		lo_stop(loop);
+}
+
+static void on_stall(void *arg, const char *what, uint64_t ms)
+{
+	struct stall *st = arg;
+
+	st->reports++;
+	snprintf(st->what, sizeof(st->what), "%s", what);
+	st->ms = ms;
+}
+
+/* A callback that holds the loop is reported once, with its kind and time. */
+START_TEST(stall_reported)
+{
+	struct lo_loop *loop;
+	struct stall st = { 0 };
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_timer(loop, 5, slow_timer, &st), 0);
+	lo_set_stall(loop, 40, on_stall, &st);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(st.ticks, 4);
+	ck_assert_int_eq(st.reports, 1);
+	ck_assert_str_eq(st.what, "timer");
+	ck_assert_uint_ge(st.ms, 60);
+	lo_loop_free(loop);
+}
+END_TEST
+
 static void on_signal(struct lo_loop *loop, int signo, void *arg)
 {
 	*(int *)arg = signo;
@@ -645,6 +689,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, bad_addresses);
 	tcase_add_test(tc, unix_reclaim);
 	tcase_add_test(tc, timer_period);
+	tcase_add_test(tc, stall_reported);
 	tcase_add_test(tc, signal_stops);
 	tcase_add_test(tc, file_write_fsync);
 	tcase_add_test(tc, poll_readable);
