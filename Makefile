@@ -250,7 +250,7 @@ tests/bin/unit-cache: tests/unit/check_cache.c lento/cache.c lento/cache.h \
 # (tests/lib/kmlgen.c), read through the ring, turned into the CML.
 KAPPLYLIB := lento/kml_read.c lento/kml_read.h lento/kml_apply.c \
 	lento/kml_apply.h tests/lib/kmlgen.c tests/lib/kmlgen.h $(LOOPLIB) \
-	lento/cache.c lento/cache.h $(CMLLIB) $(KMLLIB)
+	lento/cache.c lento/cache.h lento/log.c lento/log.h $(CMLLIB) $(KMLLIB)
 UNITS += tests/bin/unit-kmlapply
 
 tests/bin/unit-kmlapply: tests/unit/check_kmlapply.c $(KAPPLYLIB)
@@ -258,7 +258,7 @@ tests/bin/unit-kmlapply: tests/unit/check_kmlapply.c $(KAPPLYLIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ \
 		tests/unit/check_kmlapply.c lento/kml_read.c lento/kml_apply.c \
 		tests/lib/kmlgen.c lento/loop.c lento/cache.c lento/cml.c \
-		lento/cml_opt.c protocol/kml.c -luring \
+		lento/cml_opt.c lento/log.c protocol/kml.c -luring \
 		$$(pkg-config --cflags --libs check sqlite3)
 
 bench/bin/microbench: bench/microbench.c

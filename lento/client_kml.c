@@ -235,10 +235,10 @@ void kml_consume(struct client *cl, struct fset *fs)
 	err = j->pos_loaded ? 0 : pos_load(cl, fs);
 	err = err ?: start_reading(cl, fs, v);
 	poskey(key, sizeof(key), fs->volume);
-	for (uint64_t t0 = lo_now_ms(); !err && !kml_caught_up(fs) &&
-	     lo_now_ms() - t0 < KML_RUN_MS;) {
-		n = kapply_batch(&j->ka, j->kr, j->durable, KML_BATCH_MAX, key,
-				 &j->pos, read_more, fs, &why);
+	for (uint64_t until = lo_now_ms() + KML_RUN_MS; !err &&
+	     !kml_caught_up(fs) && lo_now_ms() < until;) {
+		n = kapply_batch(&j->ka, j->kr, j->durable, KML_BATCH_MAX,
+				 until, key, &j->pos, read_more, fs, &why);
 		if (n <= 0) {
 			err = n;
 			break;

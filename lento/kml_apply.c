@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "cml.h"
+#include "log.h"
 
 struct kapply_dirent {
 	char name[LENTO_NAME_MAX + 1];
@@ -979,6 +981,26 @@ static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
 		     struct cache_obj *o, int depth);
 
+/*
+ * What a recovery block made of a name, in lento's log: the records the
+ * crash lost are gone, so this is all an operator has to go by.
+ */
+__attribute__((format(printf, 4, 5)))
+static void said(struct kapply *ka, const struct lento_fid *dir,
+		 const char *name, const char *fmt, ...)
+{
+	char path[CACHE_PATH_MAX], what[256];
+	va_list ap;
+
+	if (cache_path(ka->cache, dir, path, sizeof(path)))
+		snprintf(path, sizeof(path), "?");
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	log_info("journal recovery: %s%s%s: %s", path, path[0] ? "/" : "",
+		 name, what);
+}
+
 /* The names @dir lost with it, each found elsewhere or gone, first. */
 static int lose_children(struct kapply *ka, const struct who *w,
 			 const struct lento_fid *dir, int depth)
@@ -1016,6 +1038,7 @@ static int lose_name(struct kapply *ka, const struct who *w,
 	struct lower_of lo = { .ka = ka };
 	struct lento_fid dir2, there;
 	char *slash;
+	uint32_t nlink;
 	int names = cache_name_count(ka->cache, &o->fid);
 	int err = cache_handles(ka->cache, &o->fid, try_handle, &lo);
 
@@ -1026,14 +1049,22 @@ static int lose_name(struct kapply *ka, const struct who *w,
 		*slash = 0;
 		/* Its name there, if the cache does not have it yet. */
 		err = fid_at_path(ka, lo.path, &dir2);
-		if (err)	/* -ENOENT: moved where the block goes later */
-			return err == -ENOENT ? 0 : err;
+		if (err == -ENOENT) {	/* moved where the block goes later */
+			said(ka, dir, name, "left as it is: the object lives "
+			     "on as %s, in a directory not known yet",
+			     lo.path);
+			return 0;
+		}
+		if (err)
+			return err;
 		if (cache_lookup(ka->cache, &dir2, slash + 1, &there) ==
 		    -ENOENT) {
 			struct rename_args a = { .dir = *dir, .dir2 = dir2,
 						 .name = name,
 						 .name2 = slash + 1, .o = o };
 
+			said(ka, dir, name, "moved to %s/%s (RENAME)", lo.path,
+			     slash + 1);
 			return rename_log(ka, w, &a);
 		}
 	}
@@ -1044,9 +1075,11 @@ static int lose_name(struct kapply *ka, const struct who *w,
 		if (err)
 			return err;
 	}
-	return remove_name(ka, w, dir, name, o, lo.found &&
-			   lo.sb.st_nlink < (nlink_t)names ?
-			   (uint32_t)lo.sb.st_nlink : (uint32_t)names - 1);
+	nlink = lo.found && lo.sb.st_nlink < (nlink_t)names ?
+		(uint32_t)lo.sb.st_nlink : (uint32_t)names - 1;
+	said(ka, dir, name, "gone (%s; %u names left)",
+	     o->type == LENTO_T_DIR ? "RMDIR" : "UNLINK", nlink);
+	return remove_name(ka, w, dir, name, o, nlink);
 }
 
 /* A listed entry whose handle lento does not know: a new object. */
@@ -1065,6 +1098,8 @@ static int listed_new(struct kapply *ka, const struct who *w,
 		return -errno;
 	}
 	close(fd);
+	said(ka, dir, e->name, "new (%s)", S_ISDIR(e->mode) ? "MKDIR" :
+	     "CREATE");
 	a.mode = sb.st_mode & 07777;
 	a.uid = sb.st_uid;
 	a.gid = sb.st_gid;
@@ -1129,8 +1164,11 @@ static int listed_known(struct kapply *ka, const struct who *w,
 					 .name = on.name, .name2 = e->name,
 					 .o = o };
 
+		said(ka, dir, e->name, "moved here from %s (RENAME)",
+		     on.name);
 		return rename_log(ka, w, &a);
 	}
+	said(ka, dir, e->name, "one more name (LINK)");
 	return add_link(ka, w, dir, e->name, o, lo.found ?
 			(uint32_t)lo.sb.st_nlink : 0);
 }
@@ -1161,9 +1199,15 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 		if (!cache_lookup(ka->cache, &dir, e->name, &fid))
 			continue;	/* as it was, or moved here just now */
 		err = lookup_handle(ka, &e->h, &fid);
-		if (err == -ENOENT)
+		err = err ?: get(ka, &fid, &o);
+		/*
+		 * A handle lento knows for an object it removed: a removal
+		 * the log kept and the crash lost. The server dropped that
+		 * object, so for lento it is a new one now.
+		 */
+		if (err == -ENOENT || (!err && !o.nlink))
 			err = listed_new(ka, &w, &dir, e);
-		else if (!err && !(err = get(ka, &fid, &o)))
+		else if (!err)
 			err = listed_known(ka, &w, &dir, e, &o);
 	}
 	list_clear(ka);
@@ -1231,8 +1275,8 @@ int kapply_record(struct kapply *ka, const struct kml_record *r)
 /* ------------------------------------------------------------ batches */
 
 int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
-		 uint32_t max, const char *poskey, uint64_t *pos,
-		 lo_file_fn more, void *arg, const char **why)
+		 uint32_t max, uint64_t until_ms, const char *poskey,
+		 uint64_t *pos, lo_file_fn more, void *arg, const char **why)
 {
 	struct kml_record r;
 	uint64_t last = *pos;
@@ -1240,7 +1284,7 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 	int rc = 0, err = cache_begin(ka->cache);
 
 	*why = NULL;
-	while (!err && n < max &&
+	while (!err && n < max && (!n || !until_ms || lo_now_ms() < until_ms) &&
 	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
 		err = kapply_record(ka, &r);
 		if (err == KAPPLY_UNMAPPED)

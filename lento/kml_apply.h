@@ -94,8 +94,10 @@ int kapply_record(struct kapply *ka, const struct kml_record *r);
  * One batch: the records @kr has up to @limit (presto's KML_DURABLE), at
  * most @max of them, applied in one transaction that also stores the
  * position -- the last record consumed -- in cache_meta @poskey and
- * *@pos. A recovery listing still gathering DIRENTs changes nothing yet,
- * so the position stored stops before its RESYNC_DIR: a lento that
+ * *@pos. The batch ends early once the loop's clock reaches @until_ms
+ * (0: no limit), after the record at hand: the caller holds the loop. A
+ * recovery listing still gathering DIRENTs changes nothing yet, so the
+ * position stored stops before its RESYNC_DIR: a lento that
  * restarts reads the listing again. Returns the records read (0: none
  * now; kread_busy() says whether @more will run), or -errno: then
  * nothing of the batch is kept, and the caller reads again from *@pos
@@ -104,8 +106,8 @@ int kapply_record(struct kapply *ka, const struct kml_record *r);
  * kapply_batch_end().
  */
 int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
-		 uint32_t max, const char *poskey, uint64_t *pos,
-		 lo_file_fn more, void *arg, const char **why);
+		 uint32_t max, uint64_t until_ms, const char *poskey,
+		 uint64_t *pos, lo_file_fn more, void *arg, const char **why);
 void kapply_batch_end(struct kapply *ka);
 /* A batch failed: the listing gathered is void (it is read again). */
 void kapply_reset(struct kapply *ka);

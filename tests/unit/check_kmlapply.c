@@ -175,6 +175,9 @@ struct run {
 
 static void step(void *arg, int res);
 
+/* Each batch's deadline (kapply_batch()'s @until_ms): 0, none. */
+static uint64_t batch_until;
+
 /* Batches until the limit, as client_kml.c runs them. */
 static void consume(struct run *run)
 {
@@ -182,8 +185,9 @@ static void consume(struct run *run)
 	int n;
 
 	do {
-		n = kapply_batch(&run->ka, run->kr, run->limit, 4, "kmlpos:vol",
-				 &run->pos, step, run, &why);
+		n = kapply_batch(&run->ka, run->kr, run->limit, 4,
+				 batch_until, "kmlpos:vol", &run->pos, step,
+				 run, &why);
 		kapply_batch_end(&run->ka);
 		run->batches += n > 0;
 	} while (n > 0);
@@ -540,6 +544,28 @@ static void resync_as_is(const char *path, struct kml_fh h)
 	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
 }
 
+/*
+ * "a" (fid { VOL, 0, 2 }) materialised in the lower at @path (its full
+ * path, made here) and recorded by its real handle, which is returned.
+ */
+static struct kml_fh materialise_a(char *path, size_t size)
+{
+	const struct lento_fid a = { VOL, 0, 2 };
+	struct kml_fh ah;
+	uint8_t b[8];
+	int fd;
+
+	snprintf(path, size, "%s/vol/a", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ah = real_handle("vol/a");
+	kapply_handle(ah.ino, ah.gen, b);
+	ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8, ah.ino),
+			 0);
+	return ah;
+}
+
 START_TEST(recovery_block)
 {
 	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 }, nf;
@@ -612,23 +638,11 @@ START_TEST(recovery_moved)
 	uint64_t n = 1;
 	char from[256], to[256];
 	struct run run;
-	int fd;
 
 	/* "a" materialised, recorded by its real handle, moved into d. */
-	snprintf(from, sizeof(from), "%s/vol/a", dir);
+	ah = materialise_a(from, sizeof(from));
 	snprintf(to, sizeof(to), "%s/vol/d", dir);
-	fd = open(from, O_CREAT | O_WRONLY, 0644);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
 	ck_assert_int_eq(mkdir(to, 0755), 0);
-	ah = real_handle("vol/a");
-	{
-		uint8_t b[8];
-
-		kapply_handle(ah.ino, ah.gen, b);
-		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
-						  ah.ino), 0);
-	}
 	snprintf(to, sizeof(to), "%s/vol/d/b", dir);
 	ck_assert_int_eq(rename(from, to), 0);
 	/* The root's listing (first) lacks "a"; d's has "b". */
@@ -662,20 +676,8 @@ START_TEST(recovery_moved_into_new_dir)
 	uint64_t two = 2, one = 1;
 	char from[256], to[256];
 	struct run run;
-	int fd;
 
-	snprintf(from, sizeof(from), "%s/vol/a", dir);
-	fd = open(from, O_CREAT | O_WRONLY, 0644);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	ah = real_handle("vol/a");
-	{
-		uint8_t b[8];
-
-		kapply_handle(ah.ino, ah.gen, b);
-		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
-						  ah.ino), 0);
-	}
+	ah = materialise_a(from, sizeof(from));
 	snprintf(to, sizeof(to), "%s/vol/n", dir);
 	ck_assert_int_eq(mkdir(to, 0755), 0);
 	nh = real_handle("vol/n");
@@ -702,6 +704,54 @@ START_TEST(recovery_moved_into_new_dir)
 	d = at(&n, "b");
 	ck_assert(lento_fid_eq(&d, &a));
 	ck_assert_int_eq(cache_lookup(c, &root, "a", &d), -ENOENT);
+}
+END_TEST
+
+/*
+ * The log kept the UNLINK of a's last name and the crash lost it: the
+ * lower still has "a", and recovery lists it. lento shipped the UNLINK
+ * (or will), so the server drops the object: "a" is a new object now, a
+ * CREATE with a fid of its own, never a LINK to the one that is gone.
+ */
+START_TEST(recovery_removal_lost)
+{
+	struct lento_fid a = { VOL, 0, 2 }, nf;
+	struct kmlgen_rec r = { .op = PRESTO_KML_UNLINK, .time_ns = T0,
+				.name = "a" };
+	struct kml_fh ah;
+	uint64_t two = 2;
+	char path[256];
+	struct run run;
+
+	ah = materialise_a(path, sizeof(path));
+	r.fh[PRESTO_KML_FH_DIR] = root_h;
+	r.fh[PRESTO_KML_FH_OBJ] = ah;
+	r.attr.valid = PRESTO_KML_A_NLINK | PRESTO_KML_A_CTIME;
+	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, ah, "a", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 2);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_UNLINK);
+	ck_assert(lento_fid_eq(&recs[0].obj, &a));
+	ck_assert_int_eq(recs[1].op, LENTO_OP_CREATE);
+	ck_assert_str_eq(recs[1].name, "a");
+	ck_assert(!lento_fid_eq(&recs[1].obj, &a));
+	nf = at(&root, "a");
+	ck_assert(lento_fid_eq(&recs[1].obj, &nf));
+	/* The handle names the new object from now on. */
+	{
+		struct lento_fid hf;
+		uint8_t b[8];
+
+		kapply_handle(ah.ino, ah.gen, b);
+		ck_assert_int_eq(cache_handle_lookup(c, KAPPLY_HTYPE, b, 8,
+						     &hf), 0);
+		ck_assert(lento_fid_eq(&hf, &nf));
+	}
 }
 END_TEST
 
@@ -797,6 +847,24 @@ START_TEST(segment_grows_while_read)
 }
 END_TEST
 
+/* A batch past its deadline ends after one record, and keeps it. */
+START_TEST(batch_ends_at_its_deadline)
+{
+	struct run run;
+
+	rec(PRESTO_KML_MKDIR, 2, 100, "n", NULL);		/* 1 */
+	rec(PRESTO_KML_CREATE, 100, 101, "f", NULL);		/* 2 */
+	store(101, 42, 0600);					/* 3 */
+	batch_until = 1;		/* long past */
+	ck_assert_int_eq(consume_upto(3, &run), 0);
+	batch_until = 0;
+	ck_assert_uint_eq(run.pos, 3);
+	ck_assert_int_eq(run.batches, 3);
+	list_cml();
+	ck_assert_int_eq(nrecs, 3);
+}
+END_TEST
+
 START_TEST(listing_across_batches)
 {
 	uint64_t n = 6;
@@ -833,8 +901,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, recovery_block);
 	tcase_add_test(tc, recovery_moved);
 	tcase_add_test(tc, recovery_moved_into_new_dir);
+	tcase_add_test(tc, recovery_removal_lost);
 	tcase_add_test(tc, recovery_gone_dir);
 	tcase_add_test(tc, listing_across_batches);
+	tcase_add_test(tc, batch_ends_at_its_deadline);
 	tcase_add_test(tc, segment_grows_while_read);
 	suite_add_tcase(s, tc);
 	return s;
