@@ -3,7 +3,7 @@
 
     dmlog.py --data DEV --log DEV --scratch DIR [--mnt DIR] [--seed S]
              [--seconds S] [--procs N] [--points P] [--tar-members N]
-             [--early N]
+             [--early N] [--e2e]
 
 Runs inside the test VM as root, presto loaded (or PRESTO_KO set). DEV
 (data) must be zeroed -- a fresh disk --, as the replays start from zeros;
@@ -33,6 +33,15 @@ the workload, and the mkfs: 2 GB is plenty). Everything on both is lost.
    preceded the point: fsynced-in-cache, fsynced-in-log, log-strict,
    history.
 
+With --e2e, the same end to end (I-2 and I-3 with lento): a lento server
+and a client A on the logged disk (tests/crash/e2e.py), the workload
+through A's presto mount; each crash point is replayed, mounted where the
+disk was, and checked as e2e.py checks a panicked round: presto's
+recovery, the server and A restarted on what the crash left, "lentoctl
+sync", and a client with an empty cache reading every fsync'd file and
+the whole tree back from the server. Fewer points, as each takes a
+minute or two under emulation.
+
 Prints "ok - ..." / "not ok - ..." per check of each point ("mount" for
 the mounts themselves), a table per check, and "N passed, N failed".
 The seed (printed; --seed or PRESTO_SEED) chooses the workload's random
@@ -40,6 +49,8 @@ choices and the sample of points; replaying a seed gives the same
 choices, not the same timings.
 """
 import argparse
+import contextlib
+import json
 import os
 import random
 import shutil
@@ -51,6 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import crashcheck  # noqa: E402
+import e2e  # noqa: E402
 
 REPLAY_LOG = os.path.join(TOP, "tools", "bin", "replay-log")
 KML_REPLAY = os.path.join(TOP, "tests", "integration", "kml_replay.py")
@@ -111,6 +123,12 @@ def record(args, mnt, scratch):
         run("mkfs.ext4", "-q", "-F", "-E",
             "nodiscard,lazy_itable_init=0,lazy_journal_init=0", dev)
         run("mount", dev, lw)
+        if args.e2e:
+            try:
+                workload_e2e(args, lw, scratch)
+            finally:
+                umount(lw)
+            return size
         try:
             os.mkdir(cache)
             run("mount", "-t", "presto", "-o", "lower=" + cache, "presto", p)
@@ -132,17 +150,8 @@ def record(args, mnt, scratch):
                 os.fsync(fd)
                 os.close(fd)
                 mark("mounted")
-                cmd = [sys.executable, os.path.join(HERE, "workload.py"), p,
-                       "--lower", cache, "--records",
-                       os.path.join(scratch, "records.jsonl"),
-                       "--seconds", str(args.seconds), "--procs",
-                       str(args.procs), "--seed", str(args.seed),
-                       "--mark", DM]
-                if os.path.exists(TARBALL):
-                    cmd += ["--tar", TARBALL, "--tar-members",
-                            str(args.tar_members)]
                 say("workload for %d s" % args.seconds)
-                wl = subprocess.run(cmd)
+                wl = subprocess.run(workload_cmd(args, p, cache, scratch))
                 if wl.returncode != 0:
                     raise RuntimeError("the workload failed (exit %d)" %
                                        wl.returncode)
@@ -153,6 +162,93 @@ def record(args, mnt, scratch):
     finally:
         run("dmsetup", "remove", "--noudevsync", DM, check=False)
     return size
+
+
+def workload_cmd(args, mnt, lower, scratch):
+    cmd = [sys.executable, os.path.join(HERE, "workload.py"), mnt,
+           "--lower", lower, "--records",
+           os.path.join(scratch, "records.jsonl"),
+           "--seconds", str(args.seconds), "--procs", str(args.procs),
+           "--seed", str(args.seed), "--mark", DM]
+    if os.path.exists(TARBALL):
+        cmd += ["--tar", TARBALL, "--tar-members", str(args.tar_members)]
+    return cmd
+
+
+def workload_e2e(args, lw, scratch):
+    """--e2e's step 1: a server and client A in LW/e2e, A's presto mount
+    at /mnt/p, the workload through it; then everything stopped."""
+    d = os.path.join(lw, "e2e")
+    os.makedirs(d)
+    t = e2e.lr.Test("dmlog-e2e", d)
+    try:
+        srv = t.server(heartbeat_ms=3000)
+        srv.volume(e2e.VOL)
+        a = e2e.Fileset(d, "a", srv, "/mnt/p")
+        t.procs.append(a)
+        a.start().mount()
+        # Crash points start here: server, cache and mount are ready.
+        run("sync", "-f", lw)
+        mark("cache-ready")
+        say("workload for %d s, through lento" % args.seconds)
+        wl = subprocess.run(workload_cmd(args, a.mnt, a.lower, scratch))
+        if wl.returncode != 0:
+            raise RuntimeError("the workload failed (exit %d)" %
+                               wl.returncode)
+    finally:
+        umount("/mnt/p")
+        for p in t.finish():
+            print("# " + p.splitlines()[0], flush=True)
+
+
+@contextlib.contextmanager
+def replayed(args, size, scratch, how, where):
+    """The disk at one crash point: the log replayed (tools/bin/replay-log
+    @how) onto a fresh sparse image of the data disk's @size, which is
+    mounted as ext4 on @where (its journal recovered) for the block.
+    Yields when the replay started and how long it took. RuntimeError if
+    the mount fails."""
+    img = os.path.join(scratch, "replay.img")
+    if os.path.exists(img):
+        os.unlink(img)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    loop = None
+    try:
+        t = time.monotonic()
+        run(REPLAY_LOG, "--log", args.log, "--replay", img, *how)
+        t_replay = time.monotonic() - t
+        loop = run("losetup", "-f", "--show", img).stdout.strip()
+        p = run("mount", "-t", "ext4", loop, where, check=False)
+        if p.returncode != 0:
+            raise RuntimeError("mount ext4: " + p.stdout.strip())
+        try:
+            yield t, t_replay
+        finally:
+            umount(where)
+    finally:
+        if loop:
+            run("losetup", "-d", loop, check=False)
+
+
+def check_point_e2e(args, size, mnt, scratch, records, point):
+    """--e2e: replay one crash point onto the disk's place and check it
+    as e2e.py checks a round: {check: passed}."""
+    entry, label, how, upto = point
+    label = "%s@%d" % (label, entry)
+    lw = os.path.join(mnt, "lw")
+    recs = os.path.join(scratch, "records-upto.jsonl")
+    with open(recs, "w") as f:
+        for r in records[:upto]:
+            f.write(json.dumps(r) + "\n")
+    try:
+        with replayed(args, size, scratch, how, lw):
+            say("%s: records 1..%d fsync'd before it" % (label, upto))
+            c = e2e.check(os.path.join(lw, "e2e"), recs, label)
+            return {"e2e": (c.passed, c.failed)}
+    except RuntimeError as e:
+        print("not ok - %s mount: %s" % (label, e), flush=True)
+        return {"e2e": (0, 1)}
 
 
 def points(args, rng):
@@ -212,54 +308,38 @@ def check_point(args, size, mnt, scratch, records, point, explain):
     """Replay, mount, check one crash point: {check: passed}."""
     entry, label, how, upto = point
     label = "%s@%d" % (label, entry)
-    img = os.path.join(scratch, "replay.img")
     r, rp = os.path.join(mnt, "r"), os.path.join(mnt, "rp")
     for d in (r, rp):
         os.makedirs(d, exist_ok=True)
-    if os.path.exists(img):
-        os.unlink(img)
-    with open(img, "wb") as f:
-        f.truncate(size)
-    loop = None
     try:
-        t = time.monotonic()
-        run(REPLAY_LOG, "--log", args.log, "--replay", img, *how)
-        t_replay = time.monotonic() - t
-        loop = run("losetup", "-f", "--show", img).stdout.strip()
-        p = run("mount", "-t", "ext4", loop, r, check=False)
-        if p.returncode != 0:
-            raise RuntimeError("mount ext4: " + p.stdout.strip())
-        try:
-            cache = os.path.join(r, "cache")
-            p = run("mount", "-t", "presto", "-o", "lower=" + cache, "presto",
-                    rp, check=False)
-            if p.returncode != 0:
-                klog = run("dmesg", check=False).stdout.splitlines()
-                klog = [l for l in klog if "presto" in l][-2:]
-                raise RuntimeError("mount presto: %s; kernel log: %s" % (
-                    p.stdout.strip().splitlines()[0], " / ".join(klog)))
-            p = run("umount", rp, check=False)
-            if p.returncode != 0:
-                raise RuntimeError("umount presto: " + p.stdout.strip())
-            print("ok - %s mount (records 1..%d fsync'd before it; "
-                  "replay %.1f s, mounts %.1f s)" % (
-                      label, upto, t_replay,
-                      time.monotonic() - t - t_replay), flush=True)
-            res = {"mount": True}
-            res.update(crashcheck.run_checks(
-                cache, records[:upto], os.path.join(scratch, "snap"),
-                os.path.join(scratch, "snap.map.json"),
-                os.path.join(scratch, "work"), label, explain))
-            return res
-        finally:
-            umount(rp)
-            umount(r)
+        with replayed(args, size, scratch, how, r) as (t, t_replay):
+            try:
+                cache = os.path.join(r, "cache")
+                p = run("mount", "-t", "presto", "-o", "lower=" + cache,
+                        "presto", rp, check=False)
+                if p.returncode != 0:
+                    klog = run("dmesg", check=False).stdout.splitlines()
+                    klog = [l for l in klog if "presto" in l][-2:]
+                    raise RuntimeError("mount presto: %s; kernel log: %s" % (
+                        p.stdout.strip().splitlines()[0], " / ".join(klog)))
+                p = run("umount", rp, check=False)
+                if p.returncode != 0:
+                    raise RuntimeError("umount presto: " + p.stdout.strip())
+                print("ok - %s mount (records 1..%d fsync'd before it; "
+                      "replay %.1f s, mounts %.1f s)" % (
+                          label, upto, t_replay,
+                          time.monotonic() - t - t_replay), flush=True)
+                res = {"mount": True}
+                res.update(crashcheck.run_checks(
+                    cache, records[:upto], os.path.join(scratch, "snap"),
+                    os.path.join(scratch, "snap.map.json"),
+                    os.path.join(scratch, "work"), label, explain))
+                return res
+            finally:
+                umount(rp)
     except RuntimeError as e:
         print("not ok - %s mount: %s" % (label, e), flush=True)
         return {"mount": False}
-    finally:
-        if loop:
-            run("losetup", "-d", loop, check=False)
 
 
 def main():
@@ -277,6 +357,8 @@ def main():
     ap.add_argument("--tar-members", type=int, default=400)
     ap.add_argument("--early", type=int, default=2,
                     help="flush points taken right after the mount")
+    ap.add_argument("--e2e", action="store_true",
+                    help="end to end, with a lento server and client")
     args = ap.parse_args()
     say("seed %d (replay with PRESTO_SEED=%d), data %s, log %s" % (
         args.seed, args.seed, args.data, args.log))
@@ -296,22 +378,28 @@ def main():
     rng = random.Random(args.seed)
     pts = points(args, rng)
     say("%d records; checking %d points" % (len(records), len(pts)))
-    table = {c: [0, 0] for c in CHECKS}
+    table = {c: [0, 0] for c in (("e2e",) if args.e2e else CHECKS)}
     for pt in pts:
+        if args.e2e:
+            p, f = check_point_e2e(args, size, args.mnt, scratch, records,
+                                   pt)["e2e"]
+            table["e2e"][0] += p
+            table["e2e"][1] += f
+            continue
         # kml_replay.py explain for the first history that differs only.
         explain = table["history"][1] == 0
         for c, ok in check_point(args, size, args.mnt, scratch, records,
                                  pt, explain).items():
             table[c][0 if ok else 1] += 1
     # The replayed image and copy are big; the records and snapshot stay.
-    for f in ("replay.img", "work"):
+    for f in ("replay.img", "work", "records-upto.jsonl"):
         f = os.path.join(scratch, f)
         if os.path.isdir(f):
             shutil.rmtree(f)
         elif os.path.exists(f):
             os.unlink(f)
     say("%d points checked (seed %d):" % (len(pts), args.seed))
-    for c in CHECKS:
+    for c in table:
         print("dmlog:   %-17s %3d passed, %3d failed" % (c, *table[c]))
     passed = sum(v[0] for v in table.values())
     failed = sum(v[1] for v in table.values())

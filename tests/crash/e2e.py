@@ -32,8 +32,9 @@ the server. Checks, each "ok - LABEL NAME" or "not ok - LABEL NAME: why":
   fsynced-at-server  every recorded file, read through C, is as recorded
                      (size, sha256, mode)
   trees-agree        A's tree and C's tree are equal (tests/bin/treecmp:
-                     names, types, modes, owners, sizes, contents, links;
-                     xattrs aside: the read path does not fetch them yet)
+                     names, types, modes, owners, sizes, contents, hard
+                     links and link counts; xattrs aside: the read path
+                     does not fetch them yet)
 
 Ends with "N passed, N failed"; exit status 0 iff all passed.
 """
@@ -160,6 +161,38 @@ def files_ok(root, recs):
     return True, "%d files" % len(recs)
 
 
+def explain(lines, cache, lentos):
+    """What the lentos, their logs and the recovery block say of the paths
+    in treecmp's first @lines."""
+    paths = set()
+    for line in lines:
+        if ": " not in line:
+            continue
+        name, rest = line.split(": ", 1)
+        paths.add(name)
+        if rest.startswith("hardlink: "):
+            other = rest[len("hardlink: "):].split(" != ")[0]
+            if other != "-":
+                paths.add(other)
+    for k in lentos:
+        for n in sorted(paths):
+            st, out = k.ctl("stat", VOL + "/" + n, ok=False)
+            print("#   %s %s: %s" % (k.name, n, " ".join(out.split())[:300]),
+                  flush=True)
+    names = {os.path.basename(n) for n in paths}
+    p = subprocess.run([KMLCAT, "--json", cache], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    for line in p.stdout.splitlines():
+        if any('"%s"' % n in line for n in names):
+            print("#   kml: " + line[:300], flush=True)
+    for k in lentos[:1]:
+        with open(k.log, errors="replace") as f:
+            for line in f:
+                if any(n in line for n in names):
+                    print("#   %s log: %s" % (k.name, line.rstrip()[:300]),
+                          flush=True)
+
+
 class Checks:
     def __init__(self, label):
         self.label = label
@@ -167,18 +200,21 @@ class Checks:
 
     def __call__(self, name, fn):
         """Run check @name: fn() -> (ok, detail). False if it failed."""
+        t0 = time.monotonic()
         try:
             ok, detail = fn()
         except Exception as e:
             ok, detail = False, "%s: %s" % (type(e).__name__, e)
             traceback.print_exc(file=sys.stdout)
+        dt = time.monotonic() - t0
         if ok:
             self.passed += 1
-            print("ok - %s %s (%s)" % (self.label, name, detail), flush=True)
+            print("ok - %s %s (%s; %.0f s)" % (self.label, name, detail, dt),
+                  flush=True)
         else:
             self.failed += 1
-            print("not ok - %s %s: %s" % (self.label, name, detail),
-                  flush=True)
+            print("not ok - %s %s: %s (%.0f s)" % (self.label, name, detail,
+                                                   dt), flush=True)
         return ok
 
 
@@ -221,7 +257,16 @@ def check(d, records, label):
             return c
 
         def synced():
-            a.sync(timeout=600)
+            try:
+                a.sync(timeout=300)
+            except lr.Fail as e:
+                # Where the client stands: the permit, what is pending,
+                # the last round's result.
+                st = a.status()
+                return False, "%s; status: %s" % (
+                    str(e).strip()[:200],
+                    json.dumps({k: st.get(k) for k in (
+                        "state", "last_error", "volumes")})[:1500])
             v = a.volstat(VOL)
             if v["pending_records"] or v["stuck"] or v["conflict"]:
                 return False, "pending %d, stuck %s, conflict %s" % (
@@ -237,6 +282,10 @@ def check(d, records, label):
             p = subprocess.run([TREECMP, "--no-xattrs", a.mnt, cl.mnt],
                                stdout=subprocess.PIPE, text=True)
             lines = p.stdout.splitlines()
+            for line in lines[:6]:
+                print("#   " + line, flush=True)
+            if p.returncode != 0:
+                explain(lines[:3], cache, (a, cl))
             return p.returncode == 0, "; ".join(lines[-4:])
         c("trees-agree", agree)
     finally:
@@ -260,4 +309,5 @@ def main():
                  "check DIR RECORDS LABEL")
 
 
-main()
+if __name__ == "__main__":
+    main()
