@@ -954,19 +954,29 @@ struct lower_of {
 	bool found;
 };
 
+/* A handle as cache_handles() gives it, as presto names it; or false. */
+static bool blob_fh(int type, const void *handle, size_t len,
+		    struct kml_fh *h)
+{
+	uint32_t ino;
+
+	if (type != KAPPLY_HTYPE || len != 8)
+		return false;
+	memcpy(&ino, handle, 4);
+	memcpy(&h->gen, (const uint8_t *)handle + 4, 4);
+	h->ino = ino;
+	return true;
+}
+
 /* cache_handles: the first of @fid's handles that opens. */
 static int try_handle(void *arg, int type, const void *handle, size_t len)
 {
 	struct lower_of *lo = arg;
 	struct kml_fh h = { 0 };
-	uint32_t ino;
 	int fd;
 
-	if (type != KAPPLY_HTYPE || len != 8)
+	if (!blob_fh(type, handle, len, &h))
 		return 0;
-	memcpy(&ino, handle, 4);
-	memcpy(&h.gen, (const uint8_t *)handle + 4, 4);
-	h.ino = ino;
 	fd = open_handle(lo->ka, &h);
 	if (fd < 0)
 		return 0;
@@ -975,6 +985,65 @@ static int try_handle(void *arg, int type, const void *handle, size_t len)
 	if (lo->found && lower_path(lo->ka, &h, lo->path, sizeof(lo->path)))
 		lo->path[0] = 0;
 	return lo->found;
+}
+
+struct dir_fd {
+	struct kapply *ka;
+	int fd;
+};
+
+/* cache_handles: the first of a directory's handles that opens. */
+static int try_dir_handle(void *arg, int type, const void *handle,
+			  size_t len)
+{
+	struct dir_fd *d = arg;
+	struct kml_fh h = { 0 };
+
+	if (!blob_fh(type, handle, len, &h))
+		return 0;
+	d->fd = open_handle(d->ka, &h);
+	return d->fd >= 0;
+}
+
+/*
+ * The lower directory of @dir, opened O_PATH by its handle, or -1. Not by
+ * the cache's path of it: a rename of it or of a parent that the crash
+ * lost and the block has not restated yet leaves that path stale.
+ */
+static int open_dir(struct kapply *ka, const struct lento_fid *dir)
+{
+	struct dir_fd d = { .ka = ka, .fd = -1 };
+
+	if (lento_fid_eq(dir, &ka->root))
+		d.fd = open_handle(ka, &ka->root_h);
+	else if (cache_handles(ka->cache, dir, try_dir_handle, &d) < 0)
+		d.fd = -1;
+	return d.fd >= 0 ? d.fd : -1;
+}
+
+/*
+ * The directory at @path (VOLUME/a/b) in the lower: by its handle, which
+ * holds also after a rename the block has not restated yet, else by the
+ * cache's listings.
+ */
+static int dir_at_path(struct kapply *ka, const char *path,
+		       struct lento_fid *fid)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char b[MAX_HANDLE_SZ];
+	} h;
+	struct kml_fh kh = { 0 };
+	struct cache_obj o;
+	int mnt;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (!name_to_handle_at(cache_dirfd(ka->cache), path, &h.fh, &mnt, 0) &&
+	    blob_fh(h.fh.handle_type, h.fh.f_handle, h.fh.handle_bytes, &kh) &&
+	    !lookup_handle(ka, &kh, fid) && !get(ka, fid, &o) && o.nlink &&
+	    o.type == LENTO_T_DIR)
+		return 0;
+	return fid_at_path(ka, path, fid);
 }
 
 static int lose_name(struct kapply *ka, const struct who *w,
@@ -1048,7 +1117,7 @@ static int lose_name(struct kapply *ka, const struct who *w,
 	if (slash) {
 		*slash = 0;
 		/* Its name there, if the cache does not have it yet. */
-		err = fid_at_path(ka, lo.path, &dir2);
+		err = dir_at_path(ka, lo.path, &dir2);
 		if (err == -ENOENT) {	/* moved where the block goes later */
 			said(ka, dir, name, "left as it is: the object lives "
 			     "on as %s, in a directory not known yet",
@@ -1127,15 +1196,24 @@ static int find_old_name(void *arg, const struct lento_fid *dir,
 {
 	struct old_name *on = arg;
 	char path[CACHE_PATH_MAX + LENTO_NAME_MAX + 2];
+	int dfd = open_dir(on->ka, dir);
 	struct stat sb;
-	int err = cache_path(on->ka->cache, dir, path, CACHE_PATH_MAX);
+	bool here;
 
-	if (err)
+	if (dfd >= 0) {
+		here = !fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) &&
+		       sb.st_ino == on->ino;
+		close(dfd);
+	} else if (cache_path(on->ka->cache, dir, path, CACHE_PATH_MAX)) {
 		return 0;
-	strcat(path, "/");
-	strcat(path, name);
-	if (!fstatat(cache_dirfd(on->ka->cache), path, &sb,
-		     AT_SYMLINK_NOFOLLOW) && sb.st_ino == on->ino)
+	} else {
+		/* A directory lento has no handle of: by its path. */
+		strcat(path, "/");
+		strcat(path, name);
+		here = !fstatat(cache_dirfd(on->ka->cache), path, &sb,
+				AT_SYMLINK_NOFOLLOW) && sb.st_ino == on->ino;
+	}
+	if (here)
 		return 0;
 	on->dir = *dir;
 	snprintf(on->name, sizeof(on->name), "%s", name);

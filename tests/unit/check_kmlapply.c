@@ -755,6 +755,72 @@ START_TEST(recovery_removal_lost)
 }
 END_TEST
 
+/*
+ * A file with two names, p/x and r/y, in the cache's listings. The crash
+ * lost two renames: of p (now q in the lower) and of r/y (now s/z). Only
+ * s is restated. The name s/z took is r/y, not p/x: p's path in the
+ * listings is stale, but its handle finds q, where x still is.
+ */
+START_TEST(recovery_moved_beside_a_renamed_dir)
+{
+	struct lento_fid p = { VOL, 0, 20 }, r = { VOL, 0, 21 };
+	struct lento_fid s = { VOL, 0, 22 }, f = { VOL, 0, 23 }, got;
+	const char *dirs[] = { "vol/q", "vol/r", "vol/s" };
+	const struct lento_fid *fids[] = { &p, &r, &s };
+	struct kml_fh sh, fh_;
+	struct cache_obj o;
+	char path[256], to[256];
+	uint64_t one = 1;
+	struct run run;
+	uint8_t b[8];
+	int fd;
+
+	for (int i = 0; i < 3; i++) {
+		struct kml_fh h;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, dirs[i]);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+		o = obj(*fids[i], LENTO_T_DIR, 2, 5);
+		ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+		ck_assert_int_eq(cache_dirent_put(c, &root, i ? dirs[i] + 4 :
+						  "p", fids[i]), 0);
+		h = real_handle(dirs[i]);
+		kapply_handle(h.ino, h.gen, b);
+		ck_assert_int_eq(cache_handle_set(c, fids[i], KAPPLY_HTYPE, b,
+						  8, h.ino), 0);
+	}
+	snprintf(path, sizeof(path), "%s/vol/q/x", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(to, sizeof(to), "%s/vol/s/z", dir);
+	ck_assert_int_eq(link(path, to), 0);
+	o = obj(f, LENTO_T_REG, 2, 6);
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &p, "x", &f), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &r, "y", &f), 0);
+	fh_ = real_handle("vol/q/x");
+	kapply_handle(fh_.ino, fh_.gen, b);
+	ck_assert_int_eq(cache_handle_set(c, &f, KAPPLY_HTYPE, b, 8, fh_.ino),
+			 0);
+	sh = real_handle("vol/s");
+	recovered(PRESTO_KML_RESYNC_DIR, sh, sh, NULL, 0, &one, 8);
+	recovered(PRESTO_KML_DIRENT, sh, fh_, "z", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 1);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[0].obj, &f));
+	ck_assert(lento_fid_eq(&recs[0].dir, &r));
+	ck_assert_str_eq(recs[0].name, "y");
+	ck_assert(lento_fid_eq(&recs[0].dir2, &s));
+	ck_assert_str_eq(recs[0].name2, "z");
+	got = at(&p, "x");
+	ck_assert(lento_fid_eq(&got, &f));
+	ck_assert_int_eq(cache_lookup(c, &r, "y", &got), -ENOENT);
+}
+END_TEST
+
 START_TEST(recovery_gone_dir)
 {
 	struct lento_fid d = { VOL, 0, 3 }, x = { VOL, 0, 5 };
@@ -903,6 +969,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, recovery_moved_into_new_dir);
 	tcase_add_test(tc, recovery_removal_lost);
 	tcase_add_test(tc, recovery_gone_dir);
+	tcase_add_test(tc, recovery_moved_beside_a_renamed_dir);
 	tcase_add_test(tc, listing_across_batches);
 	tcase_add_test(tc, batch_ends_at_its_deadline);
 	tcase_add_test(tc, segment_grows_while_read);
