@@ -4,7 +4,9 @@
  * batches, and what the answers mean.
  *
  * When. A volume is shipped when its oldest record is older than the
- * aging window (--age-ms), at once when the server revokes its permit,
+ * aging window (--age-ms) and lento has consumed what presto journaled
+ * since (a backlog may still hold what cancels it; past twice the window
+ * it goes regardless), at once when the server revokes its permit,
  * when asked (lentoctl reintegrate, sync), when records were sent and not
  * acknowledged (a lost connection, a crash: they go again first), and
  * when the cache is full of dirty objects. One batch at a time per
@@ -54,6 +56,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "client_kernel.h"
 #include "cml.h"
 #include "log.h"
 #include "vv.h"
@@ -785,11 +788,29 @@ static void batch_start(struct client *cl, struct vol *v)
 	pump(cl, b);
 }
 
+/*
+ * Whether @v's oldest record has aged enough to go. Not while lento
+ * consumes a backlog of its fileset's journal (behind a burst of changes,
+ * or slow): what follows it there may cancel it -- the UNLINK of a file
+ * just made -- and the optimiser has not seen that yet. Past twice the
+ * window it goes regardless, so a journal never caught up still trickles.
+ */
+static bool aged(struct client *cl, struct vol *v, const struct cml_stats *cs)
+{
+	int64_t age = age_ms_of(cs);
+	struct fset *fs;
+
+	if (age < (int64_t)cl->age_ms)
+		return false;
+	fs = fset_by_volume(cl, v->cv.name);
+	return !fs || kml_caught_up(fs) || age >= 2 * (int64_t)cl->age_ms;
+}
+
 /* Whether @v's records should go now. */
 static bool due(struct client *cl, struct vol *v, const struct cml_stats *cs)
 {
 	return v->force || v->revoked || cs->shipped || cl->full_of_dirty ||
-	       age_ms_of(cs) >= cl->age_ms;
+	       aged(cl, v, cs);
 }
 
 static void release(struct client *cl, struct vol *v)
