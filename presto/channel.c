@@ -706,7 +706,7 @@ void presto_filesets_exit(void)
 int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
 			bool stats)
 {
-	u64 v[PRESTO_ST_NR];
+	u64 v[PRESTO_ST_NR], watched = 0;
 	struct nlattr *nest;
 	bool held;
 	int i, err;
@@ -726,12 +726,15 @@ int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
 			return -EMSGSIZE;
 	mutex_lock(&fs->mutex);
 	held = fs->sb && READ_ONCE(presto_sb(fs->sb)->permit);
+	if (fs->sb)
+		watched = presto_notify_watched(fs->sb);
 	mutex_unlock(&fs->mutex);
 	if (nla_put_u64_64bit(skb, PRESTO_S_PENDING, READ_ONCE(fs->pending),
 			      PRESTO_S_PAD) ||
 	    nla_put_u64_64bit(skb, PRESTO_S_REGISTERED, !!READ_ONCE(fs->portid),
 			      PRESTO_S_PAD) ||
-	    nla_put_u64_64bit(skb, PRESTO_S_PERMIT_HELD, held, PRESTO_S_PAD))
+	    nla_put_u64_64bit(skb, PRESTO_S_PERMIT_HELD, held, PRESTO_S_PAD) ||
+	    nla_put_u64_64bit(skb, PRESTO_S_WATCHED, watched, PRESTO_S_PAD))
 		return -EMSGSIZE;
 	nla_nest_end(skb, nest);
 	return 0;
@@ -805,6 +808,28 @@ int presto_fileset_progress(struct presto_fileset *fs, u64 id)
 	return ret;
 }
 
+/*
+ * A directory lento broke has watchers of its names: lento lists it again
+ * now, not at its next use, and NOTIFYs what came and went. Lost if
+ * lento's buffer is full: the watchers then hear of the names at the
+ * directory's next use. Caller holds fs->mutex.
+ */
+static void presto_watched_send(struct presto_fileset *fs,
+				const struct presto_handle *h)
+{
+	struct sk_buff *skb;
+	void *hdr;
+
+	skb = presto_msg_new(fs, PRESTO_CMD_WATCHED, &hdr);
+	if (!skb)
+		return;
+	if (nla_put(skb, PRESTO_A_HANDLE, sizeof(*h), h)) {
+		nlmsg_free(skb);
+		return;
+	}
+	presto_msg_send(fs, skb, hdr);
+}
+
 /* BREAK, SET_FLAGS and PURGE (@cmd) of the object named by @h. */
 int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
 			  const struct presto_handle *h, u32 flags, u64 epoch)
@@ -818,8 +843,11 @@ int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
 	}
 	switch (cmd) {
 	case PRESTO_CMD_BREAK:
-		if (presto_cb_apply(fs->sb, h, 0, flags, 0))
-			presto_count(fs, PRESTO_ST_BREAKS);
+		if (!presto_cb_apply(fs->sb, h, 0, flags, 0))
+			break;
+		presto_count(fs, PRESTO_ST_BREAKS);
+		if (presto_notify_break(fs->sb, h, flags))
+			presto_watched_send(fs, h);
 		break;
 	case PRESTO_CMD_SET_FLAGS:
 		presto_cb_apply(fs->sb, h, flags, 0, epoch);
@@ -831,6 +859,20 @@ int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
 		ret = -EINVAL;
 	}
 out:
+	mutex_unlock(&fs->mutex);
+	return ret;
+}
+
+/* lento made a change of the server's to a directory's names. */
+int presto_fileset_notify(struct presto_fileset *fs,
+			  const struct presto_handle *h, const char *name,
+			  u32 event)
+{
+	int ret = -ENOENT;
+
+	mutex_lock(&fs->mutex);
+	if (fs->sb)
+		ret = presto_notify_name(fs->sb, h, name, event);
 	mutex_unlock(&fs->mutex);
 	return ret;
 }

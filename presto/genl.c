@@ -12,6 +12,7 @@
  * in parallel (parallel_ops) under the fileset's own mutex, never under
  * the global genetlink mutex, which other families share.
  */
+#include <linux/bitops.h>
 #include <linux/netlink.h>
 #include <net/genetlink.h>
 #include <net/netlink.h>
@@ -31,6 +32,8 @@ static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_EPOCH]	= NLA_POLICY_MIN(NLA_U64, 1),
 	[PRESTO_A_SEQ]		= { .type = NLA_U64 },
 	[PRESTO_A_PERMIT]	= NLA_POLICY_MAX(NLA_U8, 1),
+	[PRESTO_A_NAME]		= { .type = NLA_NUL_STRING, .len = NAME_MAX },
+	[PRESTO_A_EVENT]	= NLA_POLICY_MASK(NLA_U32, PRESTO_EV_ALL),
 	/* What only presto sends. */
 	[PRESTO_A_ROOT]		= { .type = NLA_REJECT },
 	[PRESTO_A_TIMEOUT_MS]	= { .type = NLA_REJECT },
@@ -57,6 +60,7 @@ static const u32 presto_cmd_attrs[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_KML_ACK]	= A(FILESET) | A(SEQ),
 	[PRESTO_CMD_KML_SYNC]	= A(FILESET) | A(REQ),
 	[PRESTO_CMD_PERMIT]	= A(FILESET) | A(PERMIT),
+	[PRESTO_CMD_NOTIFY]	= A(FILESET) | A(HANDLE) | A(NAME) | A(EVENT),
 };
 #undef A
 
@@ -188,6 +192,17 @@ static int presto_cmd_progress(struct sk_buff *skb, struct genl_info *info)
 			nla_get_u64(info->attrs[PRESTO_A_REQ]));
 }
 
+/* HANDLE, into @h: -EINVAL (and said) if its padding is not zero. */
+static int presto_get_handle(struct genl_info *info, struct presto_handle *h)
+{
+	nla_memcpy(h, info->attrs[PRESTO_A_HANDLE], sizeof(*h));
+	if (h->pad) {
+		GENL_SET_ERR_MSG(info, "presto: handle padding is not zero");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* BREAK, SET_FLAGS and PURGE: the object named by HANDLE. */
 static int presto_cmd_object(struct sk_buff *skb, struct genl_info *info)
 {
@@ -195,14 +210,38 @@ static int presto_cmd_object(struct sk_buff *skb, struct genl_info *info)
 	struct nlattr *epoch = info->attrs[PRESTO_A_EPOCH];
 	struct presto_handle h;
 
-	nla_memcpy(&h, info->attrs[PRESTO_A_HANDLE], sizeof(h));
-	if (h.pad) {
-		GENL_SET_ERR_MSG(info, "presto: handle padding is not zero");
+	if (presto_get_handle(info, &h))
 		return -EINVAL;
-	}
 	return presto_fileset_object(info->user_ptr[0], info->genlhdr->cmd, &h,
 				     flags ? nla_get_u32(flags) : 0,
 				     epoch ? nla_get_u64(epoch) : 0);
+}
+
+/* One name of a directory: not empty, not . or .., no '/'. */
+static bool presto_one_name(const char *name)
+{
+	return name[0] && strcmp(name, ".") && strcmp(name, "..") &&
+	       !strchr(name, '/');
+}
+
+/* NOTIFY: a name the server added to (or removed from) a directory. */
+static int presto_cmd_notify(struct sk_buff *skb, struct genl_info *info)
+{
+	const char *name = nla_data(info->attrs[PRESTO_A_NAME]);
+	u32 event = nla_get_u32(info->attrs[PRESTO_A_EVENT]);
+	struct presto_handle h;
+
+	if (presto_get_handle(info, &h))
+		return -EINVAL;
+	if (!presto_one_name(name)) {
+		GENL_SET_ERR_MSG(info, "presto: NAME is not one name");
+		return -EINVAL;
+	}
+	if (hweight32(event & (PRESTO_EV_CREATE | PRESTO_EV_DELETE)) != 1) {
+		GENL_SET_ERR_MSG(info, "presto: EVENT is not CREATE or DELETE");
+		return -EINVAL;
+	}
+	return presto_fileset_notify(info->user_ptr[0], &h, name, event);
 }
 
 static int presto_cmd_stats(struct sk_buff *skb, struct genl_info *info)
@@ -255,6 +294,7 @@ static const struct genl_small_ops presto_ops[] = {
 	{ .cmd = PRESTO_CMD_KML_ACK, .doit = presto_cmd_kml_ack },
 	{ .cmd = PRESTO_CMD_KML_SYNC, .doit = presto_cmd_kml_sync },
 	{ .cmd = PRESTO_CMD_PERMIT, .doit = presto_cmd_permit },
+	{ .cmd = PRESTO_CMD_NOTIFY, .doit = presto_cmd_notify },
 };
 
 static struct genl_family presto_genl_family __ro_after_init = {

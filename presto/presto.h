@@ -283,6 +283,9 @@ int presto_fileset_kml_ack(struct presto_fileset *fs, u64 seq);
 int presto_fileset_kml_request(struct presto_fileset *fs, u64 req,
 			       bool revoke);
 int presto_fileset_grant(struct presto_fileset *fs);
+int presto_fileset_notify(struct presto_fileset *fs,
+			  const struct presto_handle *h, const char *name,
+			  u32 event);
 
 /* permit.c */
 int presto_permit_init(struct super_block *sb);
@@ -325,6 +328,13 @@ static inline bool presto_cb_valid(const struct inode *inode, u32 want)
 	return epoch && (epoch == PRESTO_EPOCH_LOCAL ||
 			 epoch == READ_ONCE(sbi->epoch));
 }
+
+/* notify.c */
+u64 presto_notify_watched(struct super_block *sb);
+bool presto_notify_break(struct super_block *sb, const struct presto_handle *h,
+			 u32 flags);
+int presto_notify_name(struct super_block *sb, const struct presto_handle *h,
+		       const char *name, u32 event);
 
 /* recover.c */
 int presto_recover(struct super_block *sb, unsigned int *anchors);

@@ -12,7 +12,9 @@
  * channel says how far they are durable (KML) and takes lento's
  * acknowledgements (KML_ACK). A change needs the fileset's write-back
  * permit, which presto asks lento for (the PERMIT upcall) and lento may
- * take back (PERMIT 0).
+ * take back (PERMIT 0). Names the server changed in a directory someone
+ * watches (inotify, fanotify) reach the watchers through WATCHED and
+ * NOTIFY.
  * Objects are named by their lower (ext4) inode: number and generation.
  */
 #ifndef _UAPI_PRESTO_GENL_H
@@ -50,6 +52,12 @@ enum presto_cmd {
 	PRESTO_CMD_PERMIT,	/* lento: FILESET, PERMIT[, REQ]: 1 grants, 0
 				 * revokes (answered by KML with REQ)
 				 */
+	PRESTO_CMD_WATCHED,	/* presto: FILESET, HANDLE: a directory lento
+				 * broke has watchers of its names
+				 */
+	PRESTO_CMD_NOTIFY,	/* lento: FILESET, HANDLE, NAME, EVENT: a name
+				 * the server added or removed
+				 */
 	__PRESTO_CMD_MAX,
 };
 #define PRESTO_CMD_MAX	(__PRESTO_CMD_MAX - 1)
@@ -73,6 +81,10 @@ enum presto_attr {
 	PRESTO_A_KML_DURABLE,	/* u64: records up to here are durable */
 	PRESTO_A_KML_ACKED,	/* u64: ... and acknowledged up to here */
 	PRESTO_A_PERMIT,	/* u8: 1 the write-back permit is held, 0 not */
+	PRESTO_A_NAME,		/* NUL-terminated string: one name, 1..255
+				 * bytes, no '/', not . or ..
+				 */
+	PRESTO_A_EVENT,		/* u32: PRESTO_EV_* */
 	__PRESTO_A_MAX,
 };
 #define PRESTO_A_MAX	(__PRESTO_A_MAX - 1)
@@ -96,6 +108,9 @@ enum presto_stat {
 	PRESTO_S_PERMIT,	/* PERMIT upcalls made */
 	PRESTO_S_REVOKES,	/* permits revoked by lento */
 	PRESTO_S_PERMIT_HELD,	/* 1 while the permit is held (a gauge) */
+	PRESTO_S_WATCHED,	/* objects of the mount that inotify or
+				 * fanotify watch (a gauge)
+				 */
 	__PRESTO_S_MAX,
 };
 #define PRESTO_S_MAX	(__PRESTO_S_MAX - 1)
@@ -107,6 +122,16 @@ enum presto_upcall_op {
 	/* The write-back permit (the root's handle); ERRNO 0 grants it. */
 	PRESTO_OP_PERMIT = 4,
 };
+
+/*
+ * NOTIFY's EVENT: exactly one of CREATE and DELETE, with DIR when the
+ * name is (was) a directory's.
+ */
+#define PRESTO_EV_CREATE	0x1
+#define PRESTO_EV_DELETE	0x2
+#define PRESTO_EV_DIR		0x4
+#define PRESTO_EV_ALL		(PRESTO_EV_CREATE | PRESTO_EV_DELETE | \
+				 PRESTO_EV_DIR)
 
 /* Kernel callback flags: what presto may serve without asking lento. */
 #define PRESTO_CB_ATTR	0x1	/* the attributes are current */

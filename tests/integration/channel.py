@@ -28,6 +28,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import genl  # noqa: E402
+import inotify  # noqa: E402
 from genl import A, CB_ALL, CB_ATTR, CB_DATA, OP  # noqa: E402
 
 EPOCH = 41
@@ -527,6 +528,99 @@ def case_dir_break(ext, mnt):
         m.umount()
 
 
+def case_watchers(ext, mnt):
+    """Changes from the server reach inotify: a file BREAK is a MODIFY;
+    a BREAK of a directory whose names are watched makes presto say
+    WATCHED, and lento's NOTIFYs become CREATE and DELETE events."""
+    m = Mount(ext, mnt)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    w = inotify.Watcher()
+    F = genl.a_str(A["FILESET"], m.name)
+    d = genl.a_handle(A["HANDLE"], *m.handle("d"))
+
+    def brk(rel, flags=CB_ALL):
+        check(l.call("BREAK", m.name, genl.a_handle(A["HANDLE"],
+                                                     *m.handle(rel)),
+                     genl.a_u32(A["FLAGS"], flags)) == 0, "BREAK " + rel)
+
+    def notify(h, name, ev):
+        return l.call("NOTIFY", m.name, h, genl.attr(A["NAME"],
+                                                     name + b"\0"),
+                      genl.a_u32(A["EVENT"], ev))
+
+    def seen(want, timeout=3):
+        evs = w.events(timeout)
+        got = [(os.path.basename(p), inotify.describe(mask), n)
+               for p, mask, n in evs]
+        check(got == want, "events %r, not %r" % (got, want))
+
+    try:
+        os.stat(m.mp("d/g"))         # in memory, as a watcher's would be
+        dwd = w.add(m.mp("d"), inotify.IN_CREATE | inotify.IN_DELETE |
+                    inotify.IN_MODIFY)
+        # A file: MODIFY, to its directory's watchers with its name.
+        brk("d/g")
+        seen([("d", "MODIFY", "g")])
+        check(l.next_msg(0.3, "WATCHED") is None, "WATCHED for a file")
+        # ATTR alone is no news of the content.
+        brk("d/g", CB_ATTR)
+        seen([])
+        # A directory whose names are watched: WATCHED, with its handle.
+        genl.set_cb(m.lp("d"), CB_ATTR, EPOCH)
+        brk("d", CB_DATA)
+        msg = l.next_msg(3, "WATCHED")
+        check(msg and msg.handle() == m.handle("d"), "WATCHED of d")
+        check(notify(d, b"new", genl.EV["CREATE"]) == 0, "NOTIFY CREATE")
+        check(notify(d, b"sub", genl.EV["CREATE"] | genl.EV["DIR"]) == 0,
+              "NOTIFY CREATE DIR")
+        check(notify(d, b"g", genl.EV["DELETE"]) == 0, "NOTIFY DELETE")
+        seen([("d", "CREATE", "new"), ("d", "CREATE|ISDIR", "sub"),
+              ("d", "DELETE", "g")])
+        # What NOTIFY refuses.
+        for name, ev, want, what in (
+                (b"a/b", genl.EV["CREATE"], (errno.EINVAL,), "a slash"),
+                (b"..", genl.EV["CREATE"], (errno.EINVAL,), ".."),
+                (b".", genl.EV["DELETE"], (errno.EINVAL,), "."),
+                (b"", genl.EV["CREATE"], (errno.EINVAL,), "no name"),
+                (b"x" * 256, genl.EV["CREATE"], (errno.EINVAL, errno.ERANGE),
+                 "256 bytes"),
+                (b"x", genl.EV["CREATE"] | genl.EV["DELETE"],
+                 (errno.EINVAL,), "CREATE and DELETE"),
+                (b"x", genl.EV["DIR"], (errno.EINVAL,), "DIR alone"),
+                (b"x", 8, (errno.EINVAL, errno.ERANGE), "an unknown event")):
+            err = notify(d, name, ev)
+            check(err in want, "NOTIFY with %s: %s" % (
+                what, errno.errorcode.get(err, err)))
+        rep, err = l.request("NOTIFY", F, d, genl.a_u32(A["EVENT"], 1))
+        check(err == errno.EINVAL, "NOTIFY without NAME")
+        os.stat(m.mp("f"))
+        check(notify(genl.a_handle(A["HANDLE"], *m.handle("f")), b"x",
+                     genl.EV["CREATE"]) == errno.ENOTDIR,
+              "NOTIFY of a file")
+        check(notify(genl.a_handle(A["HANDLE"], 1 << 40, 5), b"x",
+                     genl.EV["CREATE"]) == 0,
+              "NOTIFY of an object not in memory")
+        seen([])
+        l2 = genl.Lento()
+        try:
+            check(l2.call("NOTIFY", m.name, d, genl.attr(A["NAME"], b"y\0"),
+                          genl.a_u32(A["EVENT"], 1)) == errno.EPERM,
+                  "NOTIFY from a socket that is not the lento")
+        finally:
+            l2.close()
+        # Nobody watching the names: no WATCHED.
+        w.remove(dwd)
+        w.events(0.3)
+        brk("d", CB_DATA)
+        check(l.next_msg(0.5, "WATCHED") is None, "WATCHED, unwatched")
+    finally:
+        w.close()
+        l.close()
+        m.umount()
+
+
 def case_purge(ext, mnt):
     m = Mount(ext, mnt)
     m.warm_all(EPOCH)
@@ -937,6 +1031,7 @@ CASES = [
     ("new-lento-gets-pending-upcall", case_new_lento_resend),
     ("fetch-by-rename-reopens-open-keeps-old", case_fetch_renames),
     ("dir-break-refetches-names", case_dir_break),
+    ("server-changes-reach-inotify", case_watchers),
     ("purge-busy-while-open", case_purge),
     ("warm-remount-epoch-no-upcalls", case_warm_remount),
     ("local-creates-no-upcalls", case_local_creates),

@@ -47,6 +47,8 @@ A = {k[len("PRESTO_A_"):]: v for k, v in _enum(_text, "presto_attr").items()}
 S = {k[len("PRESTO_S_"):]: v for k, v in _enum(_text, "presto_stat").items()}
 OP = {k[len("PRESTO_OP_"):]: v
       for k, v in _enum(_text, "presto_upcall_op").items()}
+EV = {m.group(1): int(m.group(2), 16) for m in re.finditer(
+    r"#define PRESTO_EV_([A-Z]+)\s+0x([0-9a-f]+)", _text)}
 VERSION = int(re.search(r"#define PRESTO_GENL_VERSION\s+(\d+)", _text).group(1))
 CB_ATTR, CB_DATA = 1, 2
 CB_ALL = 3
