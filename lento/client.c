@@ -972,6 +972,7 @@ int client_main(const struct client_opts *o)
 	int e;
 
 	cl.age_ms = o->age_ms ? o->age_ms : CLIENT_AGE_MS;
+	cl.watch_ms = o->watch_ms_set ? o->watch_ms : CLIENT_WATCH_MS;
 	cl.cache_size = o->cache_size ? o->cache_size : CLIENT_CACHE_SIZE;
 	cl.crash_after_send = crash && *crash && strcmp(crash, "0");
 	e = client_start(&cl, err, sizeof(err));

@@ -10,10 +10,13 @@
 #ifndef LENTO_CLIENT_H
 #define LENTO_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define CLIENT_VOLUMES_MAX	32
 #define CLIENT_AGE_MS		5000	/* a record ships once this old */
+/* A watched fileset is revalidated this long after a volume break. */
+#define CLIENT_WATCH_MS		5000
 #define CLIENT_CACHE_SIZE	(1ull << 30)	/* bytes of cached content */
 
 struct client_opts {
@@ -26,6 +29,8 @@ struct client_opts {
 	const char *filesets[CLIENT_VOLUMES_MAX];
 	int nfilesets;
 	uint32_t age_ms;		/* 0: CLIENT_AGE_MS */
+	uint32_t watch_ms;		/* if watch_ms_set; else CLIENT_WATCH_MS */
+	bool watch_ms_set;
 	uint64_t cache_size;		/* 0: CLIENT_CACHE_SIZE */
 };
 

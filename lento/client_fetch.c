@@ -32,6 +32,7 @@
 #include "client_int.h"
 #include "cml.h"
 #include "log.h"
+#include "presto_genl.h"
 #include "vv.h"
 
 #define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
@@ -485,6 +486,10 @@ struct listing {
 	char **targets;		/* owned copies, NUL-ended, or NULL */
 	uint32_t n;		/* entries kept */
 	uint32_t seen;		/* entries received (.presto is not kept) */
+	/* Names that came and went since a complete listing, for NOTIFY. */
+	struct name_event *ev;
+	size_t nev, capev;
+	bool tell;		/* the cache had a complete listing before */
 };
 
 static void listing_free(struct job *j)
@@ -495,6 +500,7 @@ static void listing_free(struct job *j)
 		free(li->targets[i]);
 	free(li->targets);
 	free(li->e);
+	free(li->ev);
 	free(li);
 }
 
@@ -635,17 +641,41 @@ static int relink_names(struct client *cl, const struct lento_fid *fid,
 	return err ?: np.err;
 }
 
+/* A name that came or went, for the watchers, if the listing tells. */
+static int listing_event(struct listing *li, const char *name, int type,
+			 uint32_t event)
+{
+	if (!li->tell)
+		return 0;
+	if (li->nev == li->capev) {
+		size_t cap = li->capev ? 2 * li->capev : 16;
+		struct name_event *p = realloc(li->ev, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		li->ev = p;
+		li->capev = cap;
+	}
+	snprintf(li->ev[li->nev].name, sizeof(li->ev[0].name), "%s", name);
+	li->ev[li->nev++].event = event |
+				  (type == LENTO_T_DIR ? PRESTO_EV_DIR : 0);
+	return 0;
+}
+
 /* An old entry went at the server: its name, and its object if clean. */
-static int drop_entry(struct client *cl, const char *dirpath,
-		      const struct lento_fid *dir, const struct old_ent *oe)
+static int drop_entry(struct client *cl, struct listing *li,
+		      const char *dirpath, const struct lento_fid *dir,
+		      const struct old_ent *oe)
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
 	int err = cache_obj_get(cl->cache, &oe->fid, &o, NULL, 0);
+	int type = err ? 0 : o.type;
 
 	if (!err && o.dirty)
 		return 0;	/* local changes win until reintegrated */
-	err = join(path, dirpath, oe->name);
+	err = listing_event(li, oe->name, type, PRESTO_EV_DELETE);
+	err = err ?: join(path, dirpath, oe->name);
 	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
 	if (!err && cache_name_count(cl->cache, &oe->fid) == 0) {
 		err = cache_obj_del(cl->cache, &oe->fid);
@@ -661,6 +691,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		      const struct lento_fid *dir, const struct lp_dirent *e,
 		      const char *target)
 {
+	struct listing *li = j->priv;
 	char path[CACHE_PATH_MAX];
 	struct lento_fid was;
 	struct cache_obj old, o = { 0 };
@@ -669,8 +700,12 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 			 lento_fid_eq(&was, &e->de.st.fid);
 	bool same = have && old.type == e->de.st.type &&
 		    lento_vv_eq(&old.vv, &e->de.st.vv);
-	int err;
+	int err = same_name ? 0 : listing_event(li, e->de.name,
+						  e->de.st.type,
+						  PRESTO_EV_CREATE);
 
+	if (err)
+		return err;
 	if (have && old.dirty)
 		return same_name ? 0 :
 		       cache_dirent_put(cl->cache, dir, e->de.name,
@@ -733,6 +768,8 @@ static int listing_apply(struct job *j)
 	if (err == -ENOENT)
 		return 0;	/* not reachable any more */
 	listing_sort(li);
+	/* A first listing is no news: the names were there all along. */
+	li->tell = d.data;
 	obj_from_status(&nd, &li->dir);
 	nd.valid = !j->broken;
 	nd.data = true;
@@ -741,7 +778,7 @@ static int listing_apply(struct job *j)
 	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
-			err = drop_entry(cl, dirpath, &j->fid, &ol.e[i]);
+			err = drop_entry(cl, li, dirpath, &j->fid, &ol.e[i]);
 	/* Every new name is in this directory: one fsync of it at the end. */
 	cache_defer_dirsync(cl->cache, true);
 	for (uint32_t i = 0; !err && i < li->n; i++) {
@@ -819,6 +856,7 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 {
 	struct job *j = arg;
 	struct client *cl = j->cl;
+	struct listing *li = j->priv;
 
 	reply_over(j, f, err);
 	if (err)
@@ -841,11 +879,13 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 		if (err)
 			cache_rollback(cl->cache);
 	}
-	if (err)
+	if (err) {
 		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
 			strerror(-err));
-	else
+	} else {
 		cl->st.listings++;
+		kclient_notify(cl, &j->fid, li->ev, li->nev);
+	}
 	job_end(j, err);
 	return 0;
 }

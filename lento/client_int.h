@@ -151,6 +151,7 @@ struct client {
 	uint64_t epoch;		/* of the current (or last) connection */
 	bool epoch_known;
 	uint32_t age_ms;
+	uint32_t watch_ms;	/* a watched fileset revalidated after (0: no) */
 	uint64_t cache_size;
 	struct vol *vols;
 	struct job *jobs;
@@ -267,6 +268,17 @@ void kclient_job_ended(struct client *cl, struct job *j);
 /* The server broke @fid / the whole of @v. */
 void kclient_break_fid(struct client *cl, const struct lento_fid *fid);
 void kclient_break_volume(struct client *cl, struct vol *v);
+/* A name the server added to or removed from a directory (NOTIFY). */
+struct name_event {
+	char name[LENTO_NAME_MAX + 1];
+	uint32_t event;			/* PRESTO_EV_* */
+};
+/*
+ * The server's changes to the names of @dir, done in the cache: presto
+ * tells the directory's watchers (inotify, fanotify).
+ */
+void kclient_notify(struct client *cl, const struct lento_fid *dir,
+		    const struct name_event *ev, size_t n);
 /* The object at @path (of @volume) changed under its name. */
 void kclient_clear_flags(struct client *cl, uint32_t volume, const char *path);
 /* A new complete body at @path (a temporary file) for @fid: its flags. */

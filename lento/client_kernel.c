@@ -840,6 +840,104 @@ void kclient_break_fid(struct client *cl, const struct lento_fid *fid)
 	break_path(cl, fs, path, v && lento_fid_eq(fid, &v->cv.root));
 }
 
+/*
+ * presto says a directory lento broke has watchers of its names: list it
+ * now rather than at its next use, so that they hear of the names the
+ * server changed (listing_apply NOTIFYs them).
+ */
+static void on_watched(struct client *cl, struct fset *fs,
+		       const struct kmsg *m)
+{
+	struct vol *v = vol_by_name(cl, fs->volume);
+	struct lento_fid fid;
+	int err;
+
+	if (!v || !fs->root_ok || !connected(cl) ||
+	    fid_of_handle(cl, fs, v, &m->handle, &fid))
+		return;
+	err = job_start(cl, J_READDIR, 0, &fid, NULL, NULL);
+	if (err)
+		log_warn("fileset %s: listing a watched directory again: %s",
+			 fs->name, strerror(-err));
+	else
+		fs->watched++;
+}
+
+void kclient_notify(struct client *cl, const struct lento_fid *dir,
+		    const struct name_event *ev, size_t n)
+{
+	struct fset *fs = fset_of_volume(cl, dir->volume);
+	struct vol *v = vol_by_id(cl, dir->volume);
+	struct kcmd c = { .cmd = PRESTO_CMD_NOTIFY,
+			  .have = KA(HANDLE) | KA(NAME) | KA(EVENT) };
+	char path[CACHE_PATH_MAX];
+	int err = 0;
+
+	if (!n || !fs || !v || !fset_live(fs))
+		return;
+	c.fileset = fs->name;
+	if (lento_fid_eq(dir, &v->cv.root))
+		c.handle = fs->root;
+	else if (cache_path(cl->cache, dir, path, sizeof(path)) ||
+		 handle_of(cl, path, &c.handle))
+		return;
+	/* No ack: what presto makes of a name is the watchers' business. */
+	for (size_t i = 0; !err && i < n; i++) {
+		c.name = ev[i].name;
+		c.event = ev[i].event;
+		err = kchan_send(cl->k->kc, &c, NULL, NULL);
+	}
+	if (err)
+		log_warn("fileset %s: NOTIFY: %s", fs->name, strerror(-err));
+	else
+		fs->notified += n;
+}
+
+/*
+ * After the server broke the whole volume nothing is revalidated until
+ * the fileset's next use, which a process that only watches it never
+ * makes. So lento asks presto whether anything in it is watched and, if
+ * so, revalidates the volume after --watch-ms: what changed is broken
+ * object by object, and the watchers hear of it. The delay bounds how
+ * often watchers here take the permit back from a client writing there.
+ */
+static void watch_answer(void *arg, int err, const struct kmsg *reply)
+{
+	struct fset *fs = arg;
+
+	if (err || !reply || !(reply->stat_have & (1u << PRESTO_S_WATCHED)) ||
+	    !reply->stat[PRESTO_S_WATCHED])
+		return;
+	if (!fs->revalidate_at_ms)
+		fs->revalidate_at_ms = lo_now_ms() + fs->watch_ms;
+}
+
+static void watch_ask(struct client *cl, struct fset *fs)
+{
+	struct kcmd c = { .cmd = PRESTO_CMD_STATS, .fileset = fs->name };
+
+	if (!fs->watch_ms || !fset_live(fs))
+		return;
+	if (kchan_send(cl->k->kc, &c, watch_answer, fs))
+		log_warn("fileset %s: cannot ask presto about watchers",
+			 fs->name);
+}
+
+static void watch_tick(struct client *cl, struct fset *fs, uint64_t now)
+{
+	struct vol *v;
+
+	if (!fs->revalidate_at_ms || now < fs->revalidate_at_ms)
+		return;
+	fs->revalidate_at_ms = 0;
+	v = vol_by_name(cl, fs->volume);
+	if (!v || v->validated || !connected(cl) || !fset_live(fs))
+		return;
+	log_info("fileset %s: watched: revalidating volume %s", fs->name,
+		 v->cv.name);
+	job_start(cl, J_VALIDATE, v->cv.id, NULL, NULL, NULL);
+}
+
 void kclient_break_volume(struct client *cl, struct vol *v)
 {
 	struct fset *fs = fset_by_volume(cl, v->cv.name);
@@ -856,6 +954,7 @@ void kclient_break_volume(struct client *cl, struct vol *v)
 	log_info("fileset %s: the server broke the whole volume: a new "
 		 "epoch", fs->name);
 	epoch_push(cl, fs);
+	watch_ask(cl, fs);
 }
 
 void kclient_clear_flags(struct client *cl, uint32_t volume, const char *path)
@@ -1154,6 +1253,9 @@ static void k_msg(void *arg, const struct kmsg *m)
 	case PRESTO_CMD_ACCESS:
 		on_access(cl, fs, m);
 		break;
+	case PRESTO_CMD_WATCHED:
+		on_watched(cl, fs, m);
+		break;
 	default:
 		break;
 	}
@@ -1243,6 +1345,7 @@ int kclient_start(struct client *cl, char *err, size_t errlen)
 		snprintf(fs->name, sizeof(fs->name), "%s", name);
 		snprintf(fs->volume, sizeof(fs->volume), "%s", vol);
 		fs->timeout_ms = 30000;
+		fs->watch_ms = cl->watch_ms;
 		fs->next = cl->k->fsets;
 		cl->k->fsets = fs;
 	}
@@ -1289,6 +1392,7 @@ void kclient_tick(struct client *cl, uint64_t now)
 	for (struct fset *fs = k->fsets; fs; fs = fs->next) {
 		fset_register(cl, fs);
 		kml_tick(cl, fs);
+		watch_tick(cl, fs, now);
 	}
 	kclient_progress(cl);
 }
@@ -1409,6 +1513,7 @@ static const char *const stat_names[PRESTO_S_MAX + 1] = {
 	[PRESTO_S_PERMIT] = "permit_upcalls",
 	[PRESTO_S_REVOKES] = "revokes",
 	[PRESTO_S_PERMIT_HELD] = "permit_held",
+	[PRESTO_S_WATCHED] = "watched",
 };
 
 static unsigned int pending_of(struct client *cl, struct fset *fs)
@@ -1473,6 +1578,10 @@ void kclient_status_json(struct client *cl, struct jw *w)
 		jw_uint(w, fs->busy);
 		jw_key(w, "access_hints");
 		jw_uint(w, fs->hints);
+		jw_key(w, "watched_listed");
+		jw_uint(w, fs->watched);
+		jw_key(w, "names_notified");
+		jw_uint(w, fs->notified);
 		jw_obj_end(w);
 		jw_key(w, "kernel");
 		if (!fs->have_stat) {
@@ -1511,9 +1620,10 @@ void kclient_status_text(struct client *cl, struct jw *w)
 		jw_printf(w, "  lento: %" PRIu64 " upcalls (%" PRIu64 " from "
 			  "the cache, %" PRIu64 " fetched, %" PRIu64 " failed, "
 			  "%u in progress), %" PRIu64 " breaks, %" PRIu64
-			  " purged, %" PRIu64 " access hints\n", fs->upcalls,
+			  " purged, %" PRIu64 " access hints, %" PRIu64
+			  " names told to watchers\n", fs->upcalls,
 			  fs->hits, fs->fetched, fs->failed, pending_of(cl, fs),
-			  fs->breaks, fs->purges, fs->hints);
+			  fs->breaks, fs->purges, fs->hints, fs->notified);
 		kml_status_text(cl, fs, w);
 		if (!fs->have_stat)
 			continue;

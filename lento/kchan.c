@@ -394,6 +394,10 @@ static int put_cmd(struct nl_msg *msg, const struct kcmd *c)
 		err = nla_put_u64(msg, PRESTO_A_SEQ, c->seq);
 	if (!err && (c->have & KA(PERMIT)))
 		err = nla_put_u8(msg, PRESTO_A_PERMIT, c->permit);
+	if (!err && (c->have & KA(NAME)))
+		err = nla_put_string(msg, PRESTO_A_NAME, c->name);
+	if (!err && (c->have & KA(EVENT)))
+		err = nla_put_u32(msg, PRESTO_A_EVENT, c->event);
 	return err ? -EMSGSIZE : 0;
 }
 

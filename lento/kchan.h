@@ -137,6 +137,8 @@ struct kcmd {
 	struct presto_handle handle;
 	uint64_t seq;		/* KML_ACK */
 	uint8_t permit;		/* PERMIT */
+	const char *name;	/* NOTIFY: one name of a directory */
+	uint32_t event;		/* NOTIFY: PRESTO_EV_* */
 };
 
 /* The channel: tries the family at once, and at every tick after. */

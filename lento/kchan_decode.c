@@ -77,7 +77,7 @@ static const uint16_t kexact[PRESTO_A_MAX + 1] = {
 
 static const struct nla_policy spolicy[PRESTO_S_MAX + 1] = {
 	[PRESTO_S_UPCALLS ... PRESTO_S_REGISTERED] = { .type = NLA_U64 },
-	[PRESTO_S_PERMIT ... PRESTO_S_PERMIT_HELD] = { .type = NLA_U64 },
+	[PRESTO_S_PERMIT ... PRESTO_S_WATCHED] = { .type = NLA_U64 },
 };
 
 /* Where the journal stands and whether presto holds the permit. */
@@ -103,6 +103,7 @@ static const struct kshape kshapes[PRESTO_CMD_MAX + 1] = {
 	/* An answer (to KML_SYNC, PERMIT 0) names its REQ, and ERRNO. */
 	[PRESTO_CMD_KML] = { KA(FILESET) | KA(KML_DURABLE) | KA(KML_ACKED),
 			     KA(REQ) | KA(ERRNO) | KA(PERMIT) },
+	[PRESTO_CMD_WATCHED] = { KA(FILESET) | KA(HANDLE), 0 },
 };
 
 static const char *const cmd_names[PRESTO_CMD_MAX + 1] = {
@@ -124,6 +125,8 @@ static const char *const cmd_names[PRESTO_CMD_MAX + 1] = {
 	[PRESTO_CMD_KML_ACK] = "KML_ACK",
 	[PRESTO_CMD_KML_SYNC] = "KML_SYNC",
 	[PRESTO_CMD_PERMIT] = "PERMIT",
+	[PRESTO_CMD_WATCHED] = "WATCHED",
+	[PRESTO_CMD_NOTIFY] = "NOTIFY",
 };
 
 const char *kchan_cmd_name(unsigned int cmd)

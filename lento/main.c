@@ -6,6 +6,7 @@
  *                [--lease-ms N] [--heartbeat-ms N] [--log FILE] [--debug]
  *   lento client --cache DIR --server ADDR [--control PATH]
  *                [--volume NAME]... [--fileset VOLUME[:NAME]]... [--age-ms N]
+ *                [--watch-ms N]
  *                [--cache-size SIZE]
  *                [--log FILE] [--debug]
  *
@@ -38,7 +39,8 @@ static void usage(FILE *f)
 		"\n"
 		"usage: lento client --cache DIR --server ADDR [--control PATH]\n"
 		"                    [--volume NAME]... [--fileset VOLUME[:NAME]]...\n"
-		"                    [--age-ms N] [--cache-size SIZE] [--log FILE] [--debug]\n"
+		"                    [--age-ms N] [--watch-ms N] [--cache-size SIZE]\n"
+		"                    [--log FILE] [--debug]\n"
 		"  --cache DIR        the cache (made if missing); DIR/.lento holds\n"
 		"                     the database, DIR/VOLUME each volume's tree\n"
 		"  --server ADDR      the server, HOST:PORT or [IPv6]:PORT\n"
@@ -50,6 +52,9 @@ static void usage(FILE *f)
 		"                     fileset=NAME: its misses, its permit, its\n"
 		"                     journal; repeatable\n"
 		"  --age-ms N         ship a change once it is this old (default 5000)\n"
+		"  --watch-ms N       revalidate a fileset with inotify or fanotify watchers\n"
+		"                     this long after the server broke its volume, so they\n"
+		"                     hear of the changes (default 5000; 0: at next use)\n"
 		"  --cache-size SIZE  bytes of file content kept (default 1G; K, M, G, T)\n"
 		"  --log FILE         log there instead of standard error\n"
 		"  --debug            log more\n");
@@ -200,6 +205,7 @@ static int client_cmd(int argc, char **argv)
 		{ "volume", required_argument, NULL, 'v' },
 		{ "fileset", required_argument, NULL, 'f' },
 		{ "age-ms", required_argument, NULL, 'a' },
+		{ "watch-ms", required_argument, NULL, 'w' },
 		{ "cache-size", required_argument, NULL, 'z' },
 		{ "log", required_argument, NULL, 'o' },
 		{ "debug", no_argument, NULL, 'd' },
@@ -235,6 +241,11 @@ static int client_cmd(int argc, char **argv)
 		case 'a':
 			if (parse_ms(optarg, &o.age_ms))
 				return 2;
+			break;
+		case 'w':
+			if (strcmp(optarg, "0") && parse_ms(optarg, &o.watch_ms))
+				return 2;
+			o.watch_ms_set = true;
 			break;
 		case 'z':
 			if (parse_size(optarg, &o.cache_size))

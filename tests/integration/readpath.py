@@ -36,6 +36,8 @@ _spec = importlib.util.spec_from_loader("lento_run", _loader)
 lr = importlib.util.module_from_spec(_spec)
 _loader.exec_module(lr)
 Fail, check, wait_until = lr.Fail, lr.check, lr.wait_until
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inotify  # noqa: E402
 
 TIMEOUT_S = 3           # the mounts' timeout=
 VOL = "vol"
@@ -261,6 +263,51 @@ def case_change_seen(s):
                   mid["fetch_file"] - before["fetch_file"]))
         check(after["upcalls"] == mid["upcalls"], "%s: warm again: %s -> "
               "%s" % (k.name, mid, after))
+
+
+def case_watchers(s):
+    """Changes published through C reach inotify watchers on B's mount
+    with nobody else using it there: a new name (CREATE), a file
+    changed (MODIFY), a name removed (DELETE)."""
+    new = b"a changed second file\n" * 10
+    w = inotify.Watcher()
+    try:
+        w.add(os.path.join(s.b.mnt, "d1"), inotify.IN_CREATE |
+              inotify.IN_DELETE | inotify.IN_MODIFY)
+        path = os.path.join(s.t.tmp, "body")
+        with open(path, "wb") as f:
+            f.write(new)
+        s.c.ctl("write", VOL + "/d1/f2", "@" + path)
+        s.c.ctl("write", VOL + "/d1/born", "hello")
+        s.c.sync()
+        CHANGED["d1/f2"] = new
+
+        def named(mask, name):
+            return lambda e: e[1] & mask and e[2] == name
+        evs = w.wait_for(named(inotify.IN_CREATE, "born"), 30)
+        check(evs, "no CREATE of d1/born on B")
+        if not any(named(inotify.IN_MODIFY, "f2")(e) for e in evs):
+            evs += w.wait_for(named(inotify.IN_MODIFY, "f2"), 10) or []
+        check(any(named(inotify.IN_MODIFY, "f2")(e) for e in evs),
+              "no MODIFY of d1/f2 on B: %r" % evs)
+        print("  # B's watcher heard: %s" % ", ".join(
+            "%s %s" % (inotify.describe(m), n) for _, m, n in evs))
+        with open(os.path.join(s.b.mnt, "d1/born"), "rb") as f:
+            check(f.read() == b"hello", "d1/born's content on B")
+        with open(os.path.join(s.b.mnt, "d1/f2"), "rb") as f:
+            check(f.read() == new, "d1/f2's new content on B")
+        s.c.ctl("unlink", VOL + "/d1/born")
+        s.c.sync()
+        check(w.wait_for(named(inotify.IN_DELETE, "born"), 30),
+              "no DELETE of d1/born on B")
+        fs = s.b.fileset()
+        check(fs["lento"]["names_notified"] >= 2 and
+              fs["lento"]["watched_listed"] >= 1, "B's counters: %s" %
+              fs["lento"])
+        check(fs["kernel"]["watched"] >= 1, "presto's watched gauge: %s" %
+              fs["kernel"])
+    finally:
+        w.close()
 
 
 def case_restart_warm(s):
@@ -575,6 +622,7 @@ CASES = [
     ("cold_read", case_cold_read),
     ("warm_no_upcalls", case_warm_no_upcalls),
     ("change_seen", case_change_seen),
+    ("watchers", case_watchers),
     ("restart_warm", case_restart_warm),
     ("no_lento", case_no_lento),
     ("evict", case_evict),

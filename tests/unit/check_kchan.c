@@ -652,6 +652,47 @@ START_TEST(cb_xattr)
 }
 END_TEST
 
+/* WATCHED: a directory lento broke has watchers; its handle only. */
+static struct nl_msg *watched(const char *fs, uint64_t ino, uint32_t gen)
+{
+	struct nl_msg *nm = msg_new(PRESTO_CMD_WATCHED, PRESTO_GENL_VERSION, 0);
+
+	nla_put_string(nm, PRESTO_A_FILESET, fs);
+	put_handle(nm, PRESTO_A_HANDLE, ino, gen, 0);
+	return nm;
+}
+
+START_TEST(watched_notices)
+{
+	struct nl_msg *nm;
+	struct kmsg m;
+	const char *why;
+
+	ck_assert_int_eq(decode(watched("www", 99, 7), &m, &why), 0);
+	ck_assert_int_eq(m.cmd, PRESTO_CMD_WATCHED);
+	ck_assert_uint_eq(m.handle.ino, 99);
+	ck_assert_uint_eq(m.handle.gen, 7);
+	/* No handle; a handle with padding; more than it may carry. */
+	nm = msg_new(PRESTO_CMD_WATCHED, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "www");
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	nm = msg_new(PRESTO_CMD_WATCHED, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "www");
+	put_handle(nm, PRESTO_A_HANDLE, 1, 1, 3);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	nm = watched("www", 1, 1);
+	nla_put_u32(nm, PRESTO_A_FLAGS, 1);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* NOTIFY is lento's to send, never presto's. */
+	nm = msg_new(PRESTO_CMD_NOTIFY, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "www");
+	put_handle(nm, PRESTO_A_HANDLE, 1, 1, 0);
+	nla_put_string(nm, PRESTO_A_NAME, "x");
+	nla_put_u32(nm, PRESTO_A_EVENT, PRESTO_EV_CREATE);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+}
+END_TEST
+
 /* ---------------------------------------------------------- corpus */
 
 static void write_one(const char *dir, const char *name, struct nl_msg *nm)
@@ -713,6 +754,7 @@ static int write_corpus(const char *dir)
 			nla_put_u64(nm, i, (uint64_t)i * 3);
 	nla_nest_end(nm, nest);
 	write_one(dir, "stats", nm);
+	write_one(dir, "watched", watched("www", 12, 3));
 	return 0;
 }
 
@@ -733,6 +775,7 @@ static Suite *kchan_suite(void)
 	tcase_add_test(tc, kml_notices);
 	tcase_add_test(tc, register_log_permit);
 	tcase_add_test(tc, access_handles);
+	tcase_add_test(tc, watched_notices);
 	tcase_add_test(tc, every_prefix);
 	tcase_add_test(tc, datagrams);
 	suite_add_tcase(s, tc);
