@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -1276,6 +1277,37 @@ static int placeholder_symlink(struct cache *c, const char *path,
 	return err;
 }
 
+/*
+ * A fifo, socket or device node, complete as made. Only root may make
+ * devices: lento without CAP_MKNOD lists them and leaves them out of the
+ * tree (-EOPNOTSUPP), as it does what ext4 cannot hold.
+ */
+static int placeholder_node(struct cache *c, const char *path,
+			    const struct cache_obj *o)
+{
+	static const mode_t fmt[] = {
+		[LENTO_T_FIFO] = S_IFIFO, [LENTO_T_SOCK] = S_IFSOCK,
+		[LENTO_T_CHR] = S_IFCHR, [LENTO_T_BLK] = S_IFBLK,
+	};
+	dev_t dev = makedev((unsigned int)(o->attr.rdev >> 32),
+			    (unsigned int)(o->attr.rdev & 0xffffffffu));
+	char tmp[CACHE_PATH_MAX];
+	int fd = cache_tmpfile(c, tmp), err;
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	if (unlinkat(c->dirfd, tmp, 0))
+		return -errno;
+	if (mknodat(c->dirfd, tmp, fmt[o->type] | 0600,
+		    o->type == LENTO_T_CHR || o->type == LENTO_T_BLK ? dev : 0))
+		return errno == EPERM ? -EOPNOTSUPP : -errno;
+	err = cache_install(c, tmp, path, o);
+	if (err)
+		unlinkat(c->dirfd, tmp, 0);
+	return err;
+}
+
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target)
 {
@@ -1299,9 +1331,13 @@ int cache_placeholder(struct cache *c, const char *path,
 		return placeholder_symlink(c, path, o, target);
 	case LENTO_T_REG:
 		return placeholder_file(c, path, o);
+	case LENTO_T_FIFO:
+	case LENTO_T_SOCK:
+	case LENTO_T_CHR:
+	case LENTO_T_BLK:
+		return placeholder_node(c, path, o);
 	default:
-		/* Devices, fifos, sockets: not materialised (yet). */
-		return -EOPNOTSUPP;
+		return -EINVAL;
 	}
 }
 

@@ -260,9 +260,11 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 		  const struct cache_obj *o);
 /*
  * Make @path (relative to DIR) the object @o without its content: a
- * directory (kept if there), a symlink to @target, or a sparse file of
- * its size (through a temporary file, so open readers keep the old
- * inode). Attributes as cache_install.
+ * directory (kept if there), a symlink to @target, a fifo, socket or
+ * device node (a device only as root: -EOPNOTSUPP otherwise, the caller
+ * may leave it out of the tree), or a sparse file of its size (through a
+ * temporary file, so open readers keep the old inode). Attributes as
+ * cache_install.
  */
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target);

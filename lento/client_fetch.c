@@ -712,7 +712,9 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 					&e->de.st.fid);
 	obj_from_status(&o, &e->de.st);
 	o.valid = !j->broken;
-	o.data = (same && old.data) || o.type == LENTO_T_SYMLINK;
+	/* Symlinks, fifos, sockets and devices are complete as made. */
+	o.data = (same && old.data) || (o.type != LENTO_T_REG &&
+					o.type != LENTO_T_DIR);
 	o.used_ms = have ? old.used_ms : wall_ms();
 	err = join(path, dirpath, e->de.name);
 	if (!err && !(same && same_name)) {

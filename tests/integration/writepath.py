@@ -23,6 +23,7 @@ import importlib.util
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -212,6 +213,42 @@ def case_hard_links(s):
     for p in paths:
         with open(p, "rb") as f:
             check(f.read() == data, "B read %s wrong" % p)
+
+
+def case_special_files(s):
+    """A fifo, a socket node and a character device made through A's
+    mount are the same objects on B (type, mode, owner, device number),
+    and work there: B's fifo passes bytes, B's null device swallows
+    them."""
+    m = s.a.mnt
+    d = os.path.join(m, "w/sp")
+    os.makedirs(d)
+    os.mkfifo(os.path.join(d, "fifo"), 0o640)
+    os.chown(os.path.join(d, "fifo"), 1000, 1000)
+    os.mknod(os.path.join(d, "null"), 0o666 | stat.S_IFCHR,
+             os.makedev(1, 3))
+    os.mknod(os.path.join(d, "sock"), 0o600 | stat.S_IFSOCK)
+    names = ("fifo", "null", "sock")
+    s.a.sync(timeout=120)
+    bd = os.path.join(s.b.mnt, "w/sp")
+    wait_until(lambda: all(os.path.lexists(os.path.join(bd, n))
+                           for n in names), 30, "B seeing w/sp's nodes")
+
+    def what(st):
+        return (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
+                st.st_uid, st.st_gid, st.st_rdev)
+    for n in names:
+        a = what(os.lstat(os.path.join(d, n)))
+        b = what(os.lstat(os.path.join(bd, n)))
+        check(a == b, "%s: A %r, B %r" % (n, a, b))
+    fd = os.open(os.path.join(bd, "fifo"), os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"through")
+        check(os.read(fd, 64) == b"through", "B's fifo")
+    finally:
+        os.close(fd)
+    with open(os.path.join(bd, "null"), "r+b", buffering=0) as f:
+        check(f.write(b"gone") == 4 and f.read() == b"", "B's null")
 
 
 def case_dir_nlink(s):
@@ -421,6 +458,7 @@ CASES = [
     ("mount", case_mount),
     ("write_tree", case_write_tree),
     ("hard_links", case_hard_links),
+    ("special_files", case_special_files),
     ("dir_nlink", case_dir_nlink),
     ("restart_resumes", case_restart_resumes),
     ("churn_ships_nothing", case_churn_ships_nothing),
