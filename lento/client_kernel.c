@@ -908,15 +908,15 @@ static void watch_answer(void *arg, int err, const struct kmsg *reply)
 	if (err || !reply || !(reply->stat_have & (1u << PRESTO_S_WATCHED)) ||
 	    !reply->stat[PRESTO_S_WATCHED])
 		return;
-	if (!fs->revalidate_at_ms)
-		fs->revalidate_at_ms = lo_now_ms() + fs->watch_ms;
+	if (!fs->watched_at_ms)
+		fs->watched_at_ms = lo_now_ms();
 }
 
 static void watch_ask(struct client *cl, struct fset *fs)
 {
 	struct kcmd c = { .cmd = PRESTO_CMD_STATS, .fileset = fs->name };
 
-	if (!fs->watch_ms || !fset_live(fs))
+	if (!cl->watch_ms || !fset_live(fs))
 		return;
 	if (kchan_send(cl->k->kc, &c, watch_answer, fs))
 		log_warn("fileset %s: cannot ask presto about watchers",
@@ -927,9 +927,9 @@ static void watch_tick(struct client *cl, struct fset *fs, uint64_t now)
 {
 	struct vol *v;
 
-	if (!fs->revalidate_at_ms || now < fs->revalidate_at_ms)
+	if (!fs->watched_at_ms || now < fs->watched_at_ms + cl->watch_ms)
 		return;
-	fs->revalidate_at_ms = 0;
+	fs->watched_at_ms = 0;
 	v = vol_by_name(cl, fs->volume);
 	if (!v || v->validated || !connected(cl) || !fset_live(fs))
 		return;
@@ -1345,7 +1345,6 @@ int kclient_start(struct client *cl, char *err, size_t errlen)
 		snprintf(fs->name, sizeof(fs->name), "%s", name);
 		snprintf(fs->volume, sizeof(fs->volume), "%s", vol);
 		fs->timeout_ms = 30000;
-		fs->watch_ms = cl->watch_ms;
 		fs->next = cl->k->fsets;
 		cl->k->fsets = fs;
 	}

@@ -66,8 +66,9 @@ struct fset {
 	uint64_t hints;			/* ACCESS handles taken for the LRU */
 	uint64_t watched;		/* WATCHED: directories listed at once */
 	uint64_t notified;		/* NOTIFY: names told to watchers */
-	uint32_t watch_ms;		/* --watch-ms */
-	uint64_t revalidate_at_ms;	/* watched: revalidate then (0: no) */
+	uint64_t watched_at_ms;		/* watched after a volume break (0:
+					 * not): revalidated --watch-ms later
+					 */
 	uint64_t permits;		/* PERMIT upcalls granted */
 	struct kjournal j;
 };
