@@ -2,7 +2,9 @@
 /*
  * Extended attributes, POSIX ACLs included, are the lower inode's: one
  * handler takes every name and passes it down as the caller, so the
- * lower's permission checks and limits apply unchanged. presto's own
+ * lower's permission checks and limits apply unchanged. Reading them needs
+ * the ATTR callback, as stat does: lento brings a changed object's xattrs
+ * from the server together with its other attributes. presto's own
  * xattrs (trusted.presto.*) can be neither listed, read nor set through
  * the mount.
  */
@@ -19,8 +21,14 @@ static int presto_xattr_get(const struct xattr_handler *handler,
 			    struct dentry *dentry, struct inode *inode,
 			    const char *name, void *buffer, size_t size)
 {
+	int err;
+
 	if (presto_is_private_xattr(name))
 		return -ENODATA;
+	/* lento sets the server's xattrs with the other attributes. */
+	err = presto_cb_need(inode, PRESTO_CB_ATTR);
+	if (err)
+		return err;
 	return vfs_getxattr(presto_lower_userns(inode->i_sb),
 			    presto_lower_dentry(dentry), name, buffer, size);
 }
@@ -97,6 +105,9 @@ ssize_t presto_listxattr(struct dentry *dentry, char *list, size_t size)
 	ssize_t res, len;
 	char *s;
 
+	res = presto_cb_need(d_inode(dentry), PRESTO_CB_ATTR);
+	if (res)
+		return res;
 	res = vfs_listxattr(presto_lower_dentry(dentry), list, size);
 	if (res <= 0 || size == 0)
 		return res;

@@ -309,6 +309,45 @@ def case_register_then_serve(ext, mnt):
         m.umount()
 
 
+def case_xattrs_need_attr(ext, mnt):
+    """getxattr and listxattr wait for the attributes, as stat does:
+    lento brings the server's xattrs with them."""
+    m = Mount(ext, mnt)
+    os.setxattr(m.lp("f"), "user.k", b"v1")
+    os.setxattr(m.lp("d"), "user.dk", b"")
+    m.mount()
+    l = lento_for(m)
+    try:
+        op = Op(os.listdir, m.mp())
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_DIR"], "FETCH_DIR")
+        serve(l, m, msg)
+        op.wait()
+        op = Op(os.getxattr, m.mp("f"), "user.k")
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_ATTR"] and
+              msg.handle() == m.handle("f"), "getxattr: FETCH_ATTR of f")
+        check(op.is_alive(), "getxattr answered before lento")
+        os.setxattr(m.lp("f"), "user.k", b"v2")    # what lento fetched
+        serve(l, m, msg)
+        check(op.wait().result == b"v2", "getxattr after the answer: %r" %
+              (op.result,))
+        op = Op(os.listxattr, m.mp("d"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_ATTR"] and
+              msg.handle() == m.handle("d"), "listxattr: FETCH_ATTR of d")
+        serve(l, m, msg)
+        check(op.wait().result == ["user.dk"], "listxattr: %r" %
+              (op.result,))
+        before = upcalls(l, m)
+        check(os.getxattr(m.mp("f"), "user.k") == b"v2" and
+              os.listxattr(m.mp("f")) == ["user.k"], "warm xattrs")
+        check(upcalls(l, m) == before, "warm xattrs made an upcall")
+    finally:
+        l.close()
+        m.umount()
+
+
 def case_refusals(ext, mnt):
     m = Mount(ext, mnt)
     m.mount()
@@ -1026,6 +1065,7 @@ CASES = [
     ("no-lento-miss-ENOTCONN-after-timeout", case_no_lento_enotconn),
     ("signal-interrupts-wait", case_signal_interrupts),
     ("register-mounted-notice-and-serve", case_register_then_serve),
+    ("xattrs-wait-for-attributes", case_xattrs_need_attr),
     ("malformed-and-unauthorised-messages-refused", case_refusals),
     ("concurrent-misses-one-upcall", case_coalesced),
     ("new-lento-gets-pending-upcall", case_new_lento_resend),
