@@ -33,7 +33,8 @@ _watchdog() {
 	done
 }
 _watchdog &
-_running() { echo "$1 $(date +%s)" >"$_watch_file"; }
+_running() { echo "$1 $(date +%s)" >"$_watch_file"; _t0=$SECONDS; }
+_took() { echo "$((SECONDS - _t0)) s"; }
 
 _show_failure() {
 	echo "---- $1 (last lines of $LOGDIR/$1.log)"
@@ -46,10 +47,10 @@ t() {
 	_running "$name"
 	if "$@" >"$LOGDIR/$name.log" 2>&1; then
 		PASSED=$((PASSED + 1))
-		echo "ok - $name"
+		echo "ok - $name [$(_took)]"
 	else
 		FAILED=$((FAILED + 1))
-		echo "not ok - $name"
+		echo "not ok - $name [$(_took)]"
 		_show_failure "$name"
 	fi
 }
@@ -73,10 +74,10 @@ suite() {
 	PASSED=$((PASSED + p))
 	FAILED=$((FAILED + f))
 	if [ "$f" = 0 ] && [ "$rc" = 0 ]; then
-		echo "ok - $name ($line)"
+		echo "ok - $name ($line) [$(_took)]"
 	else
 		[ "$f" != 0 ] || FAILED=$((FAILED + 1))
-		echo "not ok - $name ($line, exit $rc)"
+		echo "not ok - $name ($line, exit $rc) [$(_took)]"
 		grep '^not ok' "$LOGDIR/$name.log" | sed 's/^/  | /'
 	fi
 }
