@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -1394,6 +1395,166 @@ int cache_remove_tree(struct cache *c, const char *path)
 	err = remove_below(fd);
 	if (!err && unlinkat(c->dirfd, path, AT_REMOVEDIR))
 		err = -errno;
+	return err;
+}
+
+/* ------------------------------------------------------------ xattrs */
+
+/* A path that the l*xattr calls take: through DIR's fd, not followed. */
+static void xattr_path(struct cache *c, const char *path, char *out,
+		       size_t size)
+{
+	snprintf(out, size, "/proc/self/fd/%d/%s", c->dirfd, path);
+}
+
+/* Names cache_sync_xattrs leaves alone: presto's and the LSM's. */
+static bool xattr_local(const char *name, size_t len)
+{
+	static const char presto[] = "trusted.presto.", sec[] = "security.",
+			  caps[] = "security.capability";
+
+	if (len >= sizeof(presto) - 1 &&
+	    !memcmp(name, presto, sizeof(presto) - 1))
+		return true;
+	return len >= sizeof(sec) - 1 && !memcmp(name, sec, sizeof(sec) - 1) &&
+	       !(len == sizeof(caps) - 1 && !memcmp(name, caps, len));
+}
+
+/* What the lower refuses to hold: skipped, not an error. */
+static bool xattr_unholdable(int err)
+{
+	return err == EPERM || err == EOPNOTSUPP || err == E2BIG ||
+	       err == ERANGE || err == ENOSPC;
+}
+
+/* @path's xattr names, NUL-separated, into a malloc'd *@list. */
+static ssize_t xattr_names(const char *p, char **list)
+{
+	ssize_t n;
+
+	*list = NULL;
+	for (;;) {
+		n = llistxattr(p, NULL, 0);
+		if (n <= 0)
+			return n < 0 ? -errno : 0;
+		free(*list);
+		*list = malloc((size_t)n);
+		if (!*list)
+			return -ENOMEM;
+		n = llistxattr(p, *list, (size_t)n);
+		if (n >= 0)
+			return n;
+		if (errno != ERANGE) {	/* ERANGE: it grew meanwhile */
+			free(*list);
+			*list = NULL;
+			return -errno;
+		}
+	}
+}
+
+static bool xattr_listed(const struct cache_xattr *x, uint32_t n,
+			 const char *name)
+{
+	size_t len = strlen(name);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (x[i].name_len == len && !memcmp(x[i].name, name, len))
+			return true;
+	return false;
+}
+
+/* Is @x's value at @p already? */
+static bool xattr_same(const char *p, const char *name,
+		       const struct cache_xattr *x, uint8_t *buf)
+{
+	ssize_t got = lgetxattr(p, name, buf, LENTO_XATTR_SIZE_MAX);
+
+	return got == (ssize_t)x->value_len &&
+	       !memcmp(buf, x->value, x->value_len);
+}
+
+int cache_sync_xattrs(struct cache *c, const char *path,
+		      const struct cache_xattr *x, uint32_t n,
+		      uint32_t *skipped)
+{
+	char p[CACHE_PATH_MAX + 40], name[LENTO_XATTR_NAME_MAX + 1];
+	char *list;
+	uint8_t *buf = NULL;
+	ssize_t len;
+	int err = 0;
+
+	xattr_path(c, path, p, sizeof(p));
+	len = xattr_names(p, &list);
+	if (len < 0)
+		return len == -EOPNOTSUPP ? 0 : (int)len;
+	for (char *s = list; s < list + len; s += strlen(s) + 1) {
+		if (xattr_local(s, strlen(s)) || xattr_listed(x, n, s))
+			continue;
+		if (lremovexattr(p, s) && errno != ENODATA) {
+			if (!xattr_unholdable(errno)) {
+				err = -errno;
+				goto out;
+			}
+			(*skipped)++;
+		}
+	}
+	if (n && !(buf = malloc(LENTO_XATTR_SIZE_MAX))) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (x[i].name_len >= sizeof(name) ||
+		    xattr_local(x[i].name, x[i].name_len)) {
+			(*skipped)++;
+			continue;
+		}
+		memcpy(name, x[i].name, x[i].name_len);
+		name[x[i].name_len] = '\0';
+		if (xattr_same(p, name, &x[i], buf))
+			continue;
+		if (lsetxattr(p, name, x[i].value, x[i].value_len, 0)) {
+			if (!xattr_unholdable(errno)) {
+				err = -errno;
+				goto out;
+			}
+			(*skipped)++;
+		}
+	}
+out:
+	free(buf);
+	free(list);
+	return err;
+}
+
+int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
+{
+	char pf[CACHE_PATH_MAX + 40], pt[CACHE_PATH_MAX + 40];
+	char *list;
+	uint8_t *buf = NULL;
+	ssize_t len, v;
+	int err = 0;
+
+	xattr_path(c, from, pf, sizeof(pf));
+	xattr_path(c, to, pt, sizeof(pt));
+	len = xattr_names(pf, &list);
+	if (len <= 0)
+		return len == -ENOENT || len == -EOPNOTSUPP ? 0 : (int)len;
+	for (char *s = list; !err && s < list + len; s += strlen(s) + 1) {
+		if (xattr_local(s, strlen(s)))
+			continue;
+		if (!buf && !(buf = malloc(LENTO_XATTR_SIZE_MAX))) {
+			err = -ENOMEM;
+			break;
+		}
+		v = lgetxattr(pf, s, buf, LENTO_XATTR_SIZE_MAX);
+		if (v < 0)
+			err = errno == ENODATA ? 0 : -errno;
+		else if (lsetxattr(pt, s, buf, (size_t)v, 0) &&
+			 !xattr_unholdable(errno))
+			err = -errno;
+	}
+	free(buf);
+	free(list);
 	return err;
 }
 

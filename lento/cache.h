@@ -286,6 +286,33 @@ int cache_set_attrs(struct cache *c, const char *path,
 		    const struct cache_obj *o);
 /* Remove @path and, for a directory, everything below it. */
 int cache_remove_tree(struct cache *c, const char *path);
+
+/* An xattr as the server has it (names not NUL-terminated). */
+struct cache_xattr {
+	const char *name;
+	uint32_t name_len;
+	const void *value;
+	uint32_t value_len;
+};
+
+/*
+ * Make the xattrs of @path (relative to DIR, not followed if a symlink)
+ * @x[0, @n): those it has that @x lacks go, the others are set where
+ * their values differ. Left alone either way: presto's own
+ * (trusted.presto.*) and security labels of the local host's LSM
+ * (security.* but security.capability). An xattr the cache cannot hold
+ * or lento may not set (EPERM, EOPNOTSUPP, E2BIG, ERANGE, ENOSPC from the
+ * lower) is skipped and counted in *@skipped; any other error is
+ * returned.
+ */
+int cache_sync_xattrs(struct cache *c, const char *path,
+		      const struct cache_xattr *x, uint32_t n,
+		      uint32_t *skipped);
+/*
+ * Copy @from's xattrs (those cache_sync_xattrs manages) to @to: a new
+ * inode about to replace the same object's old one (a body installed).
+ */
+int cache_copy_xattrs(struct cache *c, const char *from, const char *to);
 /*
  * The names of a file that the cache has not materialised (they are in
  * directories it has not listed) are hidden links DIR/.lento/names/FID.N

@@ -764,12 +764,14 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 			  "dirty %" PRIu64 " objects, %" PRIu64 " bytes%s\n"
 			  "hits %" PRIu64 ", misses %" PRIu64 ", fetches %"
 			  PRIu64 " (%" PRIu64 " bytes), listings %" PRIu64
-			  ", evictions %" PRIu64 "\n", cs.objects,
+			  ", evictions %" PRIu64 ", xattrs skipped %" PRIu64
+			  "\n", cs.objects,
 			  cs.files_cached, cs.bytes, cl->cache_size, cs.dirty,
 			  cs.dirty_bytes, cl->full_of_dirty ?
 			  " (FULL of dirty objects)" : "", cl->st.hits,
 			  cl->st.misses, cl->st.fetches, cl->st.fetched_bytes,
-			  cl->st.listings, cl->st.evictions);
+			  cl->st.listings, cl->st.evictions,
+			  cl->st.xattrs_skipped);
 		return 0;
 	}
 	jw_obj_begin(w);
@@ -786,6 +788,7 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 	kv_uint(w, "fetched_bytes", cl->st.fetched_bytes);
 	kv_uint(w, "listings", cl->st.listings);
 	kv_uint(w, "evictions", cl->st.evictions);
+	kv_uint(w, "xattrs_skipped", cl->st.xattrs_skipped);
 	jw_obj_end(w);
 	jw_raw(w, "\n", 1);
 	return 0;

@@ -418,7 +418,8 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
 	err = err ?: log_rec(cl, &r, len);
-	/* In place only once it is in the log. */
+	/* A new body keeps the file's xattrs; in place once logged. */
+	err = err ?: cache_copy_xattrs(cl->cache, res->path, tmp);
 	err = err ?: cache_install(cl->cache, tmp, res->path, o);
 	err = finish(cl, res->vol, err);
 	if (err)

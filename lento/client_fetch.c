@@ -490,14 +490,21 @@ struct listing {
 	struct name_event *ev;
 	size_t nev, capev;
 	bool tell;		/* the cache had a complete listing before */
+	/* The directory's xattrs (the entries' are in e[].xattrs), owned. */
+	struct lp_list dir_xattrs;
+	uint32_t dir_nxattr;
+	uint32_t skipped;	/* xattrs the cache could not take */
 };
 
 static void listing_free(struct job *j)
 {
 	struct listing *li = j->priv;
 
-	for (uint32_t i = 0; i < li->n; i++)
+	for (uint32_t i = 0; i < li->n; i++) {
 		free(li->targets[i]);
+		free((void *)li->e[i].xattrs.p);
+	}
+	free((void *)li->dir_xattrs.p);
 	free(li->targets);
 	free(li->e);
 	free(li->ev);
@@ -686,6 +693,41 @@ static int drop_entry(struct client *cl, struct listing *li,
 	return err;
 }
 
+/* A decoded list kept past its frame: its bytes copied (NULL if empty). */
+static int list_keep(struct lp_list *l)
+{
+	uint8_t *p;
+
+	if (!l->left) {
+		*l = (struct lp_list){ 0 };
+		return 0;
+	}
+	p = malloc(l->n);
+	if (!p) {
+		*l = (struct lp_list){ 0 };
+		return -ENOMEM;
+	}
+	memcpy(p, l->p, l->n);
+	l->p = p;
+	return 0;
+}
+
+/* The object at @path gets the server's xattrs, @n of them in @l. */
+static int xattrs_apply(struct client *cl, struct listing *li,
+			const char *path, struct lp_list l, uint32_t n)
+{
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct lp_xattr a;
+	uint32_t i = 0;
+
+	while (i < n && lp_next_xattr(&l, &a) == 1)
+		x[i++] = (struct cache_xattr){ a.name, a.name_len, a.value,
+					       a.value_len };
+	if (i != n)
+		return -EBADMSG;	/* not the list the decoder checked */
+	return cache_sync_xattrs(cl->cache, path, x, n, &li->skipped);
+}
+
 /* One entry of a new listing into the cache (and onto the disk). */
 static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		      const struct lento_fid *dir, const struct lp_dirent *e,
@@ -724,6 +766,9 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		err = linked < 0 ? linked : 0;
 		if (!linked)
 			err = cache_placeholder(cl->cache, path, &o, target);
+		/* A new inode has none; one that changed may have others. */
+		if (!err && !linked && (e->nxattr || have))
+			err = xattrs_apply(cl, li, path, e->xattrs, e->nxattr);
 		/* A directory changed keeps its inode: not its flags. */
 		if (!err && have && !same && o.type == LENTO_T_DIR)
 			kclient_clear_flags(cl, o.fid.volume, path);
@@ -777,6 +822,8 @@ static int listing_apply(struct job *j)
 	nd.data = true;
 	nd.used_ms = wall_ms();
 	err = err ?: cache_placeholder(cl->cache, dirpath, &nd, NULL);
+	err = err ?: xattrs_apply(cl, li, dirpath, li->dir_xattrs,
+				  li->dir_nxattr);
 	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
@@ -802,13 +849,17 @@ static int listing_add(struct listing *li, const struct lp_dirent *d)
 
 	/* The encoder's totals are checked frame by frame: n < total. */
 	li->e[n] = *d;
+	li->e[n].target = NULL;
 	li->targets[n] = NULL;
+	if (list_keep(&li->e[n].xattrs))
+		return -ENOMEM;
 	if (d->target_len) {
 		li->targets[n] = strndup(d->target, d->target_len);
-		if (!li->targets[n])
+		if (!li->targets[n]) {
+			free((void *)li->e[n].xattrs.p);
 			return -ENOMEM;
+		}
 	}
-	li->e[n].target = NULL;
 	li->n++;
 	return 0;
 }
@@ -818,6 +869,10 @@ static int listing_init(struct listing *li, const struct lp_readdir_reply *m)
 {
 	li->dir = m->dir;
 	li->total = m->total;
+	li->dir_xattrs = m->dir_xattrs;
+	li->dir_nxattr = m->dir_nxattr;
+	if (list_keep(&li->dir_xattrs))
+		return -ENOMEM;
 	li->e = calloc(m->total ? m->total : 1, sizeof(*li->e));
 	li->targets = calloc(m->total ? m->total : 1, sizeof(char *));
 	return li->e && li->targets ? 0 : -ENOMEM;
@@ -887,6 +942,12 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 	} else {
 		cl->st.listings++;
 		kclient_notify(cl, &j->fid, li->ev, li->nev);
+	}
+	if (!err && li->skipped) {
+		cl->st.xattrs_skipped += li->skipped;
+		job_msg(j, "listing " FIDFMT ": %u xattrs the cache could not "
+			"take (not permitted, not supported or too large)",
+			FIDARG(&j->fid), li->skipped);
 	}
 	job_end(j, err);
 	return 0;
@@ -966,7 +1027,9 @@ static int body_install(struct job *j)
 	if (err)
 		return err;
 	if (!b->in_place) {
-		err = cache_install(cl->cache, b->tmp, path, &o);
+		/* The listing gave the old inode this version's xattrs. */
+		err = cache_copy_xattrs(cl->cache, path, b->tmp);
+		err = err ?: cache_install(cl->cache, b->tmp, path, &o);
 		if (!err)
 			b->tmp[0] = 0;
 	}

@@ -134,6 +134,7 @@ struct op {
 struct client_stats {
 	uint64_t hits, misses, fetches, fetched_bytes, evictions;
 	uint64_t listings;
+	uint64_t xattrs_skipped;	/* the cache could not take them */
 };
 
 struct batch;

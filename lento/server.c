@@ -494,56 +494,124 @@ static void do_getattr(struct session *s, const struct lp_frame *f)
 		sess_error(s, f->tag, -EIO, "cannot encode the reply");
 }
 
-/* A directory's entries, collected for READDIR_REPLY frames. */
+/*
+ * A directory's entries, collected for READDIR_REPLY frames, with their
+ * symlink targets and xattrs (the directory's own first). Arrays grow,
+ * so pointers into them are kept as offsets until the listing is whole.
+ */
 struct listing {
 	struct lp_dirent *e;
-	char *targets;		/* symlink targets, back to back */
-	size_t n, cap, tused, tcap;
-	int err;
+	size_t n, cap;
+	char *bytes;		/* targets, xattr names and values */
+	size_t used, bcap;
+	struct lp_xattr *x;	/* every xattr, an object's side by side */
+	size_t nx, xcap;
+	uint32_t *count;	/* the object being collected's nxattr */
+	struct store *st;
 };
 
-static int collect_dirent(void *arg, const struct lento_dirent *de,
-			  const char *target, uint32_t target_len)
+/* @p (*@cap items of @size, @len used) with room for @n more, or NULL. */
+static void *grow(void *p, size_t *cap, size_t len, size_t n, size_t size)
+{
+	size_t c = *cap ? *cap : 64;
+
+	while (c < len + n)
+		c *= 2;
+	if (c == *cap)
+		return p;
+	p = realloc(p, c * size);
+	if (p)
+		*cap = c;
+	return p;
+}
+
+/* @len bytes into the listing: their offset, or -ENOMEM. */
+static ssize_t keep_bytes(struct listing *l, const void *p, size_t len)
+{
+	size_t at = l->used;
+	char *b = grow(l->bytes, &l->bcap, l->used, len, 1);
+
+	if (!b)
+		return -ENOMEM;
+	l->bytes = b;
+	memcpy(l->bytes + at, p, len);
+	l->used += len;
+	return (ssize_t)at;
+}
+
+static int collect_listed_xattr(void *arg, const char *name,
+				const void *value, size_t len)
 {
 	struct listing *l = arg;
+	struct lp_xattr *x = grow(l->x, &l->xcap, l->nx, 1, sizeof(*l->x));
+	size_t nl = strlen(name);
+	ssize_t n, v;
 
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct lp_dirent *e = realloc(l->e, cap * sizeof(*e));
-
-		if (!e)
-			return -ENOMEM;
-		l->e = e;
-		l->cap = cap;
-	}
-	if (target) {
-		if (l->tused + target_len > l->tcap) {
-			size_t cap = l->tcap ? l->tcap * 2 : 4096;
-			char *t;
-
-			while (cap < l->tused + target_len)
-				cap *= 2;
-			t = realloc(l->targets, cap);
-			if (!t)
-				return -ENOMEM;
-			l->targets = t;
-			l->tcap = cap;
-		}
-		memcpy(l->targets + l->tused, target, target_len);
-	}
-	l->e[l->n].de = *de;
-	/* An offset until the targets stop moving. */
-	l->e[l->n].target = target ? (const char *)(uintptr_t)l->tused : NULL;
-	l->e[l->n].target_len = target ? target_len : 0;
-	l->tused += target ? target_len : 0;
-	l->n++;
+	if (!x)
+		return -ENOMEM;
+	l->x = x;
+	n = keep_bytes(l, name, nl);
+	v = n < 0 ? n : keep_bytes(l, value, len);
+	if (v < 0)
+		return -ENOMEM;
+	l->x[l->nx++] = (struct lp_xattr){
+		.name = (const char *)(uintptr_t)n, .name_len = (uint32_t)nl,
+		.value = (const void *)(uintptr_t)v, .value_len = (uint32_t)len,
+	};
+	(*l->count)++;
 	return 0;
+}
+
+static int collect_dirent(void *arg, const struct lento_dirent *de,
+			  const char *target, uint32_t target_len,
+			  bool xattrs)
+{
+	struct listing *l = arg;
+	struct lento_status st;
+	struct lp_dirent *e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
+	ssize_t at = 0;
+
+	if (!e)
+		return -ENOMEM;
+	l->e = e;
+	if (target && (at = keep_bytes(l, target, target_len)) < 0)
+		return -ENOMEM;
+	e = &l->e[l->n++];
+	memset(e, 0, sizeof(*e));
+	e->de = *de;
+	e->target = target ? (const char *)(uintptr_t)at : NULL;
+	e->target_len = target ? target_len : 0;
+	e->xattr = (const struct lp_xattr *)(uintptr_t)l->nx;
+	if (!xattrs)
+		return 0;
+	/* Only objects that have some cost the query (an ACL, say). */
+	l->count = &e->nxattr;
+	return store_getattr(l->st, &de->st.fid, &st, NULL, 0,
+			     collect_listed_xattr, l);
+}
+
+/* The listing is whole: offsets become pointers. */
+static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
+{
+	for (size_t i = 0; i < l->nx; i++) {
+		l->x[i].name = l->bytes + (uintptr_t)l->x[i].name;
+		l->x[i].value = l->bytes + (uintptr_t)l->x[i].value;
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		struct lp_dirent *e = &l->e[i];
+
+		/* Offset 0 (the first bytes) is a null pointer: by length. */
+		if (e->target_len)
+			e->target = l->bytes + (uintptr_t)e->target;
+		e->xattr = e->nxattr ? l->x + (uintptr_t)e->xattr : NULL;
+	}
+	m->dir_xattr = m->dir_nxattr ? l->x : NULL;
 }
 
 static void do_readdir(struct session *s, const struct lp_frame *f)
 {
 	struct lp_readdir_reply m = { 0 };
-	struct listing l = { 0 };
+	struct listing l = { .st = s->srv->st, .count = &m.dir_nxattr };
 	struct lento_fid fid;
 	const char *why;
 	uint32_t done = 0;
@@ -556,7 +624,8 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 	}
 	if (read_waits(s, fid.volume, f))
 		return;
-	err = store_getattr(s->srv->st, &fid, &m.dir, NULL, 0, NULL, NULL);
+	err = store_getattr(s->srv->st, &fid, &m.dir, NULL, 0,
+			    collect_listed_xattr, &l);
 	if (!err)
 		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
 	if (!err && l.n > LP_DIR_MAX)
@@ -565,10 +634,7 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
 		goto out;
 	}
-	/* Offset 0 (the first target) is a null pointer: go by length. */
-	for (i = 0; i < l.n; i++)
-		if (l.e[i].target_len)
-			l.e[i].target = l.targets + (uintptr_t)l.e[i].target;
+	listing_fix(&l, &m);
 	m.total = l.n;
 	sess_promise(s, &fid);
 	for (i = 0; i < l.n; i++)
@@ -590,7 +656,8 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 	} while (done < l.n);
 out:
 	free(l.e);
-	free(l.targets);
+	free(l.bytes);
+	free(l.x);
 }
 
 /* ---------------------------------------------------- FETCH: streaming */

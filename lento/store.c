@@ -1521,7 +1521,8 @@ int store_readdir(struct store *s, const struct lento_fid *dir,
 		status_from_obj(&o, &de.st);
 		s->cb_depth++;
 		r = fn(arg, &de, sqlite3_column_blob(st, 19),
-		       (uint32_t)sqlite3_column_bytes(st, 19));
+		       (uint32_t)sqlite3_column_bytes(st, 19),
+		       o.xattr_bytes > 0);
 		s->cb_depth--;
 		if (r)
 			break;
@@ -2573,6 +2574,39 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 	return ret ? ret : put(b, &o);
 }
 
+/*
+ * The permission bits a POSIX ACL (system.posix_acl_access, as the
+ * kernel gives it: version 2, then (tag u16, perm u16, id u32) entries)
+ * makes the mode, as the kernel does when it sets one: the owner's, the
+ * mask's (else the owning group's) and others'. -EINVAL if it is not one.
+ */
+static int acl_mode(const uint8_t *v, uint32_t len, uint32_t *perm)
+{
+	uint32_t u = 8, g = 8, m = 8, o = 8;
+
+	if (len < 4 || (len - 4) % 8 || v[0] != 2 || v[1] || v[2] || v[3])
+		return -EINVAL;
+	for (uint32_t at = 4; at < len; at += 8) {
+		uint16_t tag = (uint16_t)(v[at] | v[at + 1] << 8);
+		uint32_t p = v[at + 2] & 7u;
+
+		if (tag == 0x01)
+			u = p;
+		else if (tag == 0x04)
+			g = p;
+		else if (tag == 0x10)
+			m = p;
+		else if (tag == 0x20)
+			o = p;
+		else if (tag != 0x02 && tag != 0x08)
+			return -EINVAL;
+	}
+	if (u > 7 || g > 7 || o > 7)
+		return -EINVAL;
+	*perm = u << 6 | (m <= 7 ? m : g) << 3 | o;
+	return 0;
+}
+
 /* SETXATTR and REMOVEXATTR. */
 static int op_xattr(struct batch *b, const struct lento_rec *r)
 {
@@ -2639,6 +2673,16 @@ static int op_xattr(struct batch *b, const struct lento_rec *r)
 		o.xattr_bytes -= nlen + (uint64_t)old;
 	if (set)
 		o.xattr_bytes += nlen + r->data_len;
+	/* An access ACL is the mode's permission bits too, as on Linux. */
+	if (set && !strcmp(r->name, "system.posix_acl_access")) {
+		uint32_t perm;
+
+		if (acl_mode(r->data, r->data_len, &perm))
+			return bfail(b, -EINVAL, &o.fid, "not a POSIX ACL");
+		o.mode = (o.mode & ~0777u) | perm;
+		if (r->uid && r->gid != o.gid && o.type != LENTO_T_DIR)
+			o.mode &= ~(uint32_t)S_ISGID;
+	}
 	o.ctime = r->time_ns;
 	ret = touch(b, &o);
 	return ret ? ret : put(b, &o);

@@ -146,9 +146,13 @@ int store_getattr(struct store *s, const struct lento_fid *fid,
 		  struct lento_status *st, char *target, size_t target_size,
 		  store_xattr_fn fn, void *arg);
 
-/* @target: a symlink's target (@target_len bytes, not NUL-ended), else NULL. */
+/*
+ * @target: a symlink's target (@target_len bytes, not NUL-ended), else
+ * NULL. @xattrs: the object has xattrs (store_getattr lists them).
+ */
 typedef int (*store_dirent_fn)(void *arg, const struct lento_dirent *de,
-			       const char *target, uint32_t target_len);
+			       const char *target, uint32_t target_len,
+			       bool xattrs);
 
 /*
  * Each entry of directory @dir with its object's status, in name (byte)

@@ -751,10 +751,12 @@ static const char *get_msg(struct rd *r, uint32_t *len)
 }
 
 /* The items of lists: struct lp_list.kind. */
-enum { L_NONE, L_DIRENT, L_VOLSTAMP, L_VOLRESULT, L_FIDVV, L_REC, L_KINDS };
+enum { L_NONE, L_DIRENT, L_VOLSTAMP, L_VOLRESULT, L_FIDVV, L_REC, L_XATTR,
+       L_KINDS };
 
 typedef void item_fn(struct rd *r, void *out);
-static item_fn get_dirent, get_volstamp, get_volresult, get_fidvv, get_rec;
+static item_fn get_dirent, get_volstamp, get_volresult, get_fidvv, get_rec,
+	get_xattr_item;
 
 static item_fn *const items[L_KINDS] = {
 	[L_DIRENT] = get_dirent,
@@ -762,6 +764,7 @@ static item_fn *const items[L_KINDS] = {
 	[L_VOLRESULT] = get_volresult,
 	[L_FIDVV] = get_fidvv,
 	[L_REC] = get_rec,
+	[L_XATTR] = get_xattr_item,
 };
 
 /*
@@ -1020,6 +1023,18 @@ int lp_decode_volume(const struct lp_frame *f, uint32_t *volume,
 
 /* ---------------------------------------------------------- GETATTR */
 
+/* An object's xattrs: a count, then each (name str16, value blob32). */
+static void put_xattrs(struct wr *w, uint32_t n, const struct lp_xattr *x)
+{
+	if (n > LENTO_XATTRS_MAX)
+		invalid(w, "more than LENTO_XATTRS_MAX xattrs");
+	put16(w, (uint16_t)n);
+	for (uint32_t i = 0; i < n && !w->err; i++) {
+		put_str16(w, x[i].name, x[i].name_len);
+		put_blob32(w, x[i].value, x[i].value_len);
+	}
+}
+
 int lp_encode_getattr_reply(struct lp_buf *b, uint32_t tag,
 			    const struct lp_getattr_reply *m)
 {
@@ -1028,13 +1043,7 @@ int lp_encode_getattr_reply(struct lp_buf *b, uint32_t tag,
 	begin(&w, b, LP_GETATTR_REPLY, tag);
 	put_status(&w, &m->st);
 	put_str16(&w, m->target, m->target_len);
-	if (m->nxattr > LENTO_XATTRS_MAX)
-		invalid(&w, "more than LENTO_XATTRS_MAX xattrs");
-	put16(&w, (uint16_t)m->nxattr);
-	for (uint32_t i = 0; i < m->nxattr && !w.err; i++) {
-		put_str16(&w, m->xattr[i].name, m->xattr[i].name_len);
-		put_blob32(&w, m->xattr[i].value, m->xattr[i].value_len);
-	}
+	put_xattrs(&w, m->nxattr, m->xattr);
 	return finish(&w, 0);
 }
 
@@ -1051,36 +1060,67 @@ static void get_xattr(struct rd *r, struct lp_xattr *x)
 		fail(r, why);
 }
 
+static void get_xattr_item(struct rd *r, void *out)
+{
+	get_xattr(r, out);
+}
+
+/* The xattrs read so far of one object: no name twice. */
+struct xattr_seen {
+	uint32_t n;
+	struct lp_xattr *x;	/* LENTO_XATTRS_MAX of them */
+};
+
+static void check_xattr(struct rd *r, void *scratch)
+{
+	struct xattr_seen *s = scratch;
+	struct lp_xattr *x = &s->x[s->n];
+
+	get_xattr(r, x);
+	for (uint32_t j = 0; j < s->n && !r->why; j++)
+		if (s->x[j].name_len == x->name_len &&
+		    !memcmp(s->x[j].name, x->name, x->name_len))
+			fail(r, "xattr listed twice");
+	s->n++;
+}
+
+/* A count and that many xattrs, each checked into @x (64 of them). */
+static void get_xattrs(struct rd *r, struct lp_list *l, struct lp_xattr *x)
+{
+	struct xattr_seen seen = { .x = x };
+	uint32_t n = get16(r);
+
+	if (n > LENTO_XATTRS_MAX)
+		fail(r, "more than LENTO_XATTRS_MAX xattrs");
+	get_list(r, l, r->why ? 0 : n, L_XATTR, check_xattr, &seen);
+}
+
+int lp_next_xattr(struct lp_list *l, struct lp_xattr *x)
+{
+	return next(l, 1U << L_XATTR, x);
+}
+
 int lp_decode_getattr_reply(const struct lp_frame *f,
 			    struct lp_getattr_reply *m, const char **why)
 {
 	struct rd r = body(f, LP_GETATTR_REPLY);
+	struct lp_list l;
 
 	memset(m, 0, sizeof(*m));
 	get_status(&r, &m->st);
 	m->target = get_target(&r, m->st.type, &m->target_len);
-	m->nxattr = get16(&r);
-	if (m->nxattr > LENTO_XATTRS_MAX)
-		fail(&r, "more than LENTO_XATTRS_MAX xattrs");
-	for (uint32_t i = 0; i < m->nxattr && !r.why; i++) {
-		get_xattr(&r, &m->xattr[i]);
-		for (uint32_t j = 0; j < i && !r.why; j++)
-			if (m->xattr[j].name_len == m->xattr[i].name_len &&
-			    !memcmp(m->xattr[j].name, m->xattr[i].name,
-				    m->xattr[i].name_len))
-				fail(&r, "xattr listed twice");
-	}
-	if (r.why)
-		m->nxattr = 0;
+	get_xattrs(&r, &l, m->xattr);
+	m->nxattr = r.why ? 0 : l.left;
 	return done(&r, why);
 }
 
 /* ---------------------------------------------------------- READDIR */
 
-#define DIRENT_MIN	(2 + 1 + STATUS_MIN + 2)
+#define DIRENT_MIN	(2 + 1 + STATUS_MIN + 2 + 2)
 
 static void get_dirent(struct rd *r, void *out)
 {
+	struct lp_xattr scratch[LENTO_XATTRS_MAX];
 	struct lp_dirent *d = out;
 	size_t n = get_cstr(r, d->de.name, sizeof(d->de.name));
 	const char *why = r->why ? NULL : entry_name_invalid(d->de.name, n);
@@ -1089,6 +1129,9 @@ static void get_dirent(struct rd *r, void *out)
 		fail(r, why);
 	get_status(r, &d->de.st);
 	d->target = get_target(r, d->de.st.type, &d->target_len);
+	get_xattrs(r, &d->xattrs, scratch);
+	d->nxattr = d->xattrs.left;
+	d->xattr = NULL;
 }
 
 int lp_next_dirent(struct lp_list *l, struct lp_dirent *d)
@@ -1101,6 +1144,7 @@ static void put_dirent(struct wr *w, const struct lp_dirent *d)
 	put_cstr(w, d->de.name, sizeof(d->de.name));
 	put_status(w, &d->de.st);
 	put_str16(w, d->target, d->target_len);
+	put_xattrs(w, d->nxattr, d->xattr);
 }
 
 int lp_encode_readdir_reply(struct lp_buf *b, uint32_t tag,
@@ -1116,6 +1160,11 @@ int lp_encode_readdir_reply(struct lp_buf *b, uint32_t tag,
 	put_status(&w, &m->dir);
 	put32(&w, m->total);
 	put32(&w, m->first);
+	/* The directory's own xattrs, in the first frame only. */
+	if (m->first)
+		put16(&w, 0);
+	else
+		put_xattrs(&w, m->dir_nxattr, m->dir_xattr);
 	at = b->len;
 	put32(&w, 0);		/* count, once known */
 	for (; i < n && !w.err; i++) {
@@ -1133,12 +1182,17 @@ int lp_decode_readdir_reply(const struct lp_frame *f,
 			    struct lp_readdir_reply *m, const char **why)
 {
 	struct rd r = body(f, LP_READDIR_REPLY);
+	struct lp_xattr xscratch[LENTO_XATTRS_MAX];
 	struct lp_dirent scratch;
 
 	memset(m, 0, sizeof(*m));
 	get_status(&r, &m->dir);
 	m->total = get32(&r);
 	m->first = get32(&r);
+	get_xattrs(&r, &m->dir_xattrs, xscratch);
+	m->dir_nxattr = m->dir_xattrs.left;
+	if (m->first && m->dir_nxattr)
+		fail(&r, "the directory's xattrs in a frame but the first");
 	m->count = get_count(&r, DIRENT_MIN, LP_DIR_MAX);
 	m->more = f->flags & LP_F_MORE;
 	if (m->dir.type != LENTO_T_DIR)

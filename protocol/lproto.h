@@ -38,8 +38,8 @@
 #include "lento_types.h"
 
 /* Protocol versions this code speaks (HELLO negotiates one). */
-#define LP_VERSION_MIN		1
-#define LP_VERSION_MAX		1
+#define LP_VERSION_MIN		2
+#define LP_VERSION_MAX		2
 
 #define LP_MAGIC		"LENTO-LP"	/* HELLO's first 8 bytes */
 #define LP_PORT			4770		/* the server's default TCP port */
@@ -288,12 +288,22 @@ int lp_encode_getattr_reply(struct lp_buf *b, uint32_t tag,
 int lp_decode_getattr_reply(const struct lp_frame *f,
 			    struct lp_getattr_reply *m, const char **why);
 
+/* The next of an object's xattrs a decoder accepted (struct lp_list). */
+int lp_next_xattr(struct lp_list *l, struct lp_xattr *x);
+
 /* ----------------------------------------------------------- READDIR */
 
 struct lp_dirent {
 	struct lento_dirent de;	/* name NUL-terminated */
 	const char *target;	/* a symlink's, not NUL-terminated */
 	uint32_t target_len;	/* 0 unless de.st.type is LENTO_T_SYMLINK */
+	/*
+	 * Its object's xattrs: the encoder reads xattr[0, nxattr); the
+	 * decoder sets nxattr and xattrs (lp_next_xattr), xattr NULL.
+	 */
+	uint32_t nxattr;
+	const struct lp_xattr *xattr;
+	struct lp_list xattrs;
 };
 
 /*
@@ -302,6 +312,14 @@ struct lp_dirent {
  */
 struct lp_readdir_reply {
 	struct lento_status dir;	/* the same in every frame */
+	/*
+	 * The directory's xattrs, in the first frame (first 0) only: the
+	 * encoder reads dir_xattr[0, dir_nxattr) then; the decoder sets
+	 * dir_nxattr and dir_xattrs (lp_next_xattr).
+	 */
+	uint32_t dir_nxattr;
+	const struct lp_xattr *dir_xattr;
+	struct lp_list dir_xattrs;
 	uint32_t total, first, count;
 	bool more;
 	struct lp_list ents;		/* lp_next_dirent() */

@@ -45,23 +45,45 @@ static enum lp_rt error(const struct lp_frame *f, struct lp_buf *out,
 	return again(err, why);
 }
 
+/* A decoded list of xattrs as the array an encoder reads (NULL if none). */
+static struct lp_xattr *xattr_array(struct lp_list *l, uint32_t n, int *err)
+{
+	struct lp_xattr *x = n ? calloc(n, sizeof(*x)) : NULL;
+	uint32_t i = 0;
+
+	if (n && !x)
+		*err = -ENOMEM;
+	while (x && i < n && lp_next_xattr(l, &x[i]) == 1)
+		i++;
+	if (x && i != n)
+		*err = -EINVAL;
+	return x;
+}
+
 static enum lp_rt readdir_reply(const struct lp_frame *f, struct lp_buf *out,
 				const char **why)
 {
 	struct lp_readdir_reply m;
 	struct lp_dirent *d;
 	uint32_t i = 0;
-	int err;
+	int err = 0;
 
 	if (lp_decode_readdir_reply(f, &m, why))
 		return LP_RT_BAD;
 	d = calloc(m.count + 1, sizeof(*d));
 	if (!d)
 		return again(-ENOMEM, why);
-	while (lp_next_dirent(&m.ents, &d[i]) == 1)
+	m.dir_xattr = xattr_array(&m.dir_xattrs, m.dir_nxattr, &err);
+	while (!err && lp_next_dirent(&m.ents, &d[i]) == 1) {
+		d[i].xattr = xattr_array(&d[i].xattrs, d[i].nxattr, &err);
 		i++;
-	err = i == m.count ? lp_encode_readdir_reply(out, f->tag, &m, d, i) :
-	      -EINVAL;
+	}
+	if (!err)
+		err = i == m.count ? lp_encode_readdir_reply(out, f->tag, &m,
+							     d, i) : -EINVAL;
+	for (uint32_t k = 0; k < i; k++)
+		free((void *)d[k].xattr);
+	free((void *)m.dir_xattr);
 	free(d);
 	if (err >= 0 && (uint32_t)err != i)
 		return LP_RT_BIG;

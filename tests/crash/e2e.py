@@ -33,8 +33,9 @@ the server. Checks, each "ok - LABEL NAME" or "not ok - LABEL NAME: why":
                      (size, sha256, mode)
   trees-agree        A's tree and C's tree are equal (tests/bin/treecmp:
                      names, types, modes, owners, sizes, contents, hard
-                     links and link counts; xattrs aside: the read path
-                     does not fetch them yet)
+                     links and link counts; xattrs aside: one removed in
+                     the part of A's journal the crash lost stays at the
+                     server, a known limit of recovery)
 
 Ends with "N passed, N failed"; exit status 0 iff all passed.
 """

@@ -24,6 +24,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -52,10 +53,16 @@ def body(name, size):
     return (seed * (size // len(seed) + 1))[:size]
 
 
+def xattrs(p):
+    """@p's xattrs (ACLs too), presto's own left out (a lower's)."""
+    return tuple(sorted((n, os.getxattr(p, n, follow_symlinks=False))
+                        for n in os.listxattr(p, follow_symlinks=False)
+                        if not n.startswith("trusted.presto.")))
+
+
 def snapshot(root):
-    """The tree under @root: path -> (kind, mode, content or target),
-    presto's .presto left out. (xattrs are not compared: the read path
-    does not materialise them; server_xattr() checks they arrived.)"""
+    """The tree under @root: path -> (kind, mode, content or target,
+    xattrs), presto's .presto left out."""
     out = {}
     for d, dirs, files in os.walk(root):
         dirs[:] = [x for x in dirs if not (d == root and x == ".presto")]
@@ -70,8 +77,29 @@ def snapshot(root):
             else:
                 with open(p, "rb") as f:
                     what = ("f", st.st_mode & 0o7777, f.read())
-            out[rel] = what
+            out[rel] = what + (xattrs(p),)
     return out
+
+
+def acl(*entries):
+    """A POSIX ACL as its xattr value: (tag, perm, id) entries."""
+    return struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", tag, perm, i) for tag, perm, i in entries)
+
+
+ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER = \
+    0x01, 0x02, 0x04, 0x10, 0x20
+NOBODY = 0xffffffff
+
+
+def reads_as(uid, path):
+    """Can @uid read @path (its permission checked by the kernel)? The
+    reason why not, or "" if it can."""
+    r = subprocess.run(["setpriv", "--reuid", str(uid), "--regid",
+                        str(uid), "--clear-groups", "cat", path],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    return "" if r.returncode == 0 else r.stderr.strip() or "cannot"
 
 
 def server_xattr(s, name):
@@ -249,6 +277,70 @@ def case_special_files(s):
         os.close(fd)
     with open(os.path.join(bd, "null"), "r+b", buffering=0) as f:
         check(f.write(b"gone") == 4 and f.read() == b"", "B's null")
+
+
+def case_acls_and_xattrs(s):
+    """POSIX ACLs and xattrs set through A are B's once B lists them:
+    B's kernel enforces the ACL (uid 1000 may read, 1001 may not), a
+    default ACL on a directory is inherited by what B creates there;
+    A's later changes (an ACL narrowed, an xattr removed) reach B."""
+    m = s.a.mnt
+    d = os.path.join(m, "w/acl")
+    os.chmod(s.t.tmp, 0o755)    # the mounts are under it
+    os.makedirs(d)
+    f = os.path.join(d, "secret")
+    with open(f, "wb") as fh:
+        fh.write(b"for 1000's eyes")
+    os.chmod(f, 0o600)
+    access = acl((ACL_USER_OBJ, 6, NOBODY), (ACL_USER, 4, 1000),
+                 (ACL_GROUP_OBJ, 0, NOBODY), (ACL_MASK, 4, NOBODY),
+                 (ACL_OTHER, 0, NOBODY))
+    default = acl((ACL_USER_OBJ, 7, NOBODY), (ACL_USER, 5, 1000),
+                  (ACL_GROUP_OBJ, 5, NOBODY), (ACL_MASK, 5, NOBODY),
+                  (ACL_OTHER, 0, NOBODY))
+    os.setxattr(f, "system.posix_acl_access", access)
+    os.setxattr(d, "system.posix_acl_default", default)
+    os.setxattr(d, "user.project", b"presto")
+    os.setxattr(f, "user.gone", b"soon")
+    os.chmod(d, 0o755)
+    s.a.sync(timeout=120)
+    bd = os.path.join(s.b.mnt, "w/acl")
+    bf = os.path.join(bd, "secret")
+    wait_until(lambda: os.path.exists(bf), 30, "B seeing w/acl/secret")
+    check(xattrs(bf) == xattrs(f), "B's file's xattrs %r, A's %r" %
+          (xattrs(bf), xattrs(f)))
+    check(xattrs(bd) == xattrs(d), "B's directory's xattrs %r, A's %r" %
+          (xattrs(bd), xattrs(d)))
+    why = reads_as(1000, f)
+    check(not why, "uid 1000 on A: %s" % why)
+    why = reads_as(1000, bf)
+    if why:     # the ACL as B's kernel has it
+        why += "\n" + subprocess.run(["getfacl", "-n", bf],
+                                     stdout=subprocess.PIPE,
+                                     universal_newlines=True).stdout
+    check(not why, "uid 1000 on B: %s" % why)
+    check(reads_as(1001, bf), "uid 1001 reads on B")
+    check(os.stat(bf).st_mode & 0o777 == os.stat(f).st_mode & 0o777,
+          "modes differ")
+    # Made on B: the directory's default ACL, as on A.
+    with open(os.path.join(bd, "made-on-b"), "w") as fh:
+        fh.write("b")
+    check(os.getxattr(os.path.join(bd, "made-on-b"),
+                      "system.posix_acl_access") is not None,
+          "no inherited ACL on B")
+    why = reads_as(1000, os.path.join(bd, "made-on-b"))
+    check(not why, "uid 1000 on what B made under the default ACL: %s" %
+          why)
+    # A narrows the ACL and drops an xattr: B follows.
+    os.setxattr(f, "system.posix_acl_access",
+                acl((ACL_USER_OBJ, 6, NOBODY), (ACL_GROUP_OBJ, 0, NOBODY),
+                    (ACL_OTHER, 0, NOBODY)))
+    os.removexattr(f, "user.gone")
+    s.a.sync(timeout=120)
+    wait_until(lambda: reads_as(1000, bf), 30,
+               "B taking back uid 1000's right to read")
+    check(xattrs(bf) == xattrs(f), "B's xattrs after A's change %r, A's "
+          "%r" % (xattrs(bf), xattrs(f)))
 
 
 def case_dir_nlink(s):
@@ -459,6 +551,7 @@ CASES = [
     ("write_tree", case_write_tree),
     ("hard_links", case_hard_links),
     ("special_files", case_special_files),
+    ("acls_and_xattrs", case_acls_and_xattrs),
     ("dir_nlink", case_dir_nlink),
     ("restart_resumes", case_restart_resumes),
     ("churn_ships_nothing", case_churn_ships_nothing),

@@ -83,9 +83,10 @@ class Conn:
         self.s.close()
 
 
-def hello(c, client=0, uuid=None):
+def hello(c, client=0, uuid=None, version=2):
     uuid = uuid or os.urandom(16)
-    body = b"LENTO-LP" + struct.pack("<HHII", 1, 1, 0, client) + uuid + \
+    body = b"LENTO-LP" + \
+        struct.pack("<HHII", version, version, 0, client) + uuid + \
         struct.pack("<I", 0)
     tag = c.send(HELLO, body)
     t, _, _, b = c.reply(tag)
@@ -94,7 +95,7 @@ def hello(c, client=0, uuid=None):
         return None, code, uuid
     assert t == HELLO_REPLY, t
     version, _, cid, epoch, hb = struct.unpack_from("<HIIQI", b)
-    assert version == 1 and cid and epoch and hb
+    assert version == 2 and cid and epoch and hb
     return cid, epoch, uuid
 
 
@@ -160,6 +161,11 @@ def case_handshake(srv):
     c = Conn(srv.port)
     none, code, _ = hello(c, cid, os.urandom(16))
     assert none is None and code == EEXIST, code
+    c.close()
+    # A client of version 1 only (listings without xattrs) is refused.
+    c = Conn(srv.port)
+    none, code, _ = hello(c, version=1)
+    assert none is None and code == 93, code   # EPROTONOSUPPORT
     c.close()
 
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -449,6 +450,74 @@ START_TEST(materialise)
 }
 END_TEST
 
+/* Value of xattr @name of @path in the cache, or "" if it has none. */
+static const char *xget(int dfd, const char *path, const char *name)
+{
+	static char v[64];
+	char p[CACHE_PATH_MAX];
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d/%s", dfd, path);
+	n = lgetxattr(p, name, v, sizeof(v) - 1);
+	v[n < 0 ? 0 : n] = '\0';
+	return n < 0 ? "" : v;
+}
+
+/*
+ * The server's xattrs onto a cached object: the listed set, the unlisted
+ * removed, presto's own and the LSM's left alone; a body keeps them.
+ */
+START_TEST(xattrs)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1);
+	const struct cache_xattr x[] = {
+		{ "user.a", 6, "1", 1 },
+		{ "user.empty", 10, "", 0 },
+		{ "trusted.presto.cb", 17, "evil", 4 },
+	};
+	char p[CACHE_PATH_MAX], tmp[CACHE_PATH_MAX];
+	uint32_t skipped = 0;
+
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol/f", &f, NULL), 0);
+	snprintf(p, sizeof(p), "%s/vol/f", dir);
+	if (lsetxattr(p, "user.old", "o", 1, 0) && errno == EOPNOTSUPP) {
+		cache_close(c);
+		return;	/* a /tmp without user xattrs: nothing to test */
+	}
+	ck_assert_int_eq(lsetxattr(p, "trusted.presto.cb", "mine", 4, 0), 0);
+	ck_assert_int_eq(cache_sync_xattrs(c, "vol/f", x, 3, &skipped), 0);
+	ck_assert_uint_eq(skipped, 1);		/* presto's is not lento's */
+	ck_assert_str_eq(xget(dfd, "vol/f", "user.a"), "1");
+	ck_assert_int_eq(lgetxattr(p, "user.empty", NULL, 0), 0);
+	ck_assert_int_eq(lgetxattr(p, "user.old", NULL, 0), -1);
+	ck_assert_str_eq(xget(dfd, "vol/f", "trusted.presto.cb"), "mine");
+	/* Again: nothing to change; then none at all. */
+	skipped = 0;
+	ck_assert_int_eq(cache_sync_xattrs(c, "vol/f", x, 2, &skipped), 0);
+	ck_assert_uint_eq(skipped, 0);
+	ck_assert_str_eq(xget(dfd, "vol/f", "user.a"), "1");
+	/* A new body: the file's xattrs, not presto's flags. */
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(cache_copy_xattrs(c, "vol/f", tmp), 0);
+	ck_assert_int_eq(cache_install(c, tmp, "vol/f", &f), 0);
+	ck_assert_str_eq(xget(dfd, "vol/f", "user.a"), "1");
+	ck_assert_int_eq(lgetxattr(p, "user.empty", NULL, 0), 0);
+	ck_assert_int_eq(lgetxattr(p, "trusted.presto.cb", NULL, 0), -1);
+	ck_assert_int_eq(cache_sync_xattrs(c, "vol/f", NULL, 0, &skipped), 0);
+	ck_assert_int_eq(llistxattr(p, NULL, 0), 0);
+	/* A missing object is an error; copying from one is nothing. */
+	ck_assert_int_eq(cache_sync_xattrs(c, "vol/nope", x, 1, &skipped),
+			 -ENOENT);
+	ck_assert_int_eq(cache_copy_xattrs(c, "vol/nope", "vol/f"), 0);
+	cache_close(c);
+}
+END_TEST
+
 /*
  * A file's names in directories the cache has not listed are hidden
  * links, so that its link count is the server's; they follow the file to
@@ -525,6 +594,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, transactions);
 	tcase_add_test(tc, materialise);
 	tcase_add_test(tc, hidden_names);
+	tcase_add_test(tc, xattrs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -129,6 +129,13 @@ static void fill_statics(void)
 		value[i] = (uint8_t)(i * 7);
 }
 
+/* Xattrs for samples: an ACL, a user attribute, an empty value. */
+static const struct lp_xattr sxattrs[] = {
+	{ "system.posix_acl_access", 23, "\x02\0\0\0\x01\0\x06\0", 8 },
+	{ "user.mime_type", 14, "text/plain", 10 },
+	{ "trusted.empty", 13, "", 0 },
+};
+
 static void sdirent(struct lp_dirent *d, unsigned int v, unsigned int i)
 {
 	static const uint8_t types[] = {
@@ -143,6 +150,8 @@ static void sdirent(struct lp_dirent *d, unsigned int v, unsigned int i)
 		d->target = long_target;
 		d->target_len = v == 4 ? LENTO_SYMLINK_MAX : 1 + i;
 	}
+	d->nxattr = (v + i) % (ARRAY_SIZE(sxattrs) + 1);
+	d->xattr = sxattrs;
 }
 
 /* A record of @op, as lento_types.h's table says it looks. */
@@ -384,7 +393,7 @@ static void sample_hello(struct lp_buf *b, uint32_t tag, unsigned int v)
 static void sample_hello_reply(struct lp_buf *b, uint32_t tag, unsigned int v)
 {
 	struct lp_hello_reply m = {
-		.version = 1, .client = 1 + v, .epoch = 0x123456789aULL + v,
+		.version = LP_VERSION_MAX, .client = 1 + v, .epoch = 0x123456789aULL + v,
 		.heartbeat_ms = v == 5 ? LP_HEARTBEAT_MAX_MS : LP_PING_MS,
 		.auth = value, .auth_len = v * 7,
 	};
@@ -723,7 +732,7 @@ START_TEST(hello_round_trip)
 {
 	struct lp_hello m = { .vmin = 1, .vmax = 3, .client = 42,
 			      .auth = (const uint8_t *)"", .auth_len = 0 }, d;
-	struct lp_hello_reply r = { .version = 1, .client = 42, .epoch = 99,
+	struct lp_hello_reply r = { .version = LP_VERSION_MAX, .client = 42, .epoch = 99,
 				    .heartbeat_ms = LP_PING_MS }, dr;
 	struct lp_frame f;
 	const char *why;
@@ -740,7 +749,7 @@ START_TEST(hello_round_trip)
 	ck_assert_uint_eq(d.client, 42);
 	ck_assert_mem_eq(d.uuid, m.uuid, 16);
 	ck_assert_uint_eq(d.auth_len, 0);
-	ck_assert_uint_eq(lp_negotiate(&d), 1);
+	ck_assert_uint_eq(lp_negotiate(&d), LP_VERSION_MAX);
 	/* A decoder of one type refuses the frames of another. */
 	ck_assert_int_eq(lp_decode_hello_reply(&f, &dr, &why), -EBADMSG);
 	ck_assert_str_eq(why, "frame is not of the type decoded");
@@ -749,7 +758,7 @@ START_TEST(hello_round_trip)
 	ck_assert_int_eq(lp_encode_hello_reply(&b, 5, &r), 0);
 	f = frame_at(0);
 	ck_assert_int_eq(lp_decode_hello_reply(&f, &dr, &why), 0);
-	ck_assert_uint_eq(dr.version, 1);
+	ck_assert_uint_eq(dr.version, LP_VERSION_MAX);
 	ck_assert_uint_eq(dr.client, 42);
 	ck_assert_uint_eq(dr.epoch, 99);
 	ck_assert_uint_eq(dr.heartbeat_ms, LP_PING_MS);
@@ -760,7 +769,10 @@ START_TEST(negotiation)
 {
 	struct lp_hello m = { .vmin = 1, .vmax = 1 };
 
-	ck_assert_uint_eq(lp_negotiate(&m), 1);
+	/* Version 1 listed no xattrs: its peers are not spoken to. */
+	ck_assert_uint_eq(lp_negotiate(&m), 0);
+	m.vmax = LP_VERSION_MAX;
+	ck_assert_uint_eq(lp_negotiate(&m), LP_VERSION_MAX);
 	m.vmax = 7;
 	ck_assert_uint_eq(lp_negotiate(&m), LP_VERSION_MAX);
 	m.vmin = LP_VERSION_MAX + 1;
@@ -823,6 +835,26 @@ START_TEST(getattr_largest)
 }
 END_TEST
 
+/* A decoded list of xattrs is @want[0, n), in order. */
+static void ck_xattrs_eq(struct lp_list *l, uint32_t got,
+			 const struct lp_xattr *want, uint32_t n)
+{
+	struct lp_xattr x;
+	uint32_t i = 0;
+
+	ck_assert_uint_eq(got, n);
+	while (lp_next_xattr(l, &x) == 1) {
+		ck_assert_uint_lt(i, n);
+		ck_assert_uint_eq(x.name_len, want[i].name_len);
+		ck_assert_mem_eq(x.name, want[i].name, x.name_len);
+		ck_assert_uint_eq(x.value_len, want[i].value_len);
+		if (x.value_len)
+			ck_assert_mem_eq(x.value, want[i].value, x.value_len);
+		i++;
+	}
+	ck_assert_uint_eq(i, n);
+}
+
 START_TEST(readdir_round_trip)
 {
 	struct lp_readdir_reply m, d;
@@ -834,6 +866,8 @@ START_TEST(readdir_round_trip)
 	memset(&m, 0, sizeof(m));
 	m.dir = sstatus(1, LENTO_T_DIR);
 	m.total = 7;
+	m.dir_nxattr = 2;
+	m.dir_xattr = sxattrs;
 	for (uint32_t k = 0; k < 7; k++)
 		sdirent(&in[k], 3, k);
 	ck_assert_int_eq(lp_encode_readdir_reply(&b, 3, &m, in, 7), 7);
@@ -845,6 +879,7 @@ START_TEST(readdir_round_trip)
 	ck_assert_uint_eq(d.first, 0);
 	ck_assert_uint_eq(d.count, 7);
 	ck_assert(!d.more);
+	ck_xattrs_eq(&d.dir_xattrs, d.dir_nxattr, sxattrs, 2);
 	while (lp_next_dirent(&d.ents, &out) == 1) {
 		ck_assert_str_eq(out.de.name, in[i].de.name);
 		ck_status_eq(&out.de.st, &in[i].de.st);
@@ -852,6 +887,9 @@ START_TEST(readdir_round_trip)
 		if (out.target_len)
 			ck_assert_mem_eq(out.target, in[i].target,
 					 out.target_len);
+		ck_assert_ptr_null(out.xattr);
+		ck_xattrs_eq(&out.xattrs, out.nxattr, in[i].xattr,
+			     in[i].nxattr);
 		i++;
 	}
 	ck_assert_uint_eq(i, 7);
@@ -1475,8 +1513,8 @@ END_TEST
 
 START_TEST(bad_hello_reply)
 {
-	struct lp_hello_reply m = { .version = 1, .client = 1, .epoch = 1,
-				    .heartbeat_ms = LP_PING_MS };
+	struct lp_hello_reply m = { .version = LP_VERSION_MAX, .client = 1,
+				    .epoch = 1, .heartbeat_ms = LP_PING_MS };
 
 	ck_assert_int_eq(lp_encode_hello_reply(&b, 1, &m), 0);
 	b.len = 0;
@@ -1485,6 +1523,8 @@ START_TEST(bad_hello_reply)
 	m.version = 0;
 	ck_enc_refused(lp_encode_hello_reply(&b, 1, &m), "does not speak");
 	m.version = 1;
+	ck_enc_refused(lp_encode_hello_reply(&b, 1, &m), "does not speak");
+	m.version = LP_VERSION_MAX;
 	m.client = 0;
 	ck_enc_refused(lp_encode_hello_reply(&b, 1, &m), "client id 0");
 	m.client = 1;
@@ -1666,10 +1706,10 @@ START_TEST(bad_entry_name)
 	strcpy(d.de.name, "abc");
 	ck_assert_int_eq(lp_encode_readdir_reply(&b, 1, &m, &d, 1), 1);
 	if (_i == (int)ARRAY_SIZE(bad)) {
-		body_at(ST_LEN(m.dir.vv.n) + 12 + 2 + 1)[0] = '\0';
+		body_at(ST_LEN(m.dir.vv.n) + 14 + 2 + 1)[0] = '\0';
 		ck_refused("name with NUL");
 	} else {
-		put16_at(ST_LEN(m.dir.vv.n) + 12, LENTO_NAME_MAX + 1);
+		put16_at(ST_LEN(m.dir.vv.n) + 14, LENTO_NAME_MAX + 1);
 		ck_refused("name longer than LENTO_NAME_MAX");
 	}
 }
@@ -1683,7 +1723,7 @@ START_TEST(bad_readdir_counts)
 
 	memset(&m, 0, sizeof(m));
 	m.dir = sstatus(1, LENTO_T_DIR);
-	cnt = ST_LEN(m.dir.vv.n) + 8;
+	cnt = ST_LEN(m.dir.vv.n) + 10;
 	sdirent(&d[0], 0, 0);
 	sdirent(&d[1], 0, 1);
 	m.total = 1;
@@ -1716,6 +1756,56 @@ START_TEST(bad_readdir_counts)
 	ck_refused("count beyond the protocol's limit");
 	put32_at(cnt, 1);
 	ck_refused("trailing bytes");
+}
+END_TEST
+
+/* Entries' and the directory's xattrs: limits, no name twice, frame one. */
+START_TEST(bad_readdir_xattrs)
+{
+	struct lp_xattr twice[2] = { sxattrs[1], sxattrs[1] };
+	struct lp_xattr many[LENTO_XATTRS_MAX + 1];
+	char names[LENTO_XATTRS_MAX + 1][16];
+	struct lp_readdir_reply m;
+	struct lp_dirent d[2];
+
+	for (uint32_t i = 0; i <= LENTO_XATTRS_MAX; i++) {
+		snprintf(names[i], sizeof(names[i]), "user.%u", i);
+		many[i] = (struct lp_xattr){ names[i],
+					     (uint32_t)strlen(names[i]),
+					     value, 1 };
+	}
+	memset(&m, 0, sizeof(m));
+	m.dir = sstatus(1, LENTO_T_DIR);
+	m.total = 3;
+	sdirent(&d[0], 0, 0);
+	sdirent(&d[1], 0, 1);
+	d[1].nxattr = 2;
+	d[1].xattr = twice;
+	ck_enc_refused(lp_encode_readdir_reply(&b, 1, &m, d, 2),
+		       "xattr listed twice");
+	d[1].nxattr = LENTO_XATTRS_MAX + 1;
+	d[1].xattr = many;
+	ck_enc_refused(lp_encode_readdir_reply(&b, 1, &m, d, 2),
+		       "more than LENTO_XATTRS_MAX");
+	d[1].nxattr = LENTO_XATTRS_MAX;
+	ck_assert_int_eq(lp_encode_readdir_reply(&b, 1, &m, d, 2), 2);
+	b.len = 0;
+	d[1].nxattr = 1;
+	m.dir_nxattr = 2;
+	m.dir_xattr = twice;
+	ck_enc_refused(lp_encode_readdir_reply(&b, 1, &m, d, 2),
+		       "xattr listed twice");
+	/* A later frame carries no directory xattrs, whatever it is given. */
+	m.first = 1;
+	ck_assert_int_eq(lp_encode_readdir_reply(&b, 1, &m, d, 2), 2);
+	b.len = 0;
+	/* ... and one that says it does is refused. */
+	m.first = 0;
+	m.dir_xattr = sxattrs;
+	ck_assert_int_eq(lp_encode_readdir_reply(&b, 1, &m, d, 2), 2);
+	put32_at(ST_LEN(m.dir.vv.n) + 4, 1);
+	set_flags(0);
+	ck_refused("xattrs in a frame but the first");
 }
 END_TEST
 
@@ -2272,6 +2362,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, bad_getattr_reply);
 	tcase_add_loop_test(tc, bad_entry_name, 0, 7);
 	tcase_add_test(tc, bad_readdir_counts);
+	tcase_add_test(tc, bad_readdir_xattrs);
 	tcase_add_test(tc, bad_fetch);
 	tcase_add_test(tc, bad_data);
 	tcase_add_test(tc, zip_bombs);

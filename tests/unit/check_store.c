@@ -351,10 +351,11 @@ struct find {
 	struct lento_fid fid;
 	size_t count;
 	char target[LENTO_SYMLINK_MAX + 1];	/* the entry's, if a symlink */
+	bool xattrs;				/* the entry's object has some */
 };
 
 static int find_cb(void *arg, const struct lento_dirent *de,
-		   const char *target, uint32_t target_len)
+		   const char *target, uint32_t target_len, bool xattrs)
 {
 	struct find *f = arg;
 
@@ -362,6 +363,7 @@ static int find_cb(void *arg, const struct lento_dirent *de,
 	ck_assert_int_eq(target != NULL, de->st.type == LENTO_T_SYMLINK);
 	if (f->name && !strcmp(de->name, f->name)) {
 		f->fid = de->st.fid;
+		f->xattrs = xattrs;
 		if (target) {
 			ck_assert_uint_le(target_len, LENTO_SYMLINK_MAX);
 			memcpy(f->target, target, target_len);
@@ -500,7 +502,8 @@ struct walk {
 
 static int collect_cb(void *arg, const struct lento_dirent *de,
 		   const char *target __attribute__((unused)),
-		   uint32_t target_len __attribute__((unused)))
+		   uint32_t target_len __attribute__((unused)),
+		   bool xattrs __attribute__((unused)))
 {
 	struct walk *w = arg;
 
@@ -1195,6 +1198,13 @@ START_TEST(xattrs)
 	SEND_OK(&c);
 	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, xattr_cb, &b), 0);
 	ck_assert_str_eq(b.p, " trusted.t= user.a=1 user.b=22");
+	/* A listing says which entries have xattrs to ask for. */
+	struct find fd = { .name = "f" }, fl = { .name = "l" };
+
+	ck_assert_int_eq(store_readdir(s, &root, find_cb, &fd), 0);
+	ck_assert(fd.xattrs);
+	ck_assert_int_eq(store_readdir(s, &root, find_cb, &fl), 0);
+	ck_assert(!fl.xattrs);
 	xattr(&c, f, "user.a", NULL);
 	SEND_OK(&c);
 	b.len = 0;
@@ -1202,6 +1212,25 @@ START_TEST(xattrs)
 	ck_assert_str_eq(b.p, " trusted.t= user.b=22");
 	xattr(&c, f, "user.a", NULL);
 	ck_assert_int_eq(send(&c), -ENODATA);
+	/* An access ACL sets the mode's permission bits (mask for group). */
+	static const uint8_t acl[] = {
+		2, 0, 0, 0,  0x01, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+		0x02, 0, 4, 0, 0xe8, 3, 0, 0,  0x04, 0, 0, 0, 0xff, 0xff, 0xff,
+		0xff,  0x10, 0, 5, 0, 0xff, 0xff, 0xff, 0xff,  0x20, 0, 1, 0,
+		0xff, 0xff, 0xff, 0xff,
+	};
+	r = xattr(&c, f, "system.posix_acl_access", "x");
+	r->data = acl;
+	r->data_len = sizeof(acl);
+	SEND_OK(&c);
+	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, NULL, NULL), 0);
+	ck_assert_uint_eq(st.attr.mode & 0777, 0651);
+	r = xattr(&c, f, "system.posix_acl_access", "x");
+	r->data = acl;
+	r->data_len = sizeof(acl) - 1;
+	ck_assert_int_eq(send(&c), -EINVAL);
+	xattr(&c, f, "system.posix_acl_access", NULL);
+	SEND_OK(&c);
 	xattr(&c, f, "bogus.a", "1");
 	ck_assert_int_eq(send(&c), -EOPNOTSUPP);
 	xattr(&c, l, "user.a", "1");
@@ -1233,6 +1262,22 @@ START_TEST(xattrs)
 	ck_assert_int_eq(send(&c), -ENOSPC);
 	xattr(&c, f, "user.b", "replacing is fine");
 	SEND_OK(&c);
+	/* With none left, the listing says so. */
+	for (int i = 3; i < LENTO_XATTRS_MAX; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "user.n%d", i);
+		xattr(&c, f, name, NULL);
+		if (c.n == MAXREC)
+			SEND_OK(&c);
+	}
+	xattr(&c, f, "user.b", NULL);
+	xattr(&c, f, "user.big", NULL);
+	xattr(&c, f, "trusted.t", NULL);
+	SEND_OK(&c);
+	fd.xattrs = true;
+	ck_assert_int_eq(store_readdir(s, &root, find_cb, &fd), 0);
+	ck_assert(!fd.xattrs);
 	free(b.p);
 }
 END_TEST
@@ -2071,7 +2116,8 @@ struct big {
 
 static int big_cb(void *arg, const struct lento_dirent *de,
 		   const char *target __attribute__((unused)),
-		   uint32_t target_len __attribute__((unused)))
+		   uint32_t target_len __attribute__((unused)),
+		   bool xattrs __attribute__((unused)))
 {
 	struct big *b = arg;
 
@@ -2197,7 +2243,8 @@ END_TEST
 
 static int nested_cb(void *arg, const struct lento_dirent *de,
 		   const char *target __attribute__((unused)),
-		   uint32_t target_len __attribute__((unused)))
+		   uint32_t target_len __attribute__((unused)),
+		   bool xattrs __attribute__((unused)))
 {
 	struct lento_status st;
 	struct store_result res;
