@@ -986,6 +986,24 @@ static int rec_fids(const struct lento_rec *r, struct lento_fid out[4])
 	return n;
 }
 
+/*
+ * Is @st (of a directory the batch changed) one whose names changed
+ * through others since the client's base? Then the client's listing of
+ * it is stale: it gets no version for it but a BREAK.
+ */
+static bool stale_dir(const struct store_result *res,
+		      const struct lento_status *st)
+{
+	if (st->type != LENTO_T_DIR)
+		return false;
+	if (res->stale_more)
+		return true;
+	for (size_t i = 0; i < res->nstale; i++)
+		if (lento_fid_eq(&res->stale[i], &st->fid))
+			return true;
+	return false;
+}
+
 static void reint_reply(struct session *s, struct reint_in *ri,
 			const struct store_result *res)
 {
@@ -1015,6 +1033,11 @@ static void reint_reply(struct session *s, struct reint_in *ri,
 				if (store_getattr(srv->st, &fids[k], &st, NULL,
 						  0, NULL, NULL))
 					continue;	/* gone */
+				if (stale_dir(res, &st)) {
+					fidset_del(&s->cbs, &fids[k]);
+					sess_push_fid(s, LP_BREAK, &fids[k]);
+					continue;
+				}
 				/*
 				 * The client caches what it made: it must
 				 * hear when another changes it.

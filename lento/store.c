@@ -1709,6 +1709,44 @@ static int check_base(struct batch *b, const struct obj *o,
 	return -ESTALE;
 }
 
+/*
+ * The base of the directory whose names record b->i changes. Names merge:
+ * the record's own preconditions (a name free, a name there, a directory
+ * empty) are checked as it is applied, so a version others moved is no
+ * conflict; the directory is noted stale for the client instead.
+ */
+static void parent_base(struct batch *b, const struct obj *d,
+			const struct lento_vv *base)
+{
+	struct store_result *res = b->res;
+
+	if (lento_vv_eq(&d->vv, base) || res->stale_more)
+		return;
+	for (size_t i = 0; i < res->nstale; i++)
+		if (lento_fid_eq(&res->stale[i], &d->fid))
+			return;
+	if (res->nstale == STORE_STALE_MAX)
+		res->stale_more = true;
+	else
+		res->stale[res->nstale++] = d->fid;
+}
+
+/*
+ * An object's base: checked, but a directory's merges as its names do
+ * (parent_base): moving or removing one another client changed loses
+ * nothing of theirs -- its names move with it, and only an empty one
+ * goes (ENOTEMPTY otherwise). Its attributes, set by SETATTR, are
+ * checked like any object's.
+ */
+static int obj_base(struct batch *b, const struct obj *o,
+		    const struct lento_vv *base, const char *what)
+{
+	if (o->type != LENTO_T_DIR)
+		return check_base(b, o, base, what);
+	parent_base(b, o, base);
+	return 0;
+}
+
 static int load(struct batch *b, const struct lento_fid *fid, struct obj *o,
 		const char *what, bool dir)
 {
@@ -2098,7 +2136,7 @@ static int op_new(struct batch *b, const struct lento_rec *r)
 			     "bad symlink target");
 	ret = load(b, &r->dir, &d, "directory", true);
 	if (!ret)
-		ret = check_base(b, &d, &r->base_dir, "directory");
+		parent_base(b, &d, &r->base_dir);
 	if (!ret)
 		ret = may_change(b, &d);
 	if (ret)
@@ -2179,7 +2217,7 @@ static int op_link(struct batch *b, const struct lento_rec *r)
 	if (!ret)
 		ret = load(b, &r->obj, &o, "object", false);
 	if (!ret)
-		ret = check_base(b, &d, &r->base_dir, "directory");
+		parent_base(b, &d, &r->base_dir);
 	if (!ret)
 		ret = check_base(b, &o, &r->base_obj, "object");
 	if (ret)
@@ -2260,9 +2298,9 @@ static int op_remove(struct batch *b, const struct lento_rec *r)
 	if (!ret)
 		ret = load(b, &r->obj, &o, "object", false);
 	if (!ret)
-		ret = check_base(b, &d, &r->base_dir, "directory");
+		parent_base(b, &d, &r->base_dir);
 	if (!ret)
-		ret = check_base(b, &o, &r->base_obj, "object");
+		ret = obj_base(b, &o, &r->base_obj, "object");
 	if (!ret)
 		ret = check_entry(b, &d, r->name, &o);
 	if (ret)
@@ -2322,12 +2360,12 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 		ret = load(b, &r->dir2, dd, "target directory", true);
 	if (!ret)
 		ret = load(b, &r->obj, &o, "object", false);
-	if (!ret)
-		ret = check_base(b, sd, &r->base_dir, "source directory");
-	if (!ret && !same)
-		ret = check_base(b, dd, &r->base_dir2, "target directory");
-	if (!ret)
-		ret = check_base(b, &o, &r->base_obj, "object");
+	if (!ret) {
+		parent_base(b, sd, &r->base_dir);
+		if (!same)
+			parent_base(b, dd, &r->base_dir2);
+		ret = obj_base(b, &o, &r->base_obj, "object");
+	}
 	if (!ret)
 		ret = check_entry(b, sd, r->name, &o);
 	if (ret)
@@ -2351,7 +2389,7 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 	if (has_t && !lento_fid_eq(&tf, &o.fid)) {
 		ret = load(b, &tf, &t, "target", false);
 		if (!ret)
-			ret = check_base(b, &t, &r->base_target, "target");
+			ret = obj_base(b, &t, &r->base_target, "target");
 		if (ret)
 			return ret;
 	}

@@ -219,6 +219,8 @@ enum store_outcome {
 	STORE_FAILED,		/* an error: see err */
 };
 
+#define STORE_STALE_MAX	32
+
 struct store_result {
 	enum store_outcome outcome;
 	size_t applied;		/* records applied (0 unless APPLIED) */
@@ -232,6 +234,16 @@ struct store_result {
 	struct lento_vv base;	/* CONFLICT: the version the record names */
 	struct lento_vv current;	/* CONFLICT: the server's version */
 	char msg[512];		/* why, for people */
+	/*
+	 * APPLIED: directories whose names records changed though their
+	 * base was not the directory's version (others changed its names
+	 * meanwhile; not a conflict, see store_reintegrate): the client's
+	 * listing of them is stale. Past STORE_STALE_MAX, stale_more says
+	 * to count every directory the batch names as one.
+	 */
+	struct lento_fid stale[STORE_STALE_MAX];
+	size_t nstale;
+	bool stale_more;
 };
 
 /*
@@ -245,7 +257,11 @@ struct store_result {
  *
  * Each new record is checked and applied in order: the objects it names
  * exist (-ENOENT), its base versions are their current ones (else
- * CONFLICT, -ESTALE: res names the record, the object, both versions),
+ * CONFLICT, -ESTALE: res names the record, the object, both versions) --
+ * but for the directory whose names it changes (dir, dir2): two clients
+ * changing different names of one directory do not conflict, a name
+ * taken or gone is -EEXIST or -ENOENT, and the directory is reported in
+ * res->stale --,
  * the record's uid/gid may make the change (owner/group/other mode bits,
  * sticky directories; uid 0 passes; -EACCES/-EPERM), the change makes
  * sense (-EEXIST, -ENOTEMPTY, -ENOTDIR, -EISDIR, -EXDEV, -EINVAL, ...).

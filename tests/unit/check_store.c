@@ -1399,18 +1399,74 @@ START_TEST(conflict_on_stale_base)
 	after = dump(vol, clients, 2);
 	SAME_DUMP(before, after);
 
-	/* The directory changed under the client: conflict on it. */
+	/* A directory's attributes are checked like a file's. */
 	before = dump(vol, clients, 2);
 	{
-		struct lento_rec *r;
+		struct lento_attr da = { .valid = LENTO_A_MODE, .mode = 0700 };
+		struct lento_rec *r = setattr(&c1, root, &da);
 
-		mkfile(&c1, root, "x");
-		r = &c1.recs[0];
-		r->base_dir.v[0]--;
+		r->base_obj.v[0]--;
 		ck_assert_int_eq(send(&c1), -ESTALE);
 		ck_assert_int_eq(c1.res.rec, 0);
 		ck_assert(lento_fid_eq(&c1.res.fid, &root));
 	}
+	after = dump(vol, clients, 2);
+	SAME_DUMP(before, after);
+}
+END_TEST
+
+/*
+ * Two clients change different names of one directory from the same
+ * version: both apply, the second hears the directory is stale. A name
+ * taken or gone meanwhile, or a directory no longer empty, is refused.
+ */
+START_TEST(names_merge)
+{
+	uint32_t vol = new_volume("v", 0);
+	struct lento_fid root = LENTO_ROOT_FID(vol), d, e, g, x, found;
+	struct lento_fid none = { 0 };
+	uint32_t clients[] = { 1, 2 };
+	char *before, *after;
+	struct tc c1, c2;
+
+	tc_init(&c1, vol, 1);
+	tc_init(&c2, vol, 2);
+	c2.seq = 5000;
+	d = mkdir_(&c1, root, "d");
+	e = mkdir_(&c1, d, "e");
+	g = mkfile(&c1, d, "gone");
+	SEND_OK(&c1);
+	mkfile(&c1, d, "from1");
+	named(&c1, LENTO_OP_UNLINK, d, "gone", g);
+	mkfile(&c1, e, "inside");
+	x = mkfile(&c2, d, "from2");	/* based on d as it was */
+	mv(&c2, d, "e", e, root, "e2", none, 0);
+	SEND_OK(&c1);
+	ck_assert_uint_eq(c1.res.nstale, 0);
+	SEND_OK(&c2);
+	ck_assert_uint_eq(c2.res.nstale, 2);	/* d, and e moved */
+	ck_assert(!c2.res.stale_more);
+	ck_assert(lento_fid_eq(&c2.res.stale[0], &d) ||
+		  lento_fid_eq(&c2.res.stale[1], &d));
+	found = lookup(d, "from2");
+	ck_assert(lento_fid_eq(&found, &x));
+	found = lookup(d, "from1");
+	ck_assert(!lento_fid_is_null(&found));
+	found = lookup(d, "gone");
+	ck_assert(lento_fid_is_null(&found));
+	found = lookup(root, "e2");
+	ck_assert(lento_fid_eq(&found, &e));
+	found = lookup(e, "inside");
+	ck_assert(!lento_fid_is_null(&found));
+
+	/* Not mergeable: refused, nothing changed. */
+	before = dump(vol, clients, 2);
+	mkfile(&c2, d, "from1");
+	ck_assert_int_eq(send(&c2), -EEXIST);
+	named(&c2, LENTO_OP_UNLINK, d, "gone", g);
+	ck_assert_int_eq(send(&c2), -ENOENT);
+	named(&c2, LENTO_OP_RMDIR, root, "e2", e);
+	ck_assert_int_eq(send(&c2), -ENOTEMPTY);
 	after = dump(vol, clients, 2);
 	SAME_DUMP(before, after);
 }
@@ -2296,6 +2352,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, rename_across_volumes);
 	tcase_add_test(tc, setattr_and_sizes);
 	tcase_add_test(tc, xattrs);
+	tcase_add_test(tc, names_merge);
 	tcase_add_test(tc, store_bodies);
 	tcase_add_test(tc, conflict_on_stale_base);
 	tcase_add_test(tc, error_in_third_record);
