@@ -803,6 +803,9 @@ static const struct ctl_cmd client_cmds[] = {
 	  "refused ones)", 0, 1, cmd_reintegrate },
 	{ "sync", "[VOLUME]", "return once nothing is pending (or say why "
 	  "not)", 0, 1, cmd_sync },
+	{ "resolve", "VOLUME local|server|both", "settle the volume's "
+	  "conflict: keep this client's version, the server's, or both", 2,
+	  2, cmd_resolve },
 	{ "ls", "PATH", "list a directory (VOLUME/path)", 1, 1, cmd_ls },
 	{ "cat", "PATH", "a file's content, fetched if need be", 1, 1,
 	  cmd_cat },

@@ -332,4 +332,7 @@ int reint_dirty_refresh(struct client *cl, uint32_t volume);
 int cmd_reintegrate(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_sync(struct ctl_req *r, void *ctx, int argc, char **argv);
 
+/* resolve.c: lentoctl resolve VOLUME local|server|both */
+int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv);
+
 #endif /* LENTO_CLIENT_INT_H */

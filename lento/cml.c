@@ -45,6 +45,8 @@ enum stmt {
 	S_BASES,
 	S_UPDATE,
 	S_DELETE,
+	S_DROP,
+	S_REBASE,
 	S_COUNT,
 };
 
@@ -100,6 +102,15 @@ static const char *const sql[S_COUNT] = {
 		     "a_size = ?17, a_atime = ?18, a_mtime = ?19, a_ctime = ?20, "
 		     "a_rdev = ?21, name = ?22, name2 = ?23 WHERE recno = ?1",
 	[S_DELETE] = "DELETE FROM cml WHERE recno = ?1",
+	[S_DROP] = "DELETE FROM cml WHERE recno = ?1 AND state = 0",
+	[S_REBASE] = "UPDATE cml SET "
+		     "base_dir = CASE WHEN dir = ?2 THEN ?3 ELSE base_dir END, "
+		     "base_obj = CASE WHEN obj = ?2 THEN ?3 ELSE base_obj END, "
+		     "base_dir2 = CASE WHEN dir2 = ?2 THEN ?3 ELSE base_dir2 END, "
+		     "base_target = CASE WHEN target = ?2 THEN ?3 "
+		     "ELSE base_target END "
+		     "WHERE volume = ?1 AND state = 0 AND "
+		     "?2 IN (dir, obj, dir2, target)",
 };
 
 static const char schema[] =
@@ -843,6 +854,30 @@ int cml_requeue(struct cml *cml, uint32_t volume)
 {
 	sqlite3_bind_int64(cml->st[S_REQUEUE], 1, volume);
 	return run(cml, S_REQUEUE);
+}
+
+int cml_drop(struct cml *cml, uint64_t recno)
+{
+	int err;
+
+	if (recno > INT64_MAX)
+		return -ENOENT;
+	sqlite3_bind_int64(cml->st[S_DROP], 1, (sqlite3_int64)recno);
+	err = run(cml, S_DROP);
+	return err ?: (sqlite3_changes(cml->db) ? 0 : -ENOENT);
+}
+
+int cml_rebase(struct cml *cml, uint32_t volume, const struct lento_fid *fid,
+	       const struct lento_vv *vv)
+{
+	sqlite3_stmt *st = cml->st[S_REBASE];
+	int err;
+
+	sqlite3_bind_int64(st, 1, volume);
+	bind_fid(st, 2, fid);
+	bind_vv(st, 3, fid, vv);
+	err = run(cml, S_REBASE);
+	return err ?: sqlite3_changes(cml->db);
 }
 
 int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)

@@ -146,6 +146,18 @@ int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto);
  * server may have applied must never be optimised away.
  */
 int cml_requeue(struct cml *cml, uint32_t volume);
+/*
+ * Remove pending record @recno (a person discarding a change the server
+ * refused): 0, or -ENOENT if there is no such record not shipped.
+ */
+int cml_drop(struct cml *cml, uint64_t recno);
+/*
+ * Every pending record of @volume that names @fid takes @vv as that
+ * object's base (a person choosing this client's changes over the
+ * server's version @vv). Returns the records changed.
+ */
+int cml_rebase(struct cml *cml, uint32_t volume, const struct lento_fid *fid,
+	       const struct lento_vv *vv);
 
 /* Every record of @volume in order, shipped or not, changing nothing. */
 int cml_list(struct cml *cml, uint32_t volume, cml_rec_fn *fn, void *arg);

@@ -466,6 +466,71 @@ def case_disconnected(s):
     wait_until(there, 30, "B reading what A wrote disconnected")
 
 
+def case_apart(s):
+    """A third client, C, through a proxy the test cuts: while apart, C
+    and A add different names to one directory through their mounts and
+    both change one file. C's batch merges the names and stops at the
+    file; lentoctl resolve both keeps A's version under its name and C's
+    beside it. Both mounts then show the same four names and contents."""
+    proxy = s.t.proxy(s.srv)
+    c = rp.Kclient(s.t.tmp, "far", proxy, os.path.join(s.t.tmp, "mnt-far"))
+    s.t.procs.append(c)
+    s.more.append(c)
+    c.start()
+    c.mount()
+    c.ready()
+    am, cm = os.path.join(s.a.mnt, "w/apart"), os.path.join(c.mnt, "w/apart")
+    os.makedirs(am)
+    with open(os.path.join(am, "shared"), "w") as f:
+        f.write("base")
+    s.a.sync(timeout=120)
+    wait_until(lambda: os.path.exists(os.path.join(cm, "shared")), 30,
+               "C seeing w/apart/shared")
+    with open(os.path.join(cm, "shared")) as f:
+        check(f.read() == "base", "C's first read")
+    proxy.cut()
+    wait_until(lambda: c.status()["state"] != "connected", 30,
+               "C noticing it is apart")
+    with open(os.path.join(cm, "from-c"), "w") as f:
+        f.write("c")
+    with open(os.path.join(cm, "shared"), "w") as f:
+        f.write("C's version")
+    consumed(c)
+    with open(os.path.join(am, "from-a"), "w") as f:
+        f.write("a")
+    with open(os.path.join(am, "shared"), "w") as f:
+        f.write("A's version")
+    s.a.sync(timeout=120)
+    proxy.restore()
+    c.wait_connected(60)
+    rc, out = c.ctl("sync", ok=False, timeout=120)
+    check(rc == 1 and "conflict" in out, "C's sync: %d %s" % (rc, out))
+    res = c.ctl("resolve", VOL, "both")
+    check(res["copy"], "resolve both: %s" % res)
+    copy = res["copy"].split("/")[-1]
+    c.sync(timeout=120)
+    want = {"from-a": "a", "from-c": "c", "shared": "A's version",
+            copy: "C's version"}
+
+    def tree(d):
+        out = {}
+        for n in os.listdir(d):
+            with open(os.path.join(d, n)) as f:
+                out[n] = f.read()
+        return out
+    for k, d in (("A", am), ("C", cm)):
+        got = {}
+
+        def same():
+            got.clear()
+            got.update(tree(d))
+            return got == want
+        try:
+            wait_until(same, 30, "%s's w/apart" % k)
+        except Fail:
+            raise Fail("%s's w/apart: %r, want %r" % (k, got, want))
+
+
 def sh(cmd):
     subprocess.run(cmd, shell=True, check=True)
 
@@ -557,6 +622,7 @@ CASES = [
     ("churn_ships_nothing", case_churn_ships_nothing),
     ("revoke", case_revoke),
     ("disconnected", case_disconnected),
+    ("apart", case_apart),
     ("crash_recovery", case_crash_recovery),
     ("status", case_status),
 ]

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Resolving a conflict (client_int.h): lentoctl resolve VOLUME CHOICE, a
+ * person's decision about the object a refused batch stopped at, after
+ * which the volume reintegrates again.
+ *
+ *   local   this client's changes win: every pending record that names
+ *           the object takes the server's version (the one the conflict
+ *           reported) as its base, so the server's changes to that object
+ *           are replaced by this client's. Nothing else moves.
+ *   server  the server's version wins: this client's pending records of
+ *           the object (those that change it, move, link or remove it) go
+ *           from the log, and the object is fetched again, its
+ *           directories listed again, once nothing else of this client's
+ *           is pending on them.
+ *   both    a regular file: this client's content goes first to a new
+ *           file beside it, NAME.conflict-CLIENT-RECNO (made and written
+ *           by records of its own, so it reaches the server too), then as
+ *           server. Nothing of either side is lost.
+ *
+ * Only a conflict (ECONFLICT: an object changed at the server and here)
+ * is resolved this way; other refusals say what to change (a name taken
+ * is EEXIST: rename or remove the file here, then lentoctl reintegrate).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "cml.h"
+#include "log.h"
+
+#define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
+#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
+
+enum choice { C_LOCAL, C_SERVER, C_BOTH };
+
+/* The pending records of the conflict's object, and who made its change. */
+struct of_obj {
+	struct lento_fid fid;
+	uint64_t blamed;		/* the record the server refused */
+	uint32_t uid, gid;		/* its maker's */
+	uint64_t *recnos;		/* records to drop (server, both) */
+	struct lento_fid *dirs;		/* directories their names were in */
+	size_t n, ndirs, cap;
+	int err;
+};
+
+static int keep_dir(struct of_obj *w, const struct lento_fid *d)
+{
+	if (lento_fid_is_null(d))
+		return 0;
+	for (size_t i = 0; i < w->ndirs; i++)
+		if (lento_fid_eq(&w->dirs[i], d))
+			return 0;
+	w->dirs[w->ndirs++] = *d;
+	return 0;
+}
+
+static int collect(void *arg, const struct lento_rec *r, uint64_t body)
+{
+	struct of_obj *w = arg;
+
+	(void)body;
+	if (r->recno == w->blamed) {
+		w->uid = r->uid;
+		w->gid = r->gid;
+	}
+	if (!lento_fid_eq(&r->obj, &w->fid) &&
+	    !lento_fid_eq(&r->target, &w->fid))
+		return 0;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 16;
+		uint64_t *p = realloc(w->recnos, cap * sizeof(*p));
+		struct lento_fid *d;
+
+		if (!p)
+			return -ENOMEM;
+		w->recnos = p;
+		d = realloc(w->dirs, 2 * cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		w->dirs = d;
+		w->cap = cap;
+	}
+	w->recnos[w->n++] = r->recno;
+	keep_dir(w, &r->dir);
+	return keep_dir(w, &r->dir2);
+}
+
+/* ----------------------------------------------------------------- both */
+
+static int copy_fd(int from, int to)
+{
+	char buf[65536];
+	ssize_t n;
+
+	for (;;) {
+		n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
+		if (n == 0)
+			return 0;
+		if (n > 0)
+			continue;
+		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS)
+			return -errno;
+		break;	/* not on this file system: by hand */
+	}
+	while ((n = read(from, buf, sizeof(buf))) > 0)
+		if (write(to, buf, (size_t)n) != n)
+			return errno ? -errno : -EIO;
+	return n < 0 ? -errno : 0;
+}
+
+/* A free name beside @name in @dir (its path @dirpath): NAME.conflict-... */
+static int copy_name(struct client *cl, const struct lento_fid *dir,
+		     const char *dirpath, const char *name, uint64_t recno,
+		     char out[LENTO_NAME_MAX + 1], char *path)
+{
+	char suffix[64];
+	struct lento_fid f;
+	struct stat sb;
+
+	for (int k = 0; k < 100; k++) {
+		int len = k ? snprintf(suffix, sizeof(suffix), ".conflict-%"
+				       PRIu32 "-%" PRIu64 "-%d",
+				       cl->client_id, recno, k) :
+			      snprintf(suffix, sizeof(suffix), ".conflict-%"
+				       PRIu32 "-%" PRIu64, cl->client_id,
+				       recno);
+		int keep = (int)strlen(name);
+
+		if (keep + len > LENTO_NAME_MAX)
+			keep = LENTO_NAME_MAX - len;
+		snprintf(out, LENTO_NAME_MAX + 1, "%.*s%s", keep, name, suffix);
+		if (snprintf(path, CACHE_PATH_MAX, "%s/%s", dirpath, out) >=
+		    CACHE_PATH_MAX)
+			return -ENAMETOOLONG;
+		if (cache_lookup(cl->cache, dir, out, &f) == -ENOENT &&
+		    fstatat(cache_dirfd(cl->cache), path, &sb,
+			    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+			return 0;
+	}
+	return -EEXIST;
+}
+
+static int64_t ns_of(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/*
+ * This client's version of regular file @fid, at @path in @dir, to a new
+ * file beside it, with its CREATE and STORE records. Its new path in
+ * @copy.
+ */
+static int keep_copy(struct client *cl, struct vol *v,
+		     const struct of_obj *w, const char *path, char *copy)
+{
+	int dirfd = cache_dirfd(cl->cache), from, to, err;
+	char tmp[CACHE_PATH_MAX], dirpath[CACHE_PATH_MAX];
+	char name[LENTO_NAME_MAX + 1], newname[LENTO_NAME_MAX + 1];
+	struct cache_obj d, g;
+	struct lento_rec r;
+	struct lento_fid dir;
+	struct stat sb;
+
+	err = cache_name_of(cl->cache, &w->fid, &dir, name);
+	err = err ?: cache_obj_get(cl->cache, &dir, &d, NULL, 0);
+	err = err ?: cache_path(cl->cache, &dir, dirpath, sizeof(dirpath));
+	err = err ?: copy_name(cl, &dir, dirpath, name, w->blamed, newname,
+			       copy);
+	if (err)
+		return err;
+	from = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (from < 0)
+		return -errno;
+	to = cache_tmpfile(cl->cache, tmp);
+	err = to < 0 ? to : fstat(from, &sb) ? -errno : copy_fd(from, to);
+	if (!err && fsync(to))
+		err = -errno;
+	close(from);
+	if (to >= 0)
+		close(to);
+	if (err)
+		goto undo_tmp;
+
+	memset(&g, 0, sizeof(g));
+	g.type = LENTO_T_REG;
+	g.nlink = 1;
+	g.attr.valid = LENTO_A_ALL & ~LENTO_A_RDEV;
+	g.attr.mode = sb.st_mode & 07777;
+	g.attr.uid = sb.st_uid;
+	g.attr.gid = sb.st_gid;
+	g.attr.size = (uint64_t)sb.st_size;
+	g.attr.atime_ns = ns_of(&sb.st_atim);
+	g.attr.mtime_ns = ns_of(&sb.st_mtim);
+	g.attr.ctime_ns = wall_ms() * 1000000;
+	g.valid = g.data = true;
+	g.used_ms = wall_ms();
+	err = cml_mint_fid(cache_cml(cl->cache), v->cv.id, &g.fid);
+	err = err ?: cache_install(cl->cache, tmp, copy, &g);
+	if (err)
+		goto undo_tmp;
+
+	memset(&r, 0, sizeof(r));
+	r.op = LENTO_OP_CREATE;
+	r.uid = w->uid;
+	r.gid = w->gid;
+	r.time_ns = g.attr.ctime_ns;
+	r.dir = dir;
+	r.base_dir = d.vv;
+	r.obj = g.fid;
+	r.type = LENTO_T_REG;
+	r.attr = g.attr;
+	r.attr.valid = LENTO_A_MODE | LENTO_A_UID | LENTO_A_GID |
+		       LENTO_A_ATIME | LENTO_A_MTIME | LENTO_A_CTIME;
+	r.attr.size = 0;
+	snprintf(r.name, sizeof(r.name), "%s", newname);
+	err = cache_obj_put(cl->cache, &g, NULL, 0);
+	err = err ?: cache_dirent_put(cl->cache, &dir, newname, &g.fid);
+	err = err ?: cml_append(cache_cml(cl->cache), &r, 0);
+	if (!err) {
+		memset(&r.attr, 0, sizeof(r.attr));
+		r.op = LENTO_OP_STORE;
+		r.dir = (struct lento_fid){ 0 };
+		r.base_dir = (struct lento_vv){ 0 };
+		r.type = 0;
+		r.name[0] = '\0';
+		r.attr.valid = LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME;
+		r.attr.size = g.attr.size;
+		r.attr.mtime_ns = g.attr.mtime_ns;
+		r.attr.ctime_ns = g.attr.ctime_ns;
+		err = cml_append(cache_cml(cl->cache), &r, g.attr.size);
+	}
+	if (err) {
+		unlinkat(dirfd, copy, 0);
+		return err;
+	}
+	cache_handle_update(cl->cache, &g.fid, copy);
+	/* A name presto may hold a negative dentry of. */
+	kclient_clear_flags(cl, v->cv.id, dirpath);
+	return 0;
+undo_tmp:
+	unlinkat(dirfd, tmp, 0);
+	return err;
+}
+
+/* --------------------------------------------------------------- server */
+
+/* The object and the directories its dropped names were in: fetch again. */
+static int refetch(struct client *cl, const struct of_obj *w)
+{
+	struct cache_obj o;
+	int err = 0;
+
+	for (size_t i = 0; !err && i <= w->ndirs; i++) {
+		const struct lento_fid *f = i < w->ndirs ? &w->dirs[i] :
+					    &w->fid;
+
+		if (cache_obj_get(cl->cache, f, &o, NULL, 0))
+			continue;	/* gone here: its directory brings it */
+		/*
+		 * A directory keeps its listing, which is listed again once
+		 * this client has no change left in it (listing_apply leaves
+		 * a dirty one alone). A file's content goes unless this
+		 * client still changes it.
+		 */
+		err = cache_obj_set_state(cl->cache, f, false,
+					  o.type == LENTO_T_DIR || o.dirty ?
+					  o.data : false);
+	}
+	return err;
+}
+
+static int drop_all(struct client *cl, const struct of_obj *w)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < w->n; i++)
+		err = cml_drop(cache_cml(cl->cache), w->recnos[i]);
+	return err;
+}
+
+/* ------------------------------------------------------------- command */
+
+static int parse(struct ctl_req *r, struct client *cl, int argc,
+		 char **argv, struct vol **vp, enum choice *c)
+{
+	static const char *const names[] = { "local", "server", "both" };
+	struct vol *v;
+
+	(void)argc;
+	for (*c = C_LOCAL; *c <= C_BOTH; (*c)++)
+		if (!strcmp(argv[1], names[*c]))
+			break;
+	if (*c > C_BOTH) {
+		ctl_error(r, "%s: not a choice (local, server or both)",
+			  argv[1]);
+		return -EINVAL;
+	}
+	v = vol_by_name(cl, argv[0]);
+	if (!v) {
+		ctl_error(r, "%s: no such volume here", argv[0]);
+		return -ENOENT;
+	}
+	if (!v->stuck || v->last.code != LP_ECONFLICT) {
+		ctl_error(r, "volume %s has no conflict to resolve%s%s",
+			  v->cv.name, v->stuck ? ": its last batch was "
+			  "refused with " : "", v->stuck ?
+			  lp_err_name(v->last.code) : "");
+		return -EINVAL;
+	}
+	*vp = v;
+	return 0;
+}
+
+/* What resolution @c does to @w's object: 0 or -errno. */
+static int apply(struct client *cl, struct vol *v, struct of_obj *w,
+		 enum choice c, char *copy)
+{
+	char path[CACHE_PATH_MAX];
+	struct cache_obj o;
+	int err;
+
+	if (c == C_LOCAL) {
+		err = cml_rebase(cache_cml(cl->cache), v->cv.id, &w->fid,
+				 &v->last.current);
+		if (err >= 0 && !cache_obj_get(cl->cache, &w->fid, &o, NULL, 0))
+			err = cache_obj_set_vv(cl->cache, &w->fid,
+					       &v->last.current);
+		return err < 0 ? err : 0;
+	}
+	if (c == C_BOTH) {
+		err = cache_obj_get(cl->cache, &w->fid, &o, NULL, 0);
+		if (!err && o.type != LENTO_T_REG)
+			err = -EISDIR;
+		err = err ?: cache_path(cl->cache, &w->fid, path,
+					sizeof(path));
+		err = err ?: keep_copy(cl, v, w, path, copy);
+		if (err)
+			return err;
+	}
+	err = drop_all(cl, w);
+	err = err ?: reint_dirty_refresh(cl, v->cv.id);
+	return err ?: refetch(cl, w);
+}
+
+int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	static const char *const what[] = {
+		"this client's version will replace the server's",
+		"the server's version replaces this client's",
+		"the server's version under its name, this client's beside it",
+	};
+	struct client *cl = ctx;
+	struct of_obj w = { 0 };
+	char copy[CACHE_PATH_MAX] = "";
+	struct vol *v;
+	enum choice c;
+	int err = parse(r, cl, argc, argv, &v, &c);
+
+	if (err)
+		return err;
+	w.fid = v->last.fid;
+	w.blamed = v->last.recno;
+	err = cache_begin(cl->cache);
+	if (err)
+		goto out;
+	err = cml_list(cache_cml(cl->cache), v->cv.id, collect, &w);
+	err = err < 0 ? err : apply(cl, v, &w, c, copy);
+	err = err ?: cache_commit(cl->cache);
+	if (err) {
+		cache_rollback(cl->cache);
+		goto out;
+	}
+	/* Its names and content as the server has them, next time used. */
+	if (c != C_LOCAL) {
+		kclient_break_fid(cl, &w.fid);
+		for (size_t i = 0; i < w.ndirs; i++)
+			kclient_break_fid(cl, &w.dirs[i]);
+	}
+	log_info("volume %s: conflict on " FIDFMT " resolved: %s (%zu records "
+		 "dropped%s%s)", v->cv.name, FIDARG(&w.fid), what[c],
+		 c == C_LOCAL ? 0 : w.n, copy[0] ? ", kept as " : "", copy);
+	v->stuck = false;
+	v->force = true;
+	v->retry_at_ms = 0;
+	v->log_changed = true;
+	if (ctl_json(r)) {
+		struct jw *o = ctl_out(r);
+
+		jw_obj_begin(o);
+		jw_key(o, "dropped");
+		jw_uint(o, c == C_LOCAL ? 0 : w.n);
+		jw_key(o, "copy");
+		if (copy[0])
+			jw_str(o, copy);
+		else
+			jw_null(o);
+		jw_obj_end(o);
+		jw_raw(o, "\n", 1);
+	} else {
+		jw_printf(ctl_out(r), "volume %s: %s%s%s; reintegrating\n",
+			  v->cv.name, what[c], copy[0] ? ": " : "", copy);
+	}
+	reint_kick(cl);
+out:
+	if (err)
+		ctl_error(r, "volume %s: resolving: %s", v->cv.name,
+			  strerror(-err));
+	free(w.recnos);
+	free(w.dirs);
+	return err;
+}
