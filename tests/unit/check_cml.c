@@ -1325,6 +1325,56 @@ static struct cml *fast_cml(void)
 	return c;
 }
 
+static bool vv_same(const struct lento_vv *a, const struct lento_vv *b)
+{
+	return a->n == b->n && !memcmp(a->v, b->v, a->n * sizeof(a->v[0]));
+}
+
+/* What a person settling a conflict does: drop records, rebase an object. */
+START_TEST(drop_and_rebase)
+{
+	struct cml *c = open_cml();
+	struct lento_rec r, u;
+	struct lento_vv now = { .n = 2, .v = { 42, 7 } };
+	struct took t = { 0 };
+	struct glist l;
+
+	for (uint64_t seq = 10; seq < 13; seq++) {
+		r = setattr_rec(VOL, seq);
+		ck_assert_int_eq(cml_append(c, &r, 0), 0);
+	}
+	/* An unlink of object 11 from directory 10: both slots rebase. */
+	memset(&u, 0, sizeof(u));
+	u.op = LENTO_OP_UNLINK;
+	u.dir = (struct lento_fid){ VOL, 0, 10 };
+	u.obj = (struct lento_fid){ VOL, 0, 11 };
+	u.base_dir.n = u.base_obj.n = 1;
+	snprintf(u.name, sizeof(u.name), "x");
+	ck_assert_int_eq(cml_append(c, &u, 0), 0);
+	ck_assert_int_eq(cml_rebase(c, VOL, &u.obj, &now), 2);
+	ck_assert_int_eq(cml_rebase(c, VOL + 1, &u.obj, &now), 0);
+	l = list(c, VOL);
+	ck_assert_uint_eq(l.n, 4);
+	ck_assert(!vv_same(&l.v[0].r.base_obj, &now));
+	ck_assert(vv_same(&l.v[1].r.base_obj, &now));
+	ck_assert(!vv_same(&l.v[3].r.base_dir, &now));
+	ck_assert(vv_same(&l.v[3].r.base_obj, &now));
+	glist_free(&l);
+	/* Dropped: gone, once; a shipped record is not dropped. */
+	ck_assert_int_eq(cml_drop(c, 2), 0);
+	ck_assert_int_eq(cml_drop(c, 2), -ENOENT);
+	ck_assert_int_eq(cml_batch(c, VOL, 1, 0, take, &t), 1);
+	ck_assert_uint_eq(t.recno[0], 1);
+	ck_assert_int_eq(cml_drop(c, 1), -ENOENT);
+	ck_assert_int_eq(cml_rebase(c, VOL, &u.obj, &now), 1);
+	l = list(c, VOL);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_uint_eq(l.v[1].r.recno, 3);
+	glist_free(&l);
+	cml_close(c);
+}
+END_TEST
+
 START_TEST(thousand_files_ship_nothing)
 {
 	struct cml *c = fast_cml();
@@ -2314,6 +2364,7 @@ static Suite *cml_suite(void)
 	tcase_add_test(log, fids_unique_and_persistent);
 	tcase_add_test(log, identities_differ);
 	tcase_add_test(log, batches_and_acks);
+	tcase_add_test(log, drop_and_rebase);
 	suite_add_tcase(s, log);
 
 	tcase_add_checked_fixture(opt, setup, teardown);
