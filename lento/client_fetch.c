@@ -357,6 +357,12 @@ static int validate_reply(void *arg, const struct lp_frame *f, int err,
 		/* A version that moved meanwhile is not what was asked. */
 		if (!lento_vv_eq(&o.vv, &va->items[first + i].vv))
 			valid = false;
+		/*
+		 * Known stale here (its listing lacks what the server has)
+		 * while this client's changes are pending: stays so.
+		 */
+		if (!o.valid && o.dirty)
+			valid = false;
 		changed += !valid;
 		err = cache_obj_set_state(cl->cache, &o.fid, valid, o.data);
 		/* presto's flags of it go too: the epoch may stay. */

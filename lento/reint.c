@@ -505,8 +505,8 @@ static int take_versions(struct client *cl, const struct lp_reint_reply *m)
 	while (!err && lp_next_fidvv(&l, &fv) == 1) {
 		if (cache_obj_get(cl->cache, &fv.fid, &o, NULL, 0))
 			continue;
+		/* Its version, not its validity: one known stale stays so. */
 		o.vv = fv.vv;
-		o.valid = true;
 		err = cache_obj_put(cl->cache, &o, NULL, 0);
 	}
 	return err;

@@ -180,6 +180,7 @@ static int keep_copy(struct client *cl, struct vol *v,
 	from = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (from < 0)
 		return -errno;
+	tmp[0] = '\0';
 	to = cache_tmpfile(cl->cache, tmp);
 	err = to < 0 ? to : fstat(from, &sb) ? -errno : copy_fd(from, to);
 	if (!err && fsync(to))
@@ -247,7 +248,8 @@ static int keep_copy(struct client *cl, struct vol *v,
 	kclient_clear_flags(cl, v->cv.id, dirpath);
 	return 0;
 undo_tmp:
-	unlinkat(dirfd, tmp, 0);
+	if (tmp[0])
+		unlinkat(dirfd, tmp, 0);
 	return err;
 }
 
@@ -266,14 +268,14 @@ static int refetch(struct client *cl, const struct of_obj *w)
 		if (cache_obj_get(cl->cache, f, &o, NULL, 0))
 			continue;	/* gone here: its directory brings it */
 		/*
-		 * A directory keeps its listing, which is listed again once
-		 * this client has no change left in it (listing_apply leaves
-		 * a dirty one alone). A file's content goes unless this
-		 * client still changes it.
+		 * Not valid: listed or fetched again when next used. What
+		 * this client still changes is kept until that is in (a
+		 * dirty directory is not listed, and stays not valid until
+		 * then); the rest is dropped, so that no validation of an
+		 * unchanged version makes it current again.
 		 */
 		err = cache_obj_set_state(cl->cache, f, false,
-					  o.type == LENTO_T_DIR || o.dirty ?
-					  o.data : false);
+					  o.dirty ? o.data : false);
 	}
 	return err;
 }
@@ -321,8 +323,8 @@ static int parse(struct ctl_req *r, struct client *cl, int argc,
 }
 
 /* What resolution @c does to @w's object: 0 or -errno. */
-static int apply(struct client *cl, struct vol *v, struct of_obj *w,
-		 enum choice c, char *copy)
+static int apply(struct ctl_req *r, struct client *cl, struct vol *v,
+		 struct of_obj *w, enum choice c, char *copy)
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
@@ -338,10 +340,21 @@ static int apply(struct client *cl, struct vol *v, struct of_obj *w,
 	}
 	if (c == C_BOTH) {
 		err = cache_obj_get(cl->cache, &w->fid, &o, NULL, 0);
-		if (!err && o.type != LENTO_T_REG)
-			err = -EISDIR;
 		err = err ?: cache_path(cl->cache, &w->fid, path,
 					sizeof(path));
+		if (err == -ENOENT) {
+			ctl_error(r, "volume %s: both: this client removed "
+				  "the object; keep the server's version "
+				  "(server) or the removal (local)",
+				  v->cv.name);
+			return -EINVAL;
+		}
+		if (!err && o.type != LENTO_T_REG) {
+			ctl_error(r, "volume %s: both: the object is not a "
+				  "regular file; choose local or server",
+				  v->cv.name);
+			return -EINVAL;
+		}
 		err = err ?: keep_copy(cl, v, w, path, copy);
 		if (err)
 			return err;
@@ -373,10 +386,12 @@ int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv)
 	if (err)
 		goto out;
 	err = cml_list(cache_cml(cl->cache), v->cv.id, collect, &w);
-	err = err < 0 ? err : apply(cl, v, &w, c, copy);
+	err = err < 0 ? err : apply(r, cl, v, &w, c, copy);
 	err = err ?: cache_commit(cl->cache);
 	if (err) {
 		cache_rollback(cl->cache);
+		if (copy[0])	/* made on the disk, not in the cache */
+			unlinkat(cache_dirfd(cl->cache), copy, 0);
 		goto out;
 	}
 	/* Its names and content as the server has them, next time used. */
@@ -411,7 +426,7 @@ int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv)
 	}
 	reint_kick(cl);
 out:
-	if (err)
+	if (err && err != -EINVAL)
 		ctl_error(r, "volume %s: resolving: %s", v->cv.name,
 			  strerror(-err));
 	free(w.recnos);
