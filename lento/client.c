@@ -368,7 +368,12 @@ static void permits_tick(struct client *cl, uint64_t now)
 
 		if (!v->permit)
 			continue;
-		if (now >= v->expires_ms) {
+		/*
+		 * The server keeps the lease while this client's batch comes
+		 * (a slow line may take longer than a lease to carry it):
+		 * the answer says whether it still held when applied.
+		 */
+		if (now >= v->expires_ms && !reint_sending(cl, v->cv.id)) {
 			permit_lost(cl, v, "its lease ran out");
 			continue;
 		}

@@ -327,6 +327,8 @@ int kclient_sync(struct op *op);
 void reint_kick(struct client *cl);
 void reint_conn_down(struct client *cl);
 void reint_sent(struct client *cl);
+/* Is a batch of @volume on its way to the server, not yet answered? */
+bool reint_sending(struct client *cl, uint32_t volume);
 /* Recompute the dirty flags of @volume's objects from its CML. */
 int reint_dirty_refresh(struct client *cl, uint32_t volume);
 int cmd_reintegrate(struct ctl_req *r, void *ctx, int argc, char **argv);

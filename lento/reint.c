@@ -414,6 +414,13 @@ static bool optimised(const struct cml_opt_stats *os)
 	       os->renames || os->creates;
 }
 
+bool reint_sending(struct client *cl, uint32_t volume)
+{
+	struct batch *b = cl->batch;
+
+	return b && b->volume == volume && !b->replied && !b->dead;
+}
+
 /* ------------------------------------------------------------- sending */
 
 static uint32_t next_store(const struct batch *b, uint32_t from)

@@ -1151,6 +1151,20 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+/*
+ * The permit holder is sending its batch: it is alive, and its lease
+ * lasts while the batch comes (a batch of many bodies may take longer to
+ * send than a lease, and would otherwise be refused, sent again, and
+ * refused again for good).
+ */
+static void holder_alive(struct session *s, uint32_t volume)
+{
+	struct permit *p = permit_get(s->srv, volume, false);
+
+	if (p && p->holder == s->client)
+		p->expires_ms = lo_now_ms() + s->srv->lease_ms;
+}
+
 static void do_data(struct session *s, const struct lp_frame *f)
 {
 	struct reint_in *ri = s->ri;
@@ -1418,6 +1432,8 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 	size_t off = 0;
 
 	s->heard_ms = lo_now_ms();
+	if (s->ri)	/* bytes of its batch: part of a body, maybe */
+		holder_alive(s, s->ri->volume);
 	while (off < len) {
 		struct lp_frame f;
 		const char *why = NULL;
