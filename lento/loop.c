@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -317,6 +319,15 @@ void lo_conn_set_max_in(struct lo_conn *c, size_t max)
 size_t lo_conn_queued(const struct lo_conn *c)
 {
 	return c->queue.len + c->sending_buf.len - c->sent;
+}
+
+size_t lo_conn_unacked(const struct lo_conn *c)
+{
+	int n = 0;
+
+	if (c->fd < 0 || ioctl(c->fd, SIOCOUTQ, &n) || n < 0)
+		n = 0;
+	return lo_conn_queued(c) + (size_t)n;
 }
 
 static void lo_conn_arm_recv(struct lo_conn *c)

@@ -103,6 +103,12 @@ void lo_conn_set_max_in(struct lo_conn *c, size_t max);
 int lo_conn_send(struct lo_conn *c, const void *p, size_t n);
 size_t lo_conn_queued(const struct lo_conn *c);
 /*
+ * Bytes sent but not yet taken by the peer: queued here, and in the
+ * socket (written, not acknowledged: SIOCOUTQ). Going down means the peer
+ * takes them.
+ */
+size_t lo_conn_unacked(const struct lo_conn *c);
+/*
  * Closes (once); closed() runs from the loop, never from inside this call.
  * With @err 0 what is queued is sent first; with an error it is dropped.
  */

@@ -1208,6 +1208,8 @@ static void do_data(struct session *s, const struct lp_frame *f)
 		reint_free(ri);
 		return;
 	}
+	/* Its lease counts from now: writing the body took our time. */
+	holder_alive(s, ri->volume);
 	if (ri->cur == ri->n)
 		reint_apply(s);
 }
@@ -1552,14 +1554,23 @@ static int accept_client(struct lo_listener *l, struct lo_conn *c, void *arg)
 static void tick(struct lo_loop *loop, void *arg)
 {
 	struct server *srv = arg;
-	uint64_t now = lo_now_ms();
+	uint64_t now = lo_now_ms(), stalled;
 	struct session *s, *next;
 	struct permit *p;
 
 	(void)loop;
+	/*
+	 * The server stood still (a long batch, a slow disk): what the
+	 * clients sent meanwhile is still unread -- renewals too -- so
+	 * their silence counts from now, and leases move on by as long.
+	 */
+	stalled = srv->ticked_ms && now - srv->ticked_ms > STALL_MS ?
+		  now - srv->ticked_ms : 0;
 	for (p = srv->permits; p; p = p->next) {
 		struct deferred **dp, *d;
 
+		if (p->holder)
+			p->expires_ms += stalled;
 		if (p->holder && now >= p->expires_ms)
 			permit_free_holder(p, "expired (lease over)");
 		/* Requests that waited too long. */
@@ -1576,11 +1587,7 @@ static void tick(struct lo_loop *loop, void *arg)
 		}
 		p->tail = dp;
 	}
-	/*
-	 * The server stood still (a long batch): what the clients sent
-	 * meanwhile is still unread, so their silence counts from now.
-	 */
-	if (srv->ticked_ms && now - srv->ticked_ms > STALL_MS)
+	if (stalled)
 		for (s = srv->sessions; s; s = s->next)
 			s->heard_ms = now;
 	srv->ticked_ms = now;
