@@ -1155,9 +1155,9 @@ static int body_chunk(struct job *j, const struct lp_frame *f,
 
 /*
  * The placeholder of @fid, opened for writing and sized @size, if it is
- * one: a regular file with no content here, no local change and no block
+ * one: a regular file with no content here, no local change and no data
  * on disk (a name of an older version, which a reader may have open, has
- * them). Or -1.
+ * some). Or -1.
  */
 static int open_placeholder(struct client *cl, const struct lento_fid *fid,
 			    uint64_t size)
@@ -1175,7 +1175,12 @@ static int open_placeholder(struct client *cl, const struct lento_fid *fid,
 		    O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_blocks ||
+	/*
+	 * No data: only holes (its blocks may be an xattr block). Filled in
+	 * place, it keeps its inode number (tar, rsync -H and git go by it).
+	 */
+	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
+	    lseek(fd, 0, SEEK_DATA) >= 0 || errno != ENXIO ||
 	    ftruncate(fd, (off_t)size)) {
 		close(fd);
 		return -1;

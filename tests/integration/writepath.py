@@ -313,6 +313,7 @@ def case_acls_and_xattrs(s):
           (xattrs(bd), xattrs(d)))
     why = reads_as(1000, f)
     check(not why, "uid 1000 on A: %s" % why)
+    ino = os.stat(bf).st_ino    # before its content is fetched
     why = reads_as(1000, bf)
     if why:     # the ACL as B's kernel has it
         why += "\n" + subprocess.run(["getfacl", "-n", bf],
@@ -320,6 +321,8 @@ def case_acls_and_xattrs(s):
                                      universal_newlines=True).stdout
     check(not why, "uid 1000 on B: %s" % why)
     check(reads_as(1001, bf), "uid 1001 reads on B")
+    check(os.stat(bf).st_ino == ino, "the file with xattrs changed inode "
+          "number when B first read it: %d -> %d" % (ino, os.stat(bf).st_ino))
     check(os.stat(bf).st_mode & 0o777 == os.stat(f).st_mode & 0o777,
           "modes differ")
     # Made on B: the directory's default ACL, as on A.
