@@ -122,7 +122,6 @@ struct server {
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
-	char *xbuf;			/* one object's xattrs, for GETATTR */
 	struct ctl_server ctl;
 	char listening[SERVER_LISTEN_MAX][120];
 	int nlistening;
@@ -426,88 +425,17 @@ static int read_waits(struct session *s, uint32_t volume,
 	return 1;
 }
 
-struct xattr_list {
-	struct lp_getattr_reply *m;
-	char *buf;		/* names and values, copied */
-	size_t used, cap;
-};
-
-static int collect_xattr(void *arg, const char *name, const void *value,
-			 size_t len)
-{
-	struct xattr_list *x = arg;
-	size_t nl = strlen(name);
-	struct lp_xattr *e;
-
-	if (x->m->nxattr == LENTO_XATTRS_MAX || x->used + nl + len > x->cap)
-		return -E2BIG;
-	e = &x->m->xattr[x->m->nxattr++];
-	memcpy(x->buf + x->used, name, nl);
-	e->name = x->buf + x->used;
-	e->name_len = nl;
-	x->used += nl;
-	memcpy(x->buf + x->used, value, len);
-	e->value = x->buf + x->used;
-	e->value_len = len;
-	x->used += len;
-	return 0;
-}
-
-static void do_getattr(struct session *s, const struct lp_frame *f)
-{
-	static char target[LENTO_SYMLINK_MAX + 1];
-	struct lp_getattr_reply m = { 0 };
-	struct xattr_list x = { .m = &m };
-	struct lento_fid fid;
-	const char *why;
-	int err;
-
-	if (lp_decode_fid(f, &fid, &why)) {
-		sess_close(s, -EBADMSG, "GETATTR: %s", why);
-		return;
-	}
-	if (read_waits(s, fid.volume, f))
-		return;
-	x.cap = LENTO_XATTRS_MAX * (LENTO_XATTR_NAME_MAX + 1) +
-		LENTO_XATTRS_MAX * (size_t)LENTO_XATTR_SIZE_MAX;
-	if (!s->srv->xbuf)
-		s->srv->xbuf = malloc(x.cap);
-	x.buf = s->srv->xbuf;
-	if (!x.buf) {
-		sess_error(s, f->tag, -ENOMEM, "out of memory");
-		return;
-	}
-	err = store_getattr(s->srv->st, &fid, &m.st, target, sizeof(target),
-			    collect_xattr, &x);
-	if (err) {
-		sess_error(s, f->tag, err, "getattr: %s", strerror(-err));
-		return;
-	}
-	if (m.st.type == LENTO_T_SYMLINK) {
-		m.target = target;
-		m.target_len = strlen(target);
-	}
-	sess_promise(s, &fid);
-	if (!lp_encode_getattr_reply(&s->srv->out, f->tag, &m))
-		sess_flush(s);
-	else
-		sess_error(s, f->tag, -EIO, "cannot encode the reply");
-}
-
 /*
- * A directory's entries, collected for READDIR_REPLY frames, with their
- * symlink targets and xattrs (the directory's own first). Arrays grow,
- * so pointers into them are kept as offsets until the listing is whole.
+ * Objects' xattrs from the store (store_xattr_fn), and listings' symlink
+ * targets: bytes side by side. The arrays grow, so pointers into them
+ * are kept as offsets until xattrs_fix().
  */
-struct listing {
-	struct lp_dirent *e;
-	size_t n, cap;
-	char *bytes;		/* targets, xattr names and values */
+struct xattrs {
+	char *bytes;		/* names and values (and targets) */
 	size_t used, bcap;
 	struct lp_xattr *x;	/* every xattr, an object's side by side */
 	size_t nx, xcap;
 	uint32_t *count;	/* the object being collected's nxattr */
-	struct store *st;
 };
 
 /* @p (*@cap items of @size, @len used) with room for @n more, or NULL. */
@@ -525,42 +453,108 @@ static void *grow(void *p, size_t *cap, size_t len, size_t n, size_t size)
 	return p;
 }
 
-/* @len bytes into the listing: their offset, or -ENOMEM. */
-static ssize_t keep_bytes(struct listing *l, const void *p, size_t len)
+/* @len bytes kept: their offset, or -ENOMEM. */
+static ssize_t keep_bytes(struct xattrs *a, const void *p, size_t len)
 {
-	size_t at = l->used;
-	char *b = grow(l->bytes, &l->bcap, l->used, len, 1);
+	size_t at = a->used;
+	char *b = grow(a->bytes, &a->bcap, a->used, len, 1);
 
 	if (!b)
 		return -ENOMEM;
-	l->bytes = b;
-	memcpy(l->bytes + at, p, len);
-	l->used += len;
+	a->bytes = b;
+	memcpy(a->bytes + at, p, len);
+	a->used += len;
 	return (ssize_t)at;
 }
 
-static int collect_listed_xattr(void *arg, const char *name,
-				const void *value, size_t len)
+static int collect_xattr(void *arg, const char *name, const void *value,
+			 size_t len)
 {
-	struct listing *l = arg;
-	struct lp_xattr *x = grow(l->x, &l->xcap, l->nx, 1, sizeof(*l->x));
+	struct xattrs *a = arg;
 	size_t nl = strlen(name);
+	struct lp_xattr *x;
 	ssize_t n, v;
 
+	if (*a->count == LENTO_XATTRS_MAX)
+		return -E2BIG;
+	x = grow(a->x, &a->xcap, a->nx, 1, sizeof(*a->x));
 	if (!x)
 		return -ENOMEM;
-	l->x = x;
-	n = keep_bytes(l, name, nl);
-	v = n < 0 ? n : keep_bytes(l, value, len);
+	a->x = x;
+	n = keep_bytes(a, name, nl);
+	v = n < 0 ? n : keep_bytes(a, value, len);
 	if (v < 0)
 		return -ENOMEM;
-	l->x[l->nx++] = (struct lp_xattr){
+	a->x[a->nx++] = (struct lp_xattr){
 		.name = (const char *)(uintptr_t)n, .name_len = (uint32_t)nl,
 		.value = (const void *)(uintptr_t)v, .value_len = (uint32_t)len,
 	};
-	(*l->count)++;
+	(*a->count)++;
 	return 0;
 }
+
+/* Everything collected: offsets become pointers. */
+static void xattrs_fix(struct xattrs *a)
+{
+	for (size_t i = 0; i < a->nx; i++) {
+		a->x[i].name = a->bytes + (uintptr_t)a->x[i].name;
+		a->x[i].value = a->bytes + (uintptr_t)a->x[i].value;
+	}
+}
+
+static void xattrs_free(struct xattrs *a)
+{
+	free(a->bytes);
+	free(a->x);
+}
+
+static void do_getattr(struct session *s, const struct lp_frame *f)
+{
+	static char target[LENTO_SYMLINK_MAX + 1];
+	struct lp_getattr_reply m = { 0 };
+	struct xattrs xa = { .count = &m.nxattr };
+	struct lento_fid fid;
+	const char *why;
+	int err;
+
+	if (lp_decode_fid(f, &fid, &why)) {
+		sess_close(s, -EBADMSG, "GETATTR: %s", why);
+		return;
+	}
+	if (read_waits(s, fid.volume, f))
+		return;
+	err = store_getattr(s->srv->st, &fid, &m.st, target, sizeof(target),
+			    collect_xattr, &xa);
+	if (err) {
+		sess_error(s, f->tag, err, "getattr: %s", strerror(-err));
+		goto out;
+	}
+	xattrs_fix(&xa);
+	if (m.nxattr)
+		memcpy(m.xattr, xa.x, m.nxattr * sizeof(*xa.x));
+	if (m.st.type == LENTO_T_SYMLINK) {
+		m.target = target;
+		m.target_len = strlen(target);
+	}
+	sess_promise(s, &fid);
+	if (!lp_encode_getattr_reply(&s->srv->out, f->tag, &m))
+		sess_flush(s);
+	else
+		sess_error(s, f->tag, -EIO, "cannot encode the reply");
+out:
+	xattrs_free(&xa);
+}
+
+/*
+ * A directory's entries, collected for READDIR_REPLY frames, with their
+ * symlink targets and xattrs (the directory's own first).
+ */
+struct listing {
+	struct lp_dirent *e;
+	size_t n, cap;
+	struct xattrs xa;
+	struct store *st;
+};
 
 static int collect_dirent(void *arg, const struct lento_dirent *de,
 			  const char *target, uint32_t target_len,
@@ -574,44 +568,42 @@ static int collect_dirent(void *arg, const struct lento_dirent *de,
 	if (!e)
 		return -ENOMEM;
 	l->e = e;
-	if (target && (at = keep_bytes(l, target, target_len)) < 0)
+	if (target && (at = keep_bytes(&l->xa, target, target_len)) < 0)
 		return -ENOMEM;
 	e = &l->e[l->n++];
 	memset(e, 0, sizeof(*e));
 	e->de = *de;
 	e->target = target ? (const char *)(uintptr_t)at : NULL;
 	e->target_len = target ? target_len : 0;
-	e->xattr = (const struct lp_xattr *)(uintptr_t)l->nx;
+	e->xattr = (const struct lp_xattr *)(uintptr_t)l->xa.nx;
 	if (!xattrs)
 		return 0;
 	/* Only objects that have some cost the query (an ACL, say). */
-	l->count = &e->nxattr;
+	l->xa.count = &e->nxattr;
 	return store_getattr(l->st, &de->st.fid, &st, NULL, 0,
-			     collect_listed_xattr, l);
+			     collect_xattr, &l->xa);
 }
 
 /* The listing is whole: offsets become pointers. */
 static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 {
-	for (size_t i = 0; i < l->nx; i++) {
-		l->x[i].name = l->bytes + (uintptr_t)l->x[i].name;
-		l->x[i].value = l->bytes + (uintptr_t)l->x[i].value;
-	}
+	xattrs_fix(&l->xa);
 	for (size_t i = 0; i < l->n; i++) {
 		struct lp_dirent *e = &l->e[i];
 
 		/* Offset 0 (the first bytes) is a null pointer: by length. */
 		if (e->target_len)
-			e->target = l->bytes + (uintptr_t)e->target;
-		e->xattr = e->nxattr ? l->x + (uintptr_t)e->xattr : NULL;
+			e->target = l->xa.bytes + (uintptr_t)e->target;
+		e->xattr = e->nxattr ? l->xa.x + (uintptr_t)e->xattr : NULL;
 	}
-	m->dir_xattr = m->dir_nxattr ? l->x : NULL;
+	m->dir_xattr = m->dir_nxattr ? l->xa.x : NULL;
 }
 
 static void do_readdir(struct session *s, const struct lp_frame *f)
 {
 	struct lp_readdir_reply m = { 0 };
-	struct listing l = { .st = s->srv->st, .count = &m.dir_nxattr };
+	struct listing l = { .st = s->srv->st,
+			     .xa = { .count = &m.dir_nxattr } };
 	struct lento_fid fid;
 	const char *why;
 	uint32_t done = 0;
@@ -625,7 +617,7 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 	if (read_waits(s, fid.volume, f))
 		return;
 	err = store_getattr(s->srv->st, &fid, &m.dir, NULL, 0,
-			    collect_listed_xattr, &l);
+			    collect_xattr, &l.xa);
 	if (!err)
 		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
 	if (!err && l.n > LP_DIR_MAX)
@@ -656,8 +648,7 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 	} while (done < l.n);
 out:
 	free(l.e);
-	free(l.bytes);
-	free(l.x);
+	xattrs_free(&l.xa);
 }
 
 /* ---------------------------------------------------- FETCH: streaming */
@@ -1929,7 +1920,6 @@ static void server_free(struct server *srv)
 	lo_loop_free(srv->loop);	/* the sessions go with it */
 	store_close(srv->st);
 	lp_buf_free(&srv->out);
-	free(srv->xbuf);
 }
 
 int server_main(const struct server_opts *o)
