@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "blob.h"
@@ -1129,6 +1129,27 @@ int cache_tmpfile(struct cache *c, char *path)
 int cache_shadowfile(struct cache *c, char *path)
 {
 	return newfile(c, ".lento/shadow", path);
+}
+
+int cache_copy_content(struct cache *c, const char *path, int out,
+		       struct stat *sb)
+{
+	int in = openat(c->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int err;
+
+	if (in < 0)
+		return -errno;
+	err = fstat(in, sb) ? -errno : 0;
+	for (off_t left = err ? 0 : sb->st_size; !err && left > 0;) {
+		ssize_t k = copy_file_range(in, NULL, out, NULL, (size_t)left,
+					    0);
+
+		if (k <= 0)
+			err = k < 0 ? -errno : -EIO;
+		left -= k > 0 ? k : 0;
+	}
+	close(in);
+	return err;
 }
 
 /* The directory part of @path, opened, to fsync a rename in it. */

@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "lento_types.h"
@@ -251,6 +252,13 @@ int cache_handle_lookup(struct cache *c, int type, const void *handle,
 int cache_tmpfile(struct cache *c, char *path);
 /* A new file in DIR/.lento/shadow, the same way. */
 int cache_shadowfile(struct cache *c, char *path);
+/*
+ * The content of regular file @path (relative to DIR, not followed)
+ * copied into @out, a file in DIR (copy_file_range); its status before
+ * the copy in *@sb. -EIO if it shrank meanwhile.
+ */
+int cache_copy_content(struct cache *c, const char *path, int out,
+		       struct stat *sb);
 /*
  * Rename the fsynced temporary file @tmp onto @path (both relative to
  * DIR) and sync the directory: readers that have @path open keep the old

@@ -140,7 +140,7 @@ static int batch_grow(struct batch *b)
 static int shadow_open(struct client *cl, uint32_t volume, uint64_t shipno,
 		       const struct lento_fid *fid, bool reuse)
 {
-	int dirfd = cache_dirfd(cl->cache), in, out;
+	int dirfd = cache_dirfd(cl->cache), out;
 	char name[CACHE_PATH_MAX], path[CACHE_PATH_MAX];
 	struct stat sb;
 	int err;
@@ -157,22 +157,15 @@ static int shadow_open(struct client *cl, uint32_t volume, uint64_t shipno,
 			"its STORE cannot be sent", FIDARG(fid));
 		return err == -ENOENT ? -EIO : err;
 	}
-	in = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
 	out = openat(dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
 		     0600);
-	err = out < 0 || fstat(in, &sb) ? -errno : 0;
-	for (off_t left = err ? 0 : sb.st_size; !err && left > 0;) {
-		ssize_t k = copy_file_range(in, NULL, out, NULL, left, 0);
-
-		if (k <= 0)
-			err = k < 0 ? -errno : -EIO;
-		left -= k > 0 ? k : 0;
-	}
-	close(in);
-	if (err && out >= 0)
+	if (out < 0)
+		return -errno;
+	err = cache_copy_content(cl->cache, path, out, &sb);
+	if (err) {	/* not left for a resend to take as whole */
 		close(out);
+		unlinkat(dirfd, name, 0);
+	}
 	return err ? err : out;
 }
 

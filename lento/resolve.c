@@ -49,18 +49,17 @@ struct of_obj {
 	uint64_t *recnos;		/* records to drop (server, both) */
 	struct lento_fid *dirs;		/* directories their names were in */
 	size_t n, ndirs, cap;
-	int err;
 };
 
-static int keep_dir(struct of_obj *w, const struct lento_fid *d)
+/* Room is made by collect(): two directories a record at most. */
+static void keep_dir(struct of_obj *w, const struct lento_fid *d)
 {
 	if (lento_fid_is_null(d))
-		return 0;
+		return;
 	for (size_t i = 0; i < w->ndirs; i++)
 		if (lento_fid_eq(&w->dirs[i], d))
-			return 0;
+			return;
 	w->dirs[w->ndirs++] = *d;
-	return 0;
 }
 
 static int collect(void *arg, const struct lento_rec *r, uint64_t body)
@@ -91,31 +90,11 @@ static int collect(void *arg, const struct lento_rec *r, uint64_t body)
 	}
 	w->recnos[w->n++] = r->recno;
 	keep_dir(w, &r->dir);
-	return keep_dir(w, &r->dir2);
+	keep_dir(w, &r->dir2);
+	return 0;
 }
 
 /* ----------------------------------------------------------------- both */
-
-static int copy_fd(int from, int to)
-{
-	char buf[65536];
-	ssize_t n;
-
-	for (;;) {
-		n = copy_file_range(from, NULL, to, NULL, 1 << 30, 0);
-		if (n == 0)
-			return 0;
-		if (n > 0)
-			continue;
-		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS)
-			return -errno;
-		break;	/* not on this file system: by hand */
-	}
-	while ((n = read(from, buf, sizeof(buf))) > 0)
-		if (write(to, buf, (size_t)n) != n)
-			return errno ? -errno : -EIO;
-	return n < 0 ? -errno : 0;
-}
 
 /* A free name beside @name in @dir (its path @dirpath): NAME.conflict-... */
 static int copy_name(struct client *cl, const struct lento_fid *dir,
@@ -162,7 +141,7 @@ static int64_t ns_of(const struct timespec *ts)
 static int keep_copy(struct client *cl, struct vol *v,
 		     const struct of_obj *w, const char *path, char *copy)
 {
-	int dirfd = cache_dirfd(cl->cache), from, to, err;
+	int dirfd = cache_dirfd(cl->cache), to, err;
 	char tmp[CACHE_PATH_MAX], dirpath[CACHE_PATH_MAX];
 	char name[LENTO_NAME_MAX + 1], newname[LENTO_NAME_MAX + 1];
 	struct cache_obj d, g;
@@ -177,15 +156,11 @@ static int keep_copy(struct client *cl, struct vol *v,
 			       copy);
 	if (err)
 		return err;
-	from = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (from < 0)
-		return -errno;
 	tmp[0] = '\0';
 	to = cache_tmpfile(cl->cache, tmp);
-	err = to < 0 ? to : fstat(from, &sb) ? -errno : copy_fd(from, to);
+	err = to < 0 ? to : cache_copy_content(cl->cache, path, to, &sb);
 	if (!err && fsync(to))
 		err = -errno;
-	close(from);
 	if (to >= 0)
 		close(to);
 	if (err)
