@@ -312,7 +312,7 @@ static int check_rec(const struct lento_rec *r, uint64_t body_size)
 	uint32_t data_max = 0;
 	int err;
 
-	if (r->op < LENTO_OP_CREATE || r->op > LENTO_OP_STORE)
+	if (r->op < LENTO_OP_CREATE || r->op > LENTO_OP_LAST)
 		return -EINVAL;
 	if (lento_fid_is_null(&r->obj))
 		return -EINVAL;
@@ -350,6 +350,8 @@ static int check_rec(const struct lento_rec *r, uint64_t body_size)
 		name = true;
 		if (r->op == LENTO_OP_SETXATTR)
 			data_max = LENTO_XATTR_SIZE_MAX;
+	} else if (r->op == LENTO_OP_PRUNEXATTRS) {
+		data_max = LENTO_XATTRS_MAX * (LENTO_XATTR_NAME_MAX + 1);
 	}
 	if (r->flags & ~flags)
 		return -EINVAL;
@@ -774,7 +776,7 @@ static int col_rec(sqlite3_stmt *st, struct lento_rec *r, uint64_t *body_size)
 	}
 	if (body_size)
 		*body_size = (uint64_t)sqlite3_column_int64(st, 27);
-	if (!err && r->op >= LENTO_OP_CREATE && r->op <= LENTO_OP_STORE &&
+	if (!err && r->op >= LENTO_OP_CREATE && r->op <= LENTO_OP_LAST &&
 	    !lento_fid_is_null(&r->obj))
 		return 0;
 	return err ?: -EUCLEAN;

@@ -18,11 +18,12 @@
  *
  * An object is a fid; a record "names" an object when one of its slots
  * (dir, obj, dir2, target) holds it. A "state" record is SETATTR,
- * SETXATTR, REMOVEXATTR or STORE: it names only obj and changes nothing but
- * obj. Objects of which the log says odd things (an object created after
- * it was named, or twice; a file used as a directory; a rename onto
- * itself or of a name onto itself; one object in two slots of a record
- * other than dir and dir2) are left alone by every rule. An object is
+ * SETXATTR, REMOVEXATTR, PRUNEXATTRS or STORE: it names only obj and
+ * changes nothing but obj. Objects of which the log says odd things (an
+ * object created after it was named, or twice; a file used as a
+ * directory; a rename onto itself or of a name onto itself; one object in
+ * two slots of a record other than dir and dir2) are left alone by every
+ * rule. An object is
  * known to be a directory from MKDIR, RMDIR, or holding entries (dir,
  * dir2); not to be one from CREATE, MKNOD, SYMLINK, LINK, UNLINK or STORE;
  * and a plain RENAME's object and target are of one kind. An EXCHANGE
@@ -185,7 +186,8 @@ static bool is_create(uint16_t op)
 static bool is_state(uint16_t op)
 {
 	return op == LENTO_OP_SETATTR || op == LENTO_OP_SETXATTR ||
-	       op == LENTO_OP_REMOVEXATTR || op == LENTO_OP_STORE;
+	       op == LENTO_OP_REMOVEXATTR || op == LENTO_OP_PRUNEXATTRS ||
+	       op == LENTO_OP_STORE;
 }
 
 static bool is_exchange(const struct cml_onode *n)

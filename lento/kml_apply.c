@@ -835,6 +835,63 @@ static int k_store(struct kapply *ka, const struct kml_record *r)
 
 /* ------------------------------------------------------------ recovery */
 
+/*
+ * RESYNC's xattr names (each ending in a NUL) as PRUNEXATTRS's: the ones
+ * a server may hold, each once. Returns the list's length, or -EINVAL for
+ * a list no object can have (more names than the server holds).
+ */
+static ssize_t prune_names(const struct kml_record *r, char *out)
+{
+	const char *p = (const char *)r->data, *end = p + r->data_len;
+	size_t len = 0, n = 0;
+
+	while (p < end) {
+		const char *nul = memchr(p, '\0', (size_t)(end - p));
+		size_t l = nul ? (size_t)(nul - p) : (size_t)(end - p);
+		bool dup = false;
+
+		if (!l || l > LENTO_XATTR_NAME_MAX ||
+		    (l >= 15 && !memcmp(p, "trusted.presto.", 15)))
+			return -EINVAL;
+		for (const char *q = out; q < out + len; q += strlen(q) + 1)
+			dup |= strlen(q) == l && !memcmp(q, p, l);
+		if (!dup) {
+			if (n++ == LENTO_XATTRS_MAX)
+				return -EINVAL;
+			memcpy(out + len, p, l);
+			out[len + l] = '\0';
+			len += l + 1;
+		}
+		p += l + 1;
+	}
+	return (ssize_t)len;
+}
+
+/*
+ * The object's xattrs are exactly the RESYNC's: a crash may have lost the
+ * REMOVEXATTR of one the server still has, so the server removes every
+ * xattr the list does not name (PRUNEXATTRS).
+ */
+static int prune_log(struct kapply *ka, const struct kml_record *r,
+		     const struct who *w, const struct cache_obj *o)
+{
+	char names[LENTO_XATTRS_MAX * (LENTO_XATTR_NAME_MAX + 1)];
+	struct lento_rec rec;
+	ssize_t len = prune_names(r, names);
+
+	if (len < 0) {
+		log_warn("kml %" PRIu64 ": RESYNC's xattr names are more or "
+			 "longer than a server holds; none removed", r->seq);
+		return 0;
+	}
+	rec_init(&rec, w, LENTO_OP_PRUNEXATTRS);
+	rec.obj = o->fid;
+	rec.base_obj = o->vv;
+	rec.data = len ? names : NULL;
+	rec.data_len = (uint32_t)len;
+	return log_rec(ka, &rec, 0);
+}
+
 /* RESYNC: the attributes that differ from the cache's, as a SETATTR. */
 static int k_resync(struct kapply *ka, const struct kml_record *r)
 {
@@ -856,17 +913,18 @@ static int k_resync(struct kapply *ka, const struct kml_record *r)
 		d.valid |= LENTO_A_ATIME;
 	if (a.mtime_ns != o.attr.mtime_ns)
 		d.valid |= LENTO_A_MTIME;
-	/* A regular file's size comes with the STORE that follows. */
-	if (!d.valid)
-		return 0;
-	d.mode = a.mode;
-	d.uid = a.uid;
-	d.gid = a.gid;
-	d.atime_ns = a.atime_ns;
-	d.mtime_ns = a.mtime_ns;
-	d.ctime_ns = a.ctime_ns;
 	who_of(r, &w);
-	return setattr_log(ka, &w, &o, &d);
+	/* A regular file's size comes with the STORE that follows. */
+	if (d.valid) {
+		d.mode = a.mode;
+		d.uid = a.uid;
+		d.gid = a.gid;
+		d.atime_ns = a.atime_ns;
+		d.mtime_ns = a.mtime_ns;
+		d.ctime_ns = a.ctime_ns;
+		err = setattr_log(ka, &w, &o, &d);
+	}
+	return err ?: prune_log(ka, r, &w, &o);
 }
 
 static int k_resync_dir(struct kapply *ka, const struct kml_record *r)

@@ -399,6 +399,7 @@ static const char *op_name(uint16_t op)
 		[LENTO_OP_SETXATTR] = "SETXATTR",
 		[LENTO_OP_REMOVEXATTR] = "REMOVEXATTR",
 		[LENTO_OP_STORE] = "STORE",
+		[LENTO_OP_PRUNEXATTRS] = "PRUNEXATTRS",
 	};
 
 	return op < sizeof(names) / sizeof(names[0]) && names[op] ?
@@ -2727,6 +2728,87 @@ static int op_xattr(struct batch *b, const struct lento_rec *r)
 }
 
 /*
+ * The xattrs clients keep in their caches as the server has them: all but
+ * the local security module's (security.*, security.capability excepted),
+ * as lento's cache_sync_xattrs.
+ */
+static bool xattr_mirrored(const char *name)
+{
+	return strncmp(name, "security.", 9) ||
+	       !strcmp(name, "security.capability");
+}
+
+/* Is @name one of PRUNEXATTRS's NUL-terminated @list? */
+static bool xattr_kept(const struct lento_rec *r, const char *name)
+{
+	const char *p = r->data, *end = p + r->data_len;
+
+	for (; p < end; p += strlen(p) + 1)
+		if (!strcmp(p, name))
+			return true;
+	return false;
+}
+
+/*
+ * PRUNEXATTRS: the object's mirrored xattrs become the ones the record
+ * names; the others go, each with the permission a REMOVEXATTR of it
+ * needs. Removing nothing changes nothing (no new version).
+ */
+static int op_prunexattrs(struct batch *b, const struct lento_rec *r)
+{
+	char gone[LENTO_XATTRS_MAX][LENTO_XATTR_NAME_MAX + 1];
+	uint64_t bytes[LENTO_XATTRS_MAX];
+	sqlite3_stmt *st = b->s->q[Q_XATTR_LIST];
+	unsigned int n = 0;
+	struct obj o;
+	int ret;
+
+	if (r->obj.volume != b->vol)
+		return bfail(b, -EINVAL, &r->obj, "not in volume %" PRIu32,
+			     b->vol);
+	if (r->data_len && ((const char *)r->data)[r->data_len - 1])
+		return bfail(b, -EINVAL, &r->obj, "xattr names without NUL");
+	ret = load(b, &r->obj, &o, "object", false);
+	if (!ret)
+		ret = check_base(b, &o, &r->base_obj, "object");
+	if (ret)
+		return ret;
+	bind_fid(st, 1, &o.fid);
+	while ((ret = row(b->s, st)) == 1 && n < LENTO_XATTRS_MAX) {
+		int len = sqlite3_column_bytes(st, 0);
+
+		if (len > LENTO_XATTR_NAME_MAX)
+			continue;
+		memcpy(gone[n], sqlite3_column_blob(st, 0), (size_t)len);
+		gone[n][len] = '\0';
+		if (!xattr_mirrored(gone[n]) || xattr_kept(r, gone[n]))
+			continue;
+		bytes[n] = (uint64_t)len + (uint64_t)sqlite3_column_bytes(st, 1);
+		n++;
+	}
+	sqlite3_reset(st);
+	if (ret < 0)
+		return bsql(b, ret);
+	if (!n)
+		return 0;
+	for (unsigned int i = 0; i < n; i++) {
+		ret = may_xattr(b, &o, gone[i]);
+		if (ret)
+			return ret;
+		st = b->s->q[Q_XATTR_DEL];
+		bind_fid(st, 1, &o.fid);
+		bind_bytes(st, 4, gone[i], strlen(gone[i]));
+		ret = done(b->s, st);
+		if (ret)
+			return bsql(b, ret);
+		o.xattr_bytes -= bytes[i];
+	}
+	o.ctime = r->time_ns;
+	ret = touch(b, &o);
+	return ret ? ret : put(b, &o);
+}
+
+/*
  * STORE: new content. Write permission, or ownership: as in AFS, the
  * owner may always store, so that a file created read-only and written
  * through the descriptor that created it (open(O_CREAT, 0444), as git
@@ -2823,6 +2905,8 @@ static int apply(struct batch *b, const struct lento_rec *r)
 		return op_xattr(b, r);
 	case LENTO_OP_STORE:
 		return op_store(b, r);
+	case LENTO_OP_PRUNEXATTRS:
+		return op_prunexattrs(b, r);
 	default:
 		return bfail(b, -EINVAL, &r->obj, "unknown operation %u",
 			     r->op);

@@ -144,7 +144,15 @@ enum lento_op {
 	LENTO_OP_SETXATTR	= 10,
 	LENTO_OP_REMOVEXATTR	= 11,
 	LENTO_OP_STORE		= 12,
+	/*
+	 * The object's xattrs are the ones data names (each name ends in a
+	 * NUL): every other one a client mirrors is removed. Recovery sends
+	 * it when a crash lost which xattrs went (version 3).
+	 */
+	LENTO_OP_PRUNEXATTRS	= 13,
 };
+
+#define LENTO_OP_LAST		LENTO_OP_PRUNEXATTRS
 
 /* struct lento_rec.flags */
 #define LENTO_R_NOREPLACE	0x0001	/* RENAME: fail if the target exists */

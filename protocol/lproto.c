@@ -1600,7 +1600,7 @@ int lp_decode_permit_reply(const struct lp_frame *f, struct lp_permit *m,
 /* ------------------------------------------------------- REINTEGRATE */
 
 enum { N_NONE, N_ENTRY, N_XATTR };	/* what a record's name is */
-enum { D_NONE, D_TARGET, D_VALUE };	/* what its data is */
+enum { D_NONE, D_TARGET, D_VALUE, D_NAMES };	/* what its data is */
 
 #define U_DIR		0x1		/* the fids a record uses */
 #define U_OBJ		0x2
@@ -1632,6 +1632,7 @@ static const struct shape {
 	[LENTO_OP_SETXATTR] = { U_OBJ, 0, N_XATTR, 0, D_VALUE, 0, 0 },
 	[LENTO_OP_REMOVEXATTR] = { U_OBJ, 0, N_XATTR, 0, 0, 0, 0 },
 	[LENTO_OP_STORE] = { U_OBJ, 0, 0, 0, 0, 0, 0 },
+	[LENTO_OP_PRUNEXATTRS] = { U_OBJ, 0, 0, 0, D_NAMES, 0, 0 },
 };
 
 static const char *fids_invalid(const struct lento_rec *r,
@@ -1663,6 +1664,37 @@ static const char *name_invalid(const char *name, size_t size, int kind)
 	return n ? "record with a name its op does not use" : NULL;
 }
 
+/*
+ * PRUNEXATTRS's data: at most LENTO_XATTRS_MAX xattr names, each ending in
+ * a NUL, none twice.
+ */
+static const char *names_invalid(const char *s, size_t n)
+{
+	const char *name[LENTO_XATTRS_MAX];
+	size_t len[LENTO_XATTRS_MAX], count = 0;
+
+	while (n) {
+		const char *end = memchr(s, '\0', n);
+		const char *why;
+
+		if (!end)
+			return "xattr name list without its last NUL";
+		if (count == LENTO_XATTRS_MAX)
+			return "more than LENTO_XATTRS_MAX xattr names";
+		len[count] = (size_t)(end - s);
+		why = xattr_name_invalid(s, len[count]);
+		if (why)
+			return why;
+		for (size_t i = 0; i < count; i++)
+			if (len[i] == len[count] && !memcmp(name[i], s, len[i]))
+				return "xattr name listed twice";
+		name[count++] = s;
+		n -= len[count - 1] + 1;
+		s = end + 1;
+	}
+	return NULL;
+}
+
 static const char *data_invalid(const struct lento_rec *r, int kind)
 {
 	if (r->data_len && !r->data)
@@ -1672,6 +1704,8 @@ static const char *data_invalid(const struct lento_rec *r, int kind)
 	if (kind == D_VALUE)
 		return r->data_len > LENTO_XATTR_SIZE_MAX ?
 		       "xattr value larger than LENTO_XATTR_SIZE_MAX" : NULL;
+	if (kind == D_NAMES)
+		return names_invalid(r->data, r->data_len);
 	return r->data_len ? "record with data its op does not use" : NULL;
 }
 
@@ -1688,7 +1722,7 @@ const char *lp_rec_invalid(const struct lento_rec *r)
 	const struct shape *s;
 	const char *why;
 
-	if (r->op < LENTO_OP_CREATE || r->op > LENTO_OP_STORE)
+	if (r->op < LENTO_OP_CREATE || r->op > LENTO_OP_LAST)
 		return "unknown record op";
 	s = &shapes[r->op];
 	if (!r->recno)

@@ -38,8 +38,8 @@
 #include "lento_types.h"
 
 /* Protocol versions this code speaks (HELLO negotiates one). */
-#define LP_VERSION_MIN		2
-#define LP_VERSION_MAX		2
+#define LP_VERSION_MIN		3
+#define LP_VERSION_MAX		3
 
 #define LP_MAGIC		"LENTO-LP"	/* HELLO's first 8 bytes */
 #define LP_PORT			4770		/* the server's default TCP port */

@@ -33,9 +33,9 @@ the server. Checks, each "ok - LABEL NAME" or "not ok - LABEL NAME: why":
                      (size, sha256, mode)
   trees-agree        A's tree and C's tree are equal (tests/bin/treecmp:
                      names, types, modes, owners, sizes, contents, hard
-                     links and link counts; xattrs aside: one removed in
-                     the part of A's journal the crash lost stays at the
-                     server, a known limit of recovery)
+                     links and link counts, xattrs: one removed in the
+                     part of A's journal the crash lost is removed at the
+                     server too, by recovery's PRUNEXATTRS)
 
 Ends with "N passed, N failed"; exit status 0 iff all passed.
 """
@@ -280,7 +280,7 @@ def check(d, records, label):
         c("fsynced-at-server", lambda: files_ok(cl.mnt, recs))
 
         def agree():
-            p = subprocess.run([TREECMP, "--no-xattrs", a.mnt, cl.mnt],
+            p = subprocess.run([TREECMP, a.mnt, cl.mnt],
                                stdout=subprocess.PIPE, text=True)
             lines = p.stdout.splitlines()
             for line in lines[:6]:

@@ -83,7 +83,7 @@ class Conn:
         self.s.close()
 
 
-def hello(c, client=0, uuid=None, version=2):
+def hello(c, client=0, uuid=None, version=3):
     uuid = uuid or os.urandom(16)
     body = b"LENTO-LP" + \
         struct.pack("<HHII", version, version, 0, client) + uuid + \
@@ -95,7 +95,7 @@ def hello(c, client=0, uuid=None, version=2):
         return None, code, uuid
     assert t == HELLO_REPLY, t
     version, _, cid, epoch, hb = struct.unpack_from("<HIIQI", b)
-    assert version == 2 and cid and epoch and hb
+    assert version == 3 and cid and epoch and hb
     return cid, epoch, uuid
 
 
@@ -162,11 +162,13 @@ def case_handshake(srv):
     none, code, _ = hello(c, cid, os.urandom(16))
     assert none is None and code == EEXIST, code
     c.close()
-    # A client of version 1 only (listings without xattrs) is refused.
-    c = Conn(srv.port)
-    none, code, _ = hello(c, version=1)
-    assert none is None and code == 93, code   # EPROTONOSUPPORT
-    c.close()
+    # Clients of version 1 (listings without xattrs) and 2 (no
+    # PRUNEXATTRS) are refused.
+    for old in (1, 2):
+        c = Conn(srv.port)
+        none, code, _ = hello(c, version=old)
+        assert none is None and code == 93, code   # EPROTONOSUPPORT
+        c.close()
 
 
 def case_ping(srv):

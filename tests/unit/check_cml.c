@@ -1059,7 +1059,7 @@ START_TEST(append_refuses_bad_records)
 	b.op = 0;
 	ck_assert_int_eq(cml_append(c, &b, 0), -EINVAL);
 	b = r;
-	b.op = LENTO_OP_STORE + 1;
+	b.op = LENTO_OP_LAST + 1;
 	ck_assert_int_eq(cml_append(c, &b, 0), -EINVAL);
 	b = r;
 	memset(&b.obj, 0, sizeof(b.obj));

@@ -239,6 +239,7 @@ static int consume_upto(uint64_t limit, struct run *run)
 
 #define RECS_MAX 64
 static struct lento_rec recs[RECS_MAX];
+static char recs_data[RECS_MAX][64];	/* each record's first data bytes */
 static int nrecs;
 
 static int grab(void *arg, const struct lento_rec *r, uint64_t body)
@@ -247,7 +248,10 @@ static int grab(void *arg, const struct lento_rec *r, uint64_t body)
 	(void)body;
 	ck_assert_int_lt(nrecs, RECS_MAX);
 	recs[nrecs] = *r;
-	recs[nrecs].data = NULL;
+	if (r->data_len)
+		memcpy(recs_data[nrecs], r->data,
+		       r->data_len < 64 ? r->data_len : 64);
+	recs[nrecs].data = recs_data[nrecs];
 	nrecs++;
 	return 0;
 }
@@ -582,9 +586,9 @@ START_TEST(recovery_block)
 	ck_assert_int_eq(write(fd, "hello", 5), 5);
 	close(fd);
 	nh = real_handle("vol/new");
-	/* The root restated: its mode changed, and its listing. */
+	/* The root restated: its mode changed, its xattrs, its listing. */
 	recovered(PRESTO_KML_RESYNC, root_h, root_h, NULL, S_IFDIR | 0700,
-		  NULL, 0);
+		  "user.keep\0user.keep\0", 20);
 	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n3, 8);
 	/* Cut short first: void, then written again whole. */
 	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
@@ -610,21 +614,32 @@ START_TEST(recovery_block)
 	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
 	ck_assert_uint_eq(run.voided, 1);
 	list_cml();
-	/* SETATTR root, UNLINK a, CREATE new, (its RESYNC: no change), STORE */
-	ck_assert_int_eq(nrecs, 4);
+	/*
+	 * SETATTR root, PRUNEXATTRS root (its one xattr, once), UNLINK a,
+	 * CREATE new, (its RESYNC: no attribute changed) PRUNEXATTRS new
+	 * (none), STORE.
+	 */
+	ck_assert_int_eq(nrecs, 6);
 	ck_assert_int_eq(recs[0].op, LENTO_OP_SETATTR);
 	ck_assert(lento_fid_eq(&recs[0].obj, &root));
 	ck_assert_uint_eq(recs[0].attr.mode, 0700);
-	ck_assert_int_eq(recs[1].op, LENTO_OP_UNLINK);
-	ck_assert(lento_fid_eq(&recs[1].obj, &a));
-	ck_assert_uint_eq(recs[1].flags, LENTO_R_LASTLINK);
-	ck_assert_int_eq(recs[2].op, LENTO_OP_CREATE);
-	ck_assert_str_eq(recs[2].name, "new");
-	ck_assert_uint_eq(recs[2].attr.mode, 0640);
+	ck_assert_int_eq(recs[1].op, LENTO_OP_PRUNEXATTRS);
+	ck_assert(lento_fid_eq(&recs[1].obj, &root));
+	ck_assert_uint_eq(recs[1].data_len, 10);
+	ck_assert_mem_eq(recs[1].data, "user.keep", 10);
+	ck_assert_int_eq(recs[2].op, LENTO_OP_UNLINK);
+	ck_assert(lento_fid_eq(&recs[2].obj, &a));
+	ck_assert_uint_eq(recs[2].flags, LENTO_R_LASTLINK);
+	ck_assert_int_eq(recs[3].op, LENTO_OP_CREATE);
+	ck_assert_str_eq(recs[3].name, "new");
+	ck_assert_uint_eq(recs[3].attr.mode, 0640);
 	nf = at(&root, "new");
-	ck_assert(lento_fid_eq(&recs[2].obj, &nf));
-	ck_assert_int_eq(recs[3].op, LENTO_OP_STORE);
 	ck_assert(lento_fid_eq(&recs[3].obj, &nf));
+	ck_assert_int_eq(recs[4].op, LENTO_OP_PRUNEXATTRS);
+	ck_assert(lento_fid_eq(&recs[4].obj, &nf));
+	ck_assert_uint_eq(recs[4].data_len, 0);
+	ck_assert_int_eq(recs[5].op, LENTO_OP_STORE);
+	ck_assert(lento_fid_eq(&recs[5].obj, &nf));
 	nf = at(&root, "d");
 	ck_assert(lento_fid_eq(&nf, &d));
 	ck_assert_int_eq(cache_lookup(c, &root, "a", &nf), -ENOENT);

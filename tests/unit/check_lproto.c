@@ -217,6 +217,10 @@ static void srec(struct lento_rec *r, uint16_t op, uint64_t recno,
 		r->attr.valid = LENTO_A_SIZE | LENTO_A_MTIME;
 		r->attr.size = 5000 + v;
 		break;
+	case LENTO_OP_PRUNEXATTRS:
+		r->data = "user.comment\0system.posix_acl_access";
+		r->data_len = v == 4 ? 0 : 37;
+		break;
 	}
 }
 
@@ -229,7 +233,7 @@ static uint32_t sbatch(struct lento_rec *recs, unsigned int v)
 	};
 	uint32_t n = 0;
 
-	for (uint16_t op = LENTO_OP_CREATE; op <= LENTO_OP_STORE; op++) {
+	for (uint16_t op = LENTO_OP_CREATE; op <= LENTO_OP_LAST; op++) {
 		if (only[v] ? op != only[v] : v == 1 && op == LENTO_OP_STORE)
 			continue;
 		srec(&recs[n], op, 41 + n, v);
@@ -342,7 +346,7 @@ static void sample_validate(struct lp_buf *b, unsigned int type,
 static void sample_reintegrate(struct lp_buf *b, uint32_t tag,
 			       unsigned int v)
 {
-	struct lento_rec recs[LENTO_OP_STORE];
+	struct lento_rec recs[LENTO_OP_LAST];
 	struct lp_reint m = { .volume = 7 + v, .client = 1 + v };
 
 	MUST(lp_encode_reintegrate(b, tag, &m, recs, sbatch(recs, v)));
@@ -1207,16 +1211,17 @@ END_TEST
 /* Every op's record, every field, and the batch's bodies after it. */
 START_TEST(reintegrate_round_trip)
 {
-	struct lento_rec in[LENTO_OP_STORE], out;
+	struct lento_rec in[LENTO_OP_LAST], out;
 	struct lp_reint m = { .volume = 7, .client = 3 }, d;
 	uint32_t n = sbatch(in, 0), i = 0;
-	struct lp_data c = { .rec = n - 1, .flags = LP_DATA_LAST }, dc;
+	struct lp_data c = { .rec = LENTO_OP_STORE - 1, .flags = LP_DATA_LAST },
+		       dc;
 	struct lp_stream s;
 	struct lp_frame f;
 	const char *why;
 	size_t at;
 
-	ck_assert_uint_eq(n, LENTO_OP_STORE);
+	ck_assert_uint_eq(n, LENTO_OP_LAST);
 	ck_assert_int_eq(lp_encode_reintegrate(&b, 11, &m, in, n), (int)n);
 	at = b.len;
 	ck_assert_int_eq(lp_encode_data(&b, 11, &c, value, 5000), 0);
@@ -1241,7 +1246,7 @@ START_TEST(reintegrate_round_trip)
 	ck_assert_int_eq(lp_decode_data(&f, &dc, &why), 0);
 	ck_assert_int_eq(lp_stream_data(&s, &dc, &why), 1);
 	/* A body shorter than its STORE says. */
-	lp_stream_init(&s, n - 1, 6000, true);
+	lp_stream_init(&s, LENTO_OP_STORE - 1, 6000, true);
 	ck_assert_int_eq(lp_stream_data(&s, &dc, &why), -EBADMSG);
 	ck_assert_str_eq(why, "LAST flag disagrees with the body's size");
 }
@@ -2030,6 +2035,18 @@ START_TEST(bad_validate)
 }
 END_TEST
 
+/* PRUNEXATTRS lists: 65 names; a name of 256 bytes. */
+static char many_names[65 * 8], long_name[LENTO_XATTR_NAME_MAX + 2];
+
+static void bad_record_setup(void)
+{
+	for (unsigned int i = 0; i < 65; i++)
+		snprintf(many_names + 8 * i, 8, "user.%02u", i);
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	memcpy(long_name, "user.", 5);
+	long_name[sizeof(long_name) - 1] = '\0';
+}
+
 /* A record with one thing wrong per index, refused with its reason. */
 START_TEST(bad_record)
 {
@@ -2038,7 +2055,7 @@ START_TEST(bad_record)
 		const char *reason;
 	} cases[] = {
 		{ 0, "unknown record op" },
-		{ LENTO_OP_STORE + 1, "unknown record op" },
+		{ LENTO_OP_LAST + 1, "unknown record op" },
 		{ LENTO_OP_CREATE, "record number 0" },
 		{ LENTO_OP_CREATE, "without a fid" },
 		{ LENTO_OP_SETATTR, "a fid its op does not use" },
@@ -2071,10 +2088,17 @@ START_TEST(bad_record)
 		{ LENTO_OP_LINK, "LENTO_VV_MAX" },
 		{ LENTO_OP_CREATE, "name without its NUL" },
 		{ LENTO_OP_UNLINK, "flag its op does not take" },
+		{ LENTO_OP_PRUNEXATTRS, "xattr name listed twice" },
+		{ LENTO_OP_PRUNEXATTRS, "without its last NUL" },
+		{ LENTO_OP_PRUNEXATTRS, "empty xattr name" },
+		{ LENTO_OP_PRUNEXATTRS, "more than LENTO_XATTRS_MAX" },
+		{ LENTO_OP_PRUNEXATTRS, "a name its op does not use" },
+		{ LENTO_OP_PRUNEXATTRS, "longer than LENTO_XATTR_NAME_MAX" },
 	};
 	struct lp_reint m = { .volume = 1, .client = 1 };
 	struct lento_rec r;
 
+	bad_record_setup();
 	srec(&r, cases[_i].op ? cases[_i].op : LENTO_OP_CREATE, 1, 0);
 	r.op = cases[_i].op;
 	switch (_i) {
@@ -2110,6 +2134,12 @@ START_TEST(bad_record)
 	case 31: r.base_dir.n = LENTO_VV_MAX + 1; break;
 	case 32: memset(r.name, 'a', sizeof(r.name)); break;
 	case 33: r.flags = 0x8; break;
+	case 34: r.data = "user.a\0user.b\0user.a"; r.data_len = 21; break;
+	case 35: r.data = "user.a\0user.b"; r.data_len = 13; break;
+	case 36: r.data = "user.a\0\0"; r.data_len = 8; break;
+	case 37: r.data = many_names; r.data_len = sizeof(many_names); break;
+	case 38: strcpy(r.name, "user.a"); break;
+	case 39: r.data = long_name; r.data_len = sizeof(long_name); break;
 	}
 	ck_assert_msg(lp_rec_invalid(&r) &&
 		      strstr(lp_rec_invalid(&r), cases[_i].reason),
@@ -2157,7 +2187,7 @@ START_TEST(bad_batch)
 	put32_at(16, 2);
 	put16_at(REC_OP, 0);
 	ck_refused("unknown record op");
-	put16_at(REC_OP, 13);
+	put16_at(REC_OP, LENTO_OP_LAST + 1);
 	ck_refused("unknown record op");
 	put16_at(REC_OP, LENTO_OP_MKDIR);
 	ck_assert_ptr_null(verdict());
@@ -2368,7 +2398,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, zip_bombs);
 	tcase_add_test(tc, bad_volume_lookup);
 	tcase_add_test(tc, bad_validate);
-	tcase_add_loop_test(tc, bad_record, 0, 34);
+	tcase_add_loop_test(tc, bad_record, 0, 40);
 	tcase_add_test(tc, bad_batch);
 	tcase_add_test(tc, bad_reint_reply);
 	tcase_add_test(tc, type_table);

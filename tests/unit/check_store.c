@@ -1282,6 +1282,83 @@ START_TEST(xattrs)
 }
 END_TEST
 
+/*
+ * PRUNEXATTRS (recovery after a crash): the mirrored xattrs not named go,
+ * each with a REMOVEXATTR's permission; the local LSM's stay; removing
+ * nothing is no change.
+ */
+START_TEST(prune_xattrs)
+{
+	uint32_t vol = new_volume("v", 0);
+	struct lento_fid root = LENTO_ROOT_FID(vol), f;
+	struct lento_status st;
+	struct store_volume v;
+	struct buf b = { .cap = 64 };
+	struct lento_rec *r;
+	struct lento_vv before;
+	uint64_t usage;
+	struct tc c;
+
+	b.p = malloc(b.cap);
+	tc_init(&c, vol, 3);
+	f = mkfile(&c, root, "f");
+	xattr(&c, f, "user.a", "1");
+	xattr(&c, f, "user.b", "2");
+	xattr(&c, f, "trusted.t", "3");
+	xattr(&c, f, "security.selinux", "lbl");
+	xattr(&c, f, "security.capability", "cap");
+	SEND_OK(&c);
+	ck_assert_int_eq(store_volume_get(s, vol, &v), 0);
+	usage = v.usage;
+	/* Kept: user.a and a name the object does not have. */
+	r = add(&c, LENTO_OP_PRUNEXATTRS);
+	r->obj = f;
+	r->data = "user.x\0user.a";
+	r->data_len = 14;
+	seal(&c, r);
+	SEND_OK(&c);
+	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, xattr_cb, &b), 0);
+	ck_assert_str_eq(b.p, " security.selinux=lbl user.a=1");
+	ck_assert_int_eq(store_volume_get(s, vol, &v), 0);
+	ck_assert_uint_eq(v.usage, usage - (6 + 1) - (9 + 1) -
+				   (19 + 3));
+	/* Nothing left to remove: the version stays. */
+	before = st.vv;
+	r = add(&c, LENTO_OP_PRUNEXATTRS);
+	r->obj = f;
+	r->data = "user.a";
+	r->data_len = 7;
+	seal(&c, r);
+	SEND_OK(&c);
+	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, NULL, NULL), 0);
+	ck_assert(lento_vv_cmp(&st.vv, &before) == LENTO_VV_EQUAL);
+	/* An empty list takes every mirrored one. */
+	xattr(&c, f, "user.c", "3");
+	SEND_OK(&c);
+	r = add(&c, LENTO_OP_PRUNEXATTRS);
+	r->obj = f;
+	seal(&c, r);
+	SEND_OK(&c);
+	b.len = 0;
+	b.p[0] = '\0';
+	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, xattr_cb, &b), 0);
+	ck_assert_str_eq(b.p, " security.selinux=lbl");
+	/* A trusted xattr is root's to remove: the batch is refused whole. */
+	xattr(&c, f, "trusted.t", "3");
+	SEND_OK(&c);
+	c.uid = 1000;
+	r = add(&c, LENTO_OP_PRUNEXATTRS);
+	r->obj = f;
+	seal(&c, r);
+	ck_assert_int_eq(send(&c), -EPERM);
+	b.len = 0;
+	b.p[0] = '\0';
+	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, xattr_cb, &b), 0);
+	ck_assert_str_eq(b.p, " security.selinux=lbl trusted.t=3");
+	free(b.p);
+}
+END_TEST
+
 START_TEST(store_bodies)
 {
 	uint32_t vol = new_volume("v", 0);
@@ -2352,6 +2429,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, rename_across_volumes);
 	tcase_add_test(tc, setattr_and_sizes);
 	tcase_add_test(tc, xattrs);
+	tcase_add_test(tc, prune_xattrs);
 	tcase_add_test(tc, names_merge);
 	tcase_add_test(tc, store_bodies);
 	tcase_add_test(tc, conflict_on_stale_base);
