@@ -32,9 +32,11 @@
  *   1. checks and applies every record inside BEGIN IMMEDIATE (a size
  *      change copies the old content into DIR/tmp, fsynced),
  *   2. checks the quota,
- *   3. moves each new body that is still current at the end of the batch
- *      into bodies/ under its final name (rename of a caller's path, or
- *      link of a caller's fd) and fsyncs bodies/,
+ *   3. makes the new bodies durable (one syncfs: a thousand small files
+ *      cost one journal commit, not a thousand), moves each one that is
+ *      still current at the end of the batch into bodies/ under its final
+ *      name (rename of a caller's path, or link of a caller's fd) and
+ *      fsyncs bodies/,
  *   4. COMMITs (synchronous=FULL: the WAL is fsynced),
  *   5. removes the bodies the batch superseded.
  *
@@ -2752,7 +2754,8 @@ static bool xattr_kept(const struct lento_rec *r, const char *name)
 /*
  * PRUNEXATTRS: the object's mirrored xattrs become the ones the record
  * names; the others go, each with the permission a REMOVEXATTR of it
- * needs. Removing nothing changes nothing (no new version).
+ * needs. Like every record it moves the object's version, removing
+ * something or not: clients predict a batch's versions so (reint.c).
  */
 static int op_prunexattrs(struct batch *b, const struct lento_rec *r)
 {
@@ -2789,8 +2792,6 @@ static int op_prunexattrs(struct batch *b, const struct lento_rec *r)
 	sqlite3_reset(st);
 	if (ret < 0)
 		return bsql(b, ret);
-	if (!n)
-		return 0;
 	for (unsigned int i = 0; i < n; i++) {
 		ret = may_xattr(b, &o, gone[i]);
 		if (ret)
@@ -2803,7 +2804,8 @@ static int op_prunexattrs(struct batch *b, const struct lento_rec *r)
 			return bsql(b, ret);
 		o.xattr_bytes -= bytes[i];
 	}
-	o.ctime = r->time_ns;
+	if (n)
+		o.ctime = r->time_ns;
 	ret = touch(b, &o);
 	return ret ? ret : put(b, &o);
 }
@@ -2927,6 +2929,9 @@ static int place_bodies(struct batch *b)
 	bool any = false;
 	int ret;
 
+	/* The bodies' data before the names that make them the content. */
+	if (b->npend && syncfs(s->bodiesfd))
+		return -errno;
 	for (size_t k = 0; k < b->npend; k++) {
 		struct pend *p = &b->pend[k];
 		struct obj o;
@@ -3117,7 +3122,7 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 		ret = place_bodies(&b);
 		if (ret) {
 			if (res->outcome == STORE_APPLIED)
-				batch_fail(&b, ret, "fsync of bodies/: %s",
+				batch_fail(&b, ret, "making bodies durable: %s",
 					   strerror(-ret));
 			goto fail;
 		}

@@ -544,7 +544,8 @@ def case_crash_recovery(s):
     changes journaled but not all consumed nor durable; with the copy
     mounted again, presto's recovery restates what the marks name, C's
     lento consumes it all, and what the crash kept reaches the server:
-    B reads it identical."""
+    B reads it identical, xattrs included (one removed last, its record
+    likely lost, is gone at the server too)."""
     img = os.path.join(s.t.tmp, "c.img")
     lower = "/mnt/wp-c"
     sh("truncate -s 256M %s && mkfs.ext4 -q -F %s" % (img, img))
@@ -563,6 +564,9 @@ def case_crash_recovery(s):
     for i in range(5):
         with open(os.path.join(m, "old%d" % i), "wb") as f:
             f.write(body("old%d" % i, 2000 + i))
+    old4 = os.path.join(m, "old4")
+    os.setxattr(old4, "user.gone", b"x")
+    os.setxattr(old4, "user.stay", b"y")
     consumed(c)
     # More, not waited for: the crash keeps some of it, maybe unlogged.
     for i in range(5):
@@ -573,6 +577,10 @@ def case_crash_recovery(s):
     os.chmod(os.path.join(m, "old2"), 0o640)
     with open(os.path.join(m, "old3"), "ab") as f:
         f.write(b"more")
+    # Last, so that its record is likely still in presto's queue: the
+    # copy keeps the removal and loses its record, and recovery's RESYNC
+    # of old4 has to say it (PRUNEXATTRS at the server).
+    os.removexattr(old4, "user.gone")
     sh("fsfreeze -f %s && cp --sparse=always %s %s.crash; "
        "fsfreeze -u %s" % (lower, img, img, lower))
     c.kill()
@@ -581,6 +589,8 @@ def case_crash_recovery(s):
     sh("umount %s && mount -o loop %s.crash %s" % (lower, img, lower))
     want = snapshot(os.path.join(c.cache, VOL, "crash"))
     check(len(want) > 5, "the copy kept %s" % sorted(want))
+    check(want["old4"][3] == (("user.stay", b"y"),),
+          "the copy's old4 xattrs: %s" % (want["old4"][3],))
     c.mount()
     c.start()
     c.ready()
