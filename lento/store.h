@@ -198,8 +198,10 @@ int store_validate_objects(struct store *s, const struct lento_fid *fids,
 /* ------------------------------------------------------- reintegration */
 
 /*
- * The content a STORE record brings: a file already written and fsynced,
- * on the store's file system (store_body_tmp() makes one), given either
+ * The content a STORE record brings: a file already written (the store
+ * makes it durable: one syncfs(2) for all the bodies of a batch, so a
+ * store is best on a file system of its own), on the store's file system
+ * (store_body_tmp() makes one), given either
  * as an open @fd (>= 0; hard-linked into bodies/ through /proc/self/fd;
  * the caller keeps and closes the fd) or, with fd < 0, as @path (renamed
  * into bodies/ when the batch commits; renamed back if it does not). A
