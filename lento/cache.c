@@ -1431,14 +1431,12 @@ static void xattr_path(struct cache *c, const char *path, char *out,
 /* Names cache_sync_xattrs leaves alone: presto's and the LSM's. */
 static bool xattr_local(const char *name, size_t len)
 {
-	static const char presto[] = "trusted.presto.", sec[] = "security.",
-			  caps[] = "security.capability";
+	static const char presto[] = "trusted.presto.";
 
 	if (len >= sizeof(presto) - 1 &&
 	    !memcmp(name, presto, sizeof(presto) - 1))
 		return true;
-	return len >= sizeof(sec) - 1 && !memcmp(name, sec, sizeof(sec) - 1) &&
-	       !(len == sizeof(caps) - 1 && !memcmp(name, caps, len));
+	return !lento_xattr_mirrored(name, len);
 }
 
 /* What the lower refuses to hold: skipped, not an error. */

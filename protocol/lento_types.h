@@ -51,6 +51,29 @@ static inline bool lento_fid_is_null(const struct lento_fid *f)
 	return !f->volume && !f->client && !f->seq;
 }
 
+/*
+ * Is the xattr @name (@len bytes) one clients keep in their caches as the
+ * server has it? All but the local security module's: security.* other
+ * than security.capability (PROTOCOL.md, PRUNEXATTRS).
+ */
+static inline bool lento_xattr_mirrored(const char *name, size_t len)
+{
+	static const char sec[] = "security.", caps[] = "security.capability";
+	size_t n;
+
+	if (len < sizeof(sec) - 1)
+		return true;
+	for (n = 0; n < sizeof(sec) - 1; n++)
+		if (name[n] != sec[n])
+			return true;
+	if (len != sizeof(caps) - 1)
+		return false;
+	for (; n < len; n++)
+		if (name[n] != caps[n])
+			return false;
+	return true;
+}
+
 /* The update that produced a version: which client, its record number. */
 struct lento_storeid {
 	uint32_t client;

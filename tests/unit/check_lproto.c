@@ -2035,6 +2035,28 @@ START_TEST(bad_validate)
 }
 END_TEST
 
+/* Which xattrs clients mirror: all but the LSM's, capabilities mirrored. */
+START_TEST(xattr_mirrored)
+{
+	static const struct {
+		const char *name;
+		bool mirrored;
+	} cases[] = {
+		{ "user.a", true }, { "trusted.t", true },
+		{ "system.posix_acl_access", true }, { "security", true },
+		{ "security.selinux", false }, { "security.", false },
+		{ "security.capability", true },
+		{ "security.capabilit", false },
+		{ "security.capabilityx", false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(lento_xattr_mirrored(cases[i].name,
+						   strlen(cases[i].name)) ==
+			      cases[i].mirrored, "%s", cases[i].name);
+}
+END_TEST
+
 /* PRUNEXATTRS lists: 65 names; a name of 256 bytes. */
 static char many_names[65 * 8], long_name[LENTO_XATTR_NAME_MAX + 2];
 
@@ -2399,6 +2421,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, bad_volume_lookup);
 	tcase_add_test(tc, bad_validate);
 	tcase_add_loop_test(tc, bad_record, 0, 40);
+	tcase_add_test(tc, xattr_mirrored);
 	tcase_add_test(tc, bad_batch);
 	tcase_add_test(tc, bad_reint_reply);
 	tcase_add_test(tc, type_table);
