@@ -30,7 +30,7 @@
  * names. A batch therefore
  *
  *   1. checks and applies every record inside BEGIN IMMEDIATE (a size
- *      change copies the old content into DIR/tmp, fsynced),
+ *      change copies the old content into DIR/tmp),
  *   2. checks the quota,
  *   3. makes the new bodies durable (one syncfs: a thousand small files
  *      cost one journal commit, not a thousand), moves each one that is
@@ -1903,7 +1903,8 @@ static int copy_bytes(int in, int out, uint64_t len)
 /*
  * A size change of regular file @o: its new content is the first
  * min(old, new) bytes of the current one, extended with zeros, in a file
- * of ours in tmp/ (fsynced), named after the new version.
+ * of ours in tmp/ named after the new version (made durable with the
+ * batch's other bodies, place_bodies()).
  */
 static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 {
@@ -1960,8 +1961,6 @@ static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 	if (in >= 0)
 		r = copy_bytes(in, out, o->size < size ? o->size : size);
 	if (!r && ftruncate(out, (off_t)size))
-		r = -errno;
-	if (!r && fsync(out))
 		r = -errno;
 	if (r) {
 		r = bfail(b, r, &o->fid, "resizing its content: %s",
@@ -2729,17 +2728,6 @@ static int op_xattr(struct batch *b, const struct lento_rec *r)
 	return ret ? ret : put(b, &o);
 }
 
-/*
- * The xattrs clients keep in their caches as the server has them: all but
- * the local security module's (security.*, security.capability excepted),
- * as lento's cache_sync_xattrs.
- */
-static bool xattr_mirrored(const char *name)
-{
-	return strncmp(name, "security.", 9) ||
-	       !strcmp(name, "security.capability");
-}
-
 /* Is @name one of PRUNEXATTRS's NUL-terminated @list? */
 static bool xattr_kept(const struct lento_rec *r, const char *name)
 {
@@ -2784,7 +2772,8 @@ static int op_prunexattrs(struct batch *b, const struct lento_rec *r)
 			continue;
 		memcpy(gone[n], sqlite3_column_blob(st, 0), (size_t)len);
 		gone[n][len] = '\0';
-		if (!xattr_mirrored(gone[n]) || xattr_kept(r, gone[n]))
+		if (!lento_xattr_mirrored(gone[n], (size_t)len) ||
+		    xattr_kept(r, gone[n]))
 			continue;
 		bytes[n] = (uint64_t)len + (uint64_t)sqlite3_column_bytes(st, 1);
 		n++;
@@ -2918,8 +2907,8 @@ static int apply(struct batch *b, const struct lento_rec *r)
 /* ---------------------------------------------------------- the batch */
 
 /*
- * Put every new body that is still its object's content into bodies/,
- * then fsync bodies/. Bodies a later record of the batch superseded are
+ * Make the batch's new bodies durable (one syncfs), put every one that is
+ * still its object's content into bodies/, then fsync bodies/. Bodies a later record of the batch superseded are
  * not placed.
  */
 static int place_bodies(struct batch *b)
