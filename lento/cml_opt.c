@@ -23,11 +23,11 @@
  * object created after it was named, or twice; a file used as a
  * directory; a rename onto itself or of a name onto itself; one object in
  * two slots of a record other than dir and dir2) are left alone by every
- * rule. An object is
- * known to be a directory from MKDIR, RMDIR, or holding entries (dir,
- * dir2); not to be one from CREATE, MKNOD, SYMLINK, LINK, UNLINK or STORE;
- * and a plain RENAME's object and target are of one kind. An EXCHANGE
- * may swap a directory and a file: it says nothing of kinds.
+ * rule. An object is known to be a directory from MKDIR, RMDIR, or holding
+ * entries (dir, dir2); not to be one from CREATE, MKNOD, SYMLINK, LINK,
+ * UNLINK or STORE; and a plain RENAME's object and target are of one
+ * kind. An EXCHANGE may swap a directory and a file: it says nothing of
+ * kinds.
  *
  * 1. Cancellation (Coda's identity cancellation). A candidate is an object
  *    created in the window (CREATE, MKDIR, MKNOD, SYMLINK) that also loses

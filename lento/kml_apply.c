@@ -759,6 +759,12 @@ static int k_setattr(struct kapply *ka, const struct kml_record *r)
 	return setattr_log(ka, &w, &o, &a);
 }
 
+/* presto's own xattrs (trusted.presto.*): never in the journal. */
+static bool presto_own(const char *name, size_t len)
+{
+	return len >= 15 && !memcmp(name, "trusted.presto.", 15);
+}
+
 static int xattr_log(struct kapply *ka, const struct kml_record *r,
 		     struct cache_obj *o)
 {
@@ -766,8 +772,7 @@ static int xattr_log(struct kapply *ka, const struct kml_record *r,
 	struct who w;
 
 	/* presto's own never reach the journal; refuse them regardless. */
-	if (!r->name_len || (r->name_len >= 15 &&
-			     !memcmp(r->name, "trusted.presto.", 15)))
+	if (!r->name_len || presto_own(r->name, r->name_len))
 		return -EINVAL;
 	who_of(r, &w);
 	rec_init(&rec, &w, r->op == PRESTO_KML_SETXATTR ? LENTO_OP_SETXATTR :
@@ -850,8 +855,7 @@ static ssize_t prune_names(const struct kml_record *r, char *out)
 		size_t l = nul ? (size_t)(nul - p) : (size_t)(end - p);
 		bool dup = false;
 
-		if (!l || l > LENTO_XATTR_NAME_MAX ||
-		    (l >= 15 && !memcmp(p, "trusted.presto.", 15)))
+		if (!l || l > LENTO_XATTR_NAME_MAX || presto_own(p, l))
 			return -EINVAL;
 		for (const char *q = out; q < out + len; q += strlen(q) + 1)
 			dup |= strlen(q) == l && !memcmp(q, p, l);

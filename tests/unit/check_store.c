@@ -261,6 +261,19 @@ static struct lento_rec *xattr(struct tc *c, struct lento_fid o,
 	return r;
 }
 
+/* A PRUNEXATTRS of @o keeping the NUL-terminated names in @len bytes. */
+static struct lento_rec *prune(struct tc *c, struct lento_fid o,
+			       const char *names, uint32_t len)
+{
+	struct lento_rec *r = add(c, LENTO_OP_PRUNEXATTRS);
+
+	r->obj = o;
+	r->data = len ? names : NULL;
+	r->data_len = len;
+	seal(c, r);
+	return r;
+}
+
 /* A STORE of @len bytes of @data; the body by path, or by fd if @by_fd. */
 static struct lento_rec *store_data(struct tc *c, struct lento_fid o,
 				    const void *data, size_t len, bool by_fd)
@@ -1294,7 +1307,6 @@ START_TEST(prune_xattrs)
 	struct lento_status st;
 	struct store_volume v;
 	struct buf b = { .cap = 64 };
-	struct lento_rec *r;
 	struct lento_vv before;
 	uint64_t usage;
 	struct tc c;
@@ -1311,11 +1323,7 @@ START_TEST(prune_xattrs)
 	ck_assert_int_eq(store_volume_get(s, vol, &v), 0);
 	usage = v.usage;
 	/* Kept: user.a and a name the object does not have. */
-	r = add(&c, LENTO_OP_PRUNEXATTRS);
-	r->obj = f;
-	r->data = "user.x\0user.a";
-	r->data_len = 14;
-	seal(&c, r);
+	prune(&c, f, "user.x\0user.a", 14);
 	SEND_OK(&c);
 	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, xattr_cb, &b), 0);
 	ck_assert_str_eq(b.p, " security.selinux=lbl user.a=1");
@@ -1327,20 +1335,12 @@ START_TEST(prune_xattrs)
 	 * the client predicts (seal()), and a record after it applies.
 	 */
 	before = st.vv;
-	r = add(&c, LENTO_OP_PRUNEXATTRS);
-	r->obj = f;
-	r->data = "user.a";
-	r->data_len = 7;
-	seal(&c, r);
+	prune(&c, f, "user.a", 7);
 	xattr(&c, f, "user.d", "4");
 	SEND_OK(&c);
 	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, NULL, NULL), 0);
 	ck_assert(lento_vv_cmp(&st.vv, &before) == LENTO_VV_AFTER);
-	r = add(&c, LENTO_OP_PRUNEXATTRS);
-	r->obj = f;
-	r->data = "user.a\0user.d";
-	r->data_len = 14;
-	seal(&c, r);
+	prune(&c, f, "user.a\0user.d", 14);
 	SEND_OK(&c);
 	ck_assert_int_eq(store_getattr(s, &f, &st, NULL, 0, NULL, NULL), 0);
 	ck_assert_int_eq(st.attr.ctime_ns, c.time - 1);
@@ -1348,9 +1348,7 @@ START_TEST(prune_xattrs)
 	xattr(&c, f, "user.c", "3");
 	xattr(&c, f, "user.d", NULL);
 	SEND_OK(&c);
-	r = add(&c, LENTO_OP_PRUNEXATTRS);
-	r->obj = f;
-	seal(&c, r);
+	prune(&c, f, NULL, 0);
 	SEND_OK(&c);
 	b.len = 0;
 	b.p[0] = '\0';
@@ -1360,9 +1358,7 @@ START_TEST(prune_xattrs)
 	xattr(&c, f, "trusted.t", "3");
 	SEND_OK(&c);
 	c.uid = 1000;
-	r = add(&c, LENTO_OP_PRUNEXATTRS);
-	r->obj = f;
-	seal(&c, r);
+	prune(&c, f, NULL, 0);
 	ck_assert_int_eq(send(&c), -EPERM);
 	b.len = 0;
 	b.p[0] = '\0';
