@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,12 +190,40 @@ static const char schema[] =
 	"  recno INTEGER NOT NULL UNIQUE,"
 	"  PRIMARY KEY(volume, shipno)) WITHOUT ROWID;";
 
+/*
+ * Checkpoints of the WAL into the database, on a thread of their own with
+ * a connection of its own: a checkpoint syncs both files, and the loop
+ * that commits must not wait for a busy disk. SQLite lets a checkpoint
+ * run while another connection writes.
+ */
+#define CKPT_FRAMES	1000	/* SQLite's own autocheckpoint */
+
+struct ckpt {
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool want, stop;	/* under lock */
+	int err;		/* under lock: the last failure, until said */
+	sqlite3 *db;		/* the thread's */
+};
+
 struct cache {
 	sqlite3 *db;
+	struct ckpt ck;
 	struct cml *cml;
 	int dirfd;
 	sqlite3_stmt *st[S_COUNT];
 	bool defer_dirsync;	/* cache_defer_dirsync() */
+	/*
+	 * The WAL, opened again for its syncs: SQLite runs with
+	 * synchronous=NORMAL, and cache_commit() syncs it itself, which is
+	 * what FULL does. (SQLite keeps no locks on the WAL file, so a
+	 * second descriptor of it is harmless.)
+	 */
+	int walfd;
+	uint64_t gen, durable;	/* cache_gen(), cache_durable_gen() */
+	int sync_err;		/* sticky: cache_sync_error() */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -323,20 +353,167 @@ static int meta_check(struct cache *c, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A lento killed left its lazy commits in the page cache: durable before
+ * this one acts on them (acknowledges presto's records up to a position
+ * stored there). Before SQLite opens the files: closing a descriptor of
+ * the database would drop the locks of a connection of this process.
+ */
+static int sync_leftovers(const char *db, char *err, size_t errlen)
+{
+	static const char *const suffix[] = { "-wal", "" };
+	char path[CACHE_PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		int fd, e = 0;
+
+		snprintf(path, sizeof(path), "%s%s", db, suffix[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0 || fdatasync(fd))
+			e = -errno;
+		if (fd >= 0)
+			close(fd);
+		if (e) {
+			snprintf(err, errlen, "%s: %s", path, strerror(-e));
+			return e;
+		}
+	}
+	return 0;
+}
+
+static void *ckpt_main(void *arg)
+{
+	struct ckpt *ck = arg;
+
+	pthread_mutex_lock(&ck->lock);
+	for (;;) {
+		int rc;
+
+		while (!ck->want && !ck->stop)
+			pthread_cond_wait(&ck->cond, &ck->lock);
+		if (ck->stop)
+			break;
+		ck->want = false;
+		pthread_mutex_unlock(&ck->lock);
+		/* PASSIVE: what it can now, never waiting for the writer. */
+		rc = sqlite3_wal_checkpoint_v2(ck->db, NULL,
+					       SQLITE_CHECKPOINT_PASSIVE, NULL,
+					       NULL);
+		pthread_mutex_lock(&ck->lock);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+			ck->err = sql_err(rc) ?: -EIO;
+	}
+	pthread_mutex_unlock(&ck->lock);
+	return NULL;
+}
+
+/* After each commit of the loop's connection: is a checkpoint due? */
+static int ckpt_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct ckpt *ck = arg;
+
+	(void)db;
+	(void)name;
+	if (frames < CKPT_FRAMES)
+		return SQLITE_OK;
+	pthread_mutex_lock(&ck->lock);
+	ck->want = true;
+	pthread_cond_signal(&ck->cond);
+	pthread_mutex_unlock(&ck->lock);
+	return SQLITE_OK;
+}
+
+static int ckpt_start(struct cache *c, const char *path, char *err,
+		      size_t errlen)
+{
+	struct ckpt *ck = &c->ck;
+	sigset_t all, old;
+	int rc, e;
+
+	rc = sqlite3_open_v2(path, &ck->db, SQLITE_OPEN_READWRITE |
+			     SQLITE_OPEN_NOMUTEX, NULL);
+	/* FULL (the default): the checkpoint syncs the WAL, then the db. */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_busy_timeout(ck->db, 10000);
+	/* Else it has not read the file yet, and checkpoints nothing. */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(ck->db, "PRAGMA journal_mode = WAL", NULL,
+				  NULL, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s (the checkpoints' connection): %s",
+			 path, ck->db ? sqlite3_errmsg(ck->db) : "no memory");
+		return sql_err(rc) ?: -EIO;
+	}
+	pthread_mutex_init(&ck->lock, NULL);
+	pthread_cond_init(&ck->cond, NULL);
+	/* Signals are the loop's (signalfd): the thread takes none. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = -pthread_create(&ck->thread, NULL, ckpt_main, ck);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e) {
+		snprintf(err, errlen, "the checkpoints' thread: %s",
+			 strerror(-e));
+		return e;
+	}
+	ck->started = true;
+	/* Replaces SQLite's autocheckpoint on the loop's connection. */
+	sqlite3_wal_hook(c->db, ckpt_hook, ck);
+	return 0;
+}
+
+static void ckpt_stop(struct ckpt *ck)
+{
+	if (ck->started) {
+		pthread_mutex_lock(&ck->lock);
+		ck->stop = true;
+		pthread_cond_signal(&ck->cond);
+		pthread_mutex_unlock(&ck->lock);
+		pthread_join(ck->thread, NULL);
+		pthread_cond_destroy(&ck->cond);
+		pthread_mutex_destroy(&ck->lock);
+		ck->started = false;
+	}
+	sqlite3_close(ck->db);
+	ck->db = NULL;
+}
+
+int cache_checkpoint_error(struct cache *c)
+{
+	int e;
+
+	if (!c->ck.started)
+		return 0;
+	pthread_mutex_lock(&c->ck.lock);
+	e = c->ck.err;
+	c->ck.err = 0;
+	pthread_mutex_unlock(&c->ck.lock);
+	return e;
+}
+
 static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 {
 	char path[CACHE_PATH_MAX];
 	int rc, e;
 
 	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
+	e = sync_leftovers(path, err, errlen);
+	if (e)
+		return e;
 	rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE |
 			     SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_busy_timeout(c->db, 10000);
-	/* What the CML says is what survives a crash (I-2). */
+	/*
+	 * What the CML says is what survives a crash (I-2): commits are
+	 * made durable by cache_commit() or a later sync (cache.h). NORMAL
+	 * keeps the checkpoints' syncs.
+	 */
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(c->db, "PRAGMA journal_mode = WAL; "
-				  "PRAGMA synchronous = FULL;", NULL, NULL,
+				  "PRAGMA synchronous = NORMAL;", NULL, NULL,
 				  NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(c->db, schema, NULL, NULL, NULL);
@@ -351,11 +528,22 @@ static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 	e = meta_check(c, err, errlen);
 	if (e)
 		return e;
+	/* There since the schema's transaction. */
+	snprintf(path, sizeof(path), "%s/.lento/client.db-wal", dir);
+	c->walfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (c->walfd < 0) {
+		e = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(-e));
+		return e;
+	}
 	e = cml_open(&c->cml, c->db);
-	if (e)
+	if (e) {
 		snprintf(err, errlen, "%s: the modification log: %s", path,
 			 strerror(-e));
-	return e;
+		return e;
+	}
+	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
+	return ckpt_start(c, path, err, errlen);
 }
 
 /* Leftovers of a crash in .lento/tmp: nobody refers to them. */
@@ -415,6 +603,7 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->walfd = -1;
 	c->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (c->dirfd < 0) {
 		e = -errno;
@@ -441,11 +630,15 @@ void cache_close(struct cache *c)
 {
 	if (!c)
 		return;
+	/* Before the last connection's close checkpoints and removes the WAL. */
+	ckpt_stop(&c->ck);
 	cml_close(c->cml);
 	for (int i = 0; i < S_COUNT; i++)
 		sqlite3_finalize(c->st[i]);
 	if (c->db)
 		sqlite3_close(c->db);
+	if (c->walfd >= 0)
+		close(c->walfd);
 	if (c->dirfd >= 0)
 		close(c->dirfd);
 	free(c);
@@ -472,13 +665,63 @@ int cache_begin(struct cache *c)
 				    NULL));
 }
 
-int cache_commit(struct cache *c)
+int cache_commit_lazy(struct cache *c)
 {
 	int e = sql_err(sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL));
 
 	if (e)
 		cache_rollback(c);
+	else
+		c->gen++;
 	return e;
+}
+
+/*
+ * Committed, and then durable or not: an error here does not undo the
+ * transaction (it is in the WAL), it says the cache cannot promise it.
+ */
+int cache_commit(struct cache *c)
+{
+	int e = cache_commit_lazy(c);
+
+	if (e)
+		return e;
+	if (c->sync_err)
+		return c->sync_err;
+	cache_synced(c, c->gen, fdatasync(c->walfd) ? -errno : 0);
+	return c->sync_err;
+}
+
+uint64_t cache_gen(const struct cache *c)
+{
+	return c->gen;
+}
+
+uint64_t cache_durable_gen(const struct cache *c)
+{
+	return c->durable;
+}
+
+int cache_sync_fd(const struct cache *c)
+{
+	return c->walfd;
+}
+
+void cache_synced(struct cache *c, uint64_t gen, int err)
+{
+	if (err) {
+		/* The pages that failed may be clean now, and lost. */
+		if (!c->sync_err)
+			c->sync_err = err;
+		return;
+	}
+	if (!c->sync_err && gen > c->durable)
+		c->durable = gen;
+}
+
+int cache_sync_error(const struct cache *c)
+{
+	return c->sync_err;
 }
 
 void cache_rollback(struct cache *c)

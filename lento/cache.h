@@ -6,8 +6,9 @@
  *
  *   DIR/<volume>/...        each volume's tree as the server has it, plus
  *                           the local changes not yet reintegrated
- *   DIR/.lento/client.db    SQLite (WAL, synchronous=FULL): the CML
- *                           (cml.h) and the tables below
+ *   DIR/.lento/client.db    SQLite (WAL): the CML (cml.h) and the
+ *                           tables below; durable at each commit, or
+ *                           with cache_commit_lazy() at a later sync
  *   DIR/.lento/tmp/         temporary files (fetched bodies before they
  *                           are renamed into place); emptied at open
  *   DIR/.lento/shadow/      shadow copies of bodies being reintegrated
@@ -71,10 +72,37 @@ struct sqlite3 *cache_db(struct cache *c);
 /* DIR, open (O_PATH): every path below is relative to it. */
 int cache_dirfd(const struct cache *c);
 
-/* A transaction around several changes (the CML's join it). */
+/*
+ * A transaction around several changes (the CML's join it).
+ * cache_commit() returns once the transaction, and every one before it,
+ * is durable. cache_commit_lazy() is for the event loop's busy paths: the
+ * transaction is atomic and ordered after the earlier ones, but a crash
+ * may lose it (and what follows it) until a sync of the WAL: whoever acts
+ * on it outside the cache -- acknowledges presto's records, ships a
+ * batch -- first waits for cache_durable_gen() to reach its generation.
+ * A failed sync (-EIO) makes no later one trustworthy: every durable
+ * commit and sync fails from then on (cache_sync_error()).
+ */
 int cache_begin(struct cache *c);
 int cache_commit(struct cache *c);
+int cache_commit_lazy(struct cache *c);
 void cache_rollback(struct cache *c);
+/* Transactions committed since the cache was opened, and of those, durable. */
+uint64_t cache_gen(const struct cache *c);
+uint64_t cache_durable_gen(const struct cache *c);
+/*
+ * The sync of the lazy commits, for a caller that does it elsewhere (the
+ * loop's ring): the file to fdatasync, and its result for every commit up
+ * to @gen (cache_gen() when it started).
+ */
+int cache_sync_fd(const struct cache *c);
+void cache_synced(struct cache *c, uint64_t gen, int err);
+int cache_sync_error(const struct cache *c);
+/*
+ * The WAL is checkpointed on a thread of the cache's: the last failure
+ * since asked (then forgotten), or 0. The WAL grows until one succeeds.
+ */
+int cache_checkpoint_error(struct cache *c);
 
 int cache_meta_get(struct cache *c, const char *key, int64_t *v);
 int cache_meta_set(struct cache *c, const char *key, int64_t v);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "client_kernel.h"
 #include "cml.h"
 #include "log.h"
 #include "vv.h"
@@ -102,7 +103,8 @@ void client_touches_flush(struct client *cl)
 	err = cache_begin(cl->cache);
 	for (int i = 0; !err && i < cl->ntouched; i++)
 		err = cache_obj_touch(cl->cache, &cl->touched[i], now);
-	err = err ?: cache_commit(cl->cache);
+	/* A crash may lose them: the order of the LRU only. */
+	err = err ?: cache_commit_lazy(cl->cache);
 	if (err) {
 		cache_rollback(cl->cache);
 		log_warn("recording uses for the LRU: %s", strerror(-err));
@@ -117,6 +119,47 @@ void client_touch(struct client *cl, const struct lento_fid *fid)
 	if (cl->ntouched == TOUCH_MAX)
 		client_touches_flush(cl);
 	cl->touched[cl->ntouched++] = *fid;
+}
+
+/* ---------------------------------------------------------- durability */
+
+static void synced(struct client *cl, int err)
+{
+	cache_synced(cl->cache, cl->sync_gen, err);
+	if (err)
+		log_err("the cache's database cannot be made durable: %s; "
+			"nothing more is acknowledged to presto nor sent to "
+			"the server until lento is restarted", strerror(-err));
+	kml_synced(cl);
+	reint_durable(cl);
+}
+
+static void sync_done(void *arg, int res)
+{
+	struct client *cl = arg;
+
+	cl->syncing = false;
+	/* lento stops: closing the database syncs it. */
+	if (res != -ECANCELED)
+		synced(cl, res);
+}
+
+void client_sync_want(struct client *cl)
+{
+	int fd = cache_sync_fd(cl->cache), err;
+
+	if (cl->syncing || cache_sync_error(cl->cache) ||
+	    cache_durable_gen(cl->cache) >= cache_gen(cl->cache))
+		return;
+	cl->sync_gen = cache_gen(cl->cache);
+	kml_sync_started(cl);
+	err = lo_file_fsync(cl->loop, fd, sync_done, cl);
+	if (!err) {
+		cl->syncing = true;
+		return;
+	}
+	/* Not on the ring (it is full): here, holding the loop. */
+	synced(cl, fdatasync(fd) ? -errno : 0);
 }
 
 /* ----------------------------------------------------------------- ops */
@@ -777,6 +820,12 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 			  cl->st.misses, cl->st.fetches, cl->st.fetched_bytes,
 			  cl->st.listings, cl->st.evictions,
 			  cl->st.xattrs_skipped);
+		jw_printf(w, "database: %" PRIu64 " commits, %" PRIu64
+			  " durable%s%s\n", cache_gen(cl->cache),
+			  cache_durable_gen(cl->cache),
+			  cache_sync_error(cl->cache) ? "; cannot sync: " : "",
+			  cache_sync_error(cl->cache) ?
+			  strerror(-cache_sync_error(cl->cache)) : "");
 		return 0;
 	}
 	jw_obj_begin(w);
@@ -794,6 +843,11 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 	kv_uint(w, "listings", cl->st.listings);
 	kv_uint(w, "evictions", cl->st.evictions);
 	kv_uint(w, "xattrs_skipped", cl->st.xattrs_skipped);
+	/* The database's transactions since start, and how many are durable. */
+	kv_uint(w, "commits", cache_gen(cl->cache));
+	kv_uint(w, "commits_durable", cache_durable_gen(cl->cache));
+	if (cache_sync_error(cl->cache))
+		kv_str(w, "sync_error", strerror(-cache_sync_error(cl->cache)));
 	jw_obj_end(w);
 	jw_raw(w, "\n", 1);
 	return 0;
@@ -854,6 +908,7 @@ static void tick(struct lo_loop *loop, void *arg)
 {
 	struct client *cl = arg;
 	uint64_t now = lo_now_ms();
+	int err;
 
 	if (cl->stop_signal) {	/* the ops' answers had a tick to go */
 		lo_stop(loop);
@@ -861,6 +916,10 @@ static void tick(struct lo_loop *loop, void *arg)
 	}
 	client_touches_flush(cl);
 	tick_took("flushing touches", now);
+	err = cache_checkpoint_error(cl->cache);
+	if (err)
+		log_warn("checkpointing the cache's database: %s; its WAL "
+			 "grows until a checkpoint succeeds", strerror(-err));
 	conn_tick(cl->conn, now);
 	kclient_tick(cl, now);
 	tick_took("the kernel's filesets", now);

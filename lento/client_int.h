@@ -168,6 +168,9 @@ struct client {
 	uint64_t evict_check_ms;
 	int stop_signal;
 	bool crash_after_send;	/* LENTO_TEST_CRASH_AFTER_SEND */
+	/* The sync of the cache's lazy commits on the ring: up to sync_gen. */
+	bool syncing;
+	uint64_t sync_gen;
 	struct kclient *k;	/* presto's filesets (client_kernel.c) */
 };
 
@@ -187,6 +190,12 @@ void permit_lost(struct client *cl, struct vol *v, const char *why);
 /* @fid was used (the LRU's order); written at the next tick. */
 void client_touch(struct client *cl, const struct lento_fid *fid);
 void client_touches_flush(struct client *cl);
+/*
+ * The cache's lazy commits so far made durable on the loop's ring
+ * (cache.h), unless they are or a sync is under way; its end tells
+ * presto's filesets (kml_synced()) and the reintegration.
+ */
+void client_sync_want(struct client *cl);
 
 /* client_fetch.c */
 struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,
@@ -327,6 +336,8 @@ int kclient_sync(struct op *op);
 void reint_kick(struct client *cl);
 void reint_conn_down(struct client *cl);
 void reint_sent(struct client *cl);
+/* The cache's sync ended: a batch that waited for it goes. */
+void reint_durable(struct client *cl);
 /* Is a batch of @volume on its way to the server, not yet answered? */
 bool reint_sending(struct client *cl, uint32_t volume);
 /* Recompute the dirty flags of @volume's objects from its CML. */

@@ -21,6 +21,12 @@ struct kjournal {
 	uint64_t durable;	/* presto's KML_DURABLE, the last heard */
 	uint64_t acked;		/* presto's KML_ACKED */
 	uint64_t pos;		/* consumed: in the CML (cache_meta) */
+	/*
+	 * pos as a crash leaves it: the cache's transaction that stored pos
+	 * (cache_gen()), pos when the cache's sync under way began, and the
+	 * last pos known durable -- what may be acknowledged.
+	 */
+	uint64_t pos_gen, sync_pos, durable_pos;
 	uint64_t ack_sent;	/* the last KML_ACK that went */
 	bool pos_loaded;
 	bool ka_ready;
@@ -115,6 +121,9 @@ void kml_free(struct fset *fs);
 void kml_tick(struct client *cl, struct fset *fs);
 /* presto was granted the permit (a PERMIT upcall answered 0). */
 void kml_permit_granted(struct client *cl, struct fset *fs);
+/* The cache's sync began, and ended: what it made durable is acknowledged. */
+void kml_sync_started(struct client *cl);
+void kml_synced(struct client *cl);
 void kml_status_json(struct client *cl, struct fset *fs, struct jw *w);
 void kml_status_text(struct client *cl, struct fset *fs, struct jw *w);
 

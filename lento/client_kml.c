@@ -7,13 +7,15 @@
  * answer, MOUNTED, KML notices); lento reads the records up to there from
  * CACHE/VOLUME/.presto through its ring (kml_read.c) and turns them into
  * cache rows and CML records (kml_apply.c), a batch per transaction that
- * also stores the position, cache_meta "kmlpos:VOLUME". Then it
- * acknowledges the position (KML_ACK), persists the flags of the objects
- * the batch made, and the usual machinery reintegrates (reint.c). A lento
- * that restarts goes on after its stored position: nothing is logged
- * twice. Consumption waits while the cache has no client id from the
- * server (new objects need fids that carry it), and while the volume is
- * not known here.
+ * also stores the position, cache_meta "kmlpos:VOLUME". The transaction
+ * is lazy (cache.h): a sync of the cache on the loop's ring follows, and
+ * only then does lento acknowledge the position (KML_ACK) -- a busy disk
+ * holds the acknowledgement, not the loop. The flags of the objects the
+ * batch made are persisted, and the usual machinery reintegrates
+ * (reint.c). A lento that restarts goes on after its stored position:
+ * nothing is logged twice, nothing acknowledged is lost. Consumption
+ * waits while the cache has no client id from the server (new objects
+ * need fids that carry it), and while the volume is not known here.
  *
  * The permit. presto changes nothing without it. A PERMIT upcall is
  * granted once lento holds the volume's permit from the server (or,
@@ -70,17 +72,47 @@ static void ack_done(void *arg, int err, const struct kmsg *reply)
 	fs->j.ack_sent = 0;	/* the tick sends it again */
 }
 
+/* How far the position is durable; a sync is asked for the rest. */
+static uint64_t ackable(struct client *cl, struct kjournal *j)
+{
+	if (cache_durable_gen(cl->cache) >= j->pos_gen)
+		j->durable_pos = j->pos;
+	else
+		client_sync_want(cl);
+	return j->durable_pos;
+}
+
 static void ack_send(struct client *cl, struct fset *fs)
 {
 	struct kjournal *j = &fs->j;
+	uint64_t upto = ackable(cl, j);
 	struct kcmd c = { .cmd = PRESTO_CMD_KML_ACK, .fileset = fs->name,
-			  .have = KA(SEQ), .seq = j->pos };
+			  .have = KA(SEQ), .seq = upto };
 
-	if (!fset_live(fs) || !j->known || j->pos <= j->ack_sent ||
-	    j->pos <= j->acked || j->pos > j->durable)
+	if (!fset_live(fs) || !j->known || upto <= j->ack_sent ||
+	    upto <= j->acked || upto > j->durable)
 		return;
 	if (!kchan_send(kclient_chan(cl), &c, ack_done, fs))
-		j->ack_sent = j->pos;
+		j->ack_sent = upto;
+}
+
+void kml_sync_started(struct client *cl)
+{
+	for (struct fset *fs = cl->k ? cl->k->fsets : NULL; fs; fs = fs->next)
+		fs->j.sync_pos = fs->j.pos;
+}
+
+void kml_synced(struct client *cl)
+{
+	for (struct fset *fs = cl->k ? cl->k->fsets : NULL; fs; fs = fs->next) {
+		struct kjournal *j = &fs->j;
+
+		if (cache_sync_error(cl->cache))
+			continue;
+		if (j->sync_pos > j->durable_pos)
+			j->durable_pos = j->sync_pos;
+		ack_send(cl, fs);
+	}
 }
 
 /* ------------------------------------------------------------ reading */
@@ -134,7 +166,9 @@ static int pos_load(struct client *cl, struct fset *fs)
 	err = cache_meta_get(cl->cache, key, &v);
 	if (err && err != -ENOENT)
 		return err;
-	fs->j.pos = (uint64_t)v;
+	/* Durable: the cache's open synced what a lento killed left. */
+	fs->j.pos = fs->j.durable_pos = (uint64_t)v;
+	fs->j.pos_gen = 0;
 	fs->j.pos_loaded = true;
 	return 0;
 }
@@ -243,6 +277,7 @@ void kml_consume(struct client *cl, struct fset *fs)
 			err = n;
 			break;
 		}
+		j->pos_gen = cache_gen(cl->cache);
 		after_batch(cl, fs, v, n);
 		moved = true;
 	}
@@ -291,6 +326,11 @@ static void log_restart(struct client *cl, struct fset *fs)
 			 "this cache's log", fs->name, j->pos + 1, j->acked);
 		j->pos = j->acked;
 	}
+	/* A position moved back is durable no further than it is. */
+	if (j->durable_pos > j->pos)
+		j->durable_pos = j->pos;
+	if (j->sync_pos > j->pos)
+		j->sync_pos = j->pos;
 	/* presto does not keep acknowledgements across a mount. */
 	j->ack_sent = 0;
 	stop_reading(fs);

@@ -1438,7 +1438,7 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		last = ka->listing && ka->list_seq <= last ? ka->list_seq - 1 :
 		       last;
 		err = cache_meta_set(ka->cache, poskey, (int64_t)last);
-		err = err ?: cache_commit(ka->cache);
+		err = err ?: cache_commit_lazy(ka->cache);
 	}
 	if (err || !n) {
 		cache_rollback(ka->cache);

@@ -94,7 +94,8 @@ int kapply_record(struct kapply *ka, const struct kml_record *r);
  * One batch: the records @kr has up to @limit (presto's KML_DURABLE), at
  * most @max of them, applied in one transaction that also stores the
  * position -- the last record consumed -- in cache_meta @poskey and
- * *@pos. The batch ends early once the loop's clock reaches @until_ms
+ * *@pos, committed lazily: durable once cache_durable_gen() reaches
+ * cache_gen() as it is on return. The batch ends early once the loop's clock reaches @until_ms
  * (0: no limit), after the record at hand: the caller holds the loop. A
  * recovery listing still gathering DIRENTs changes nothing yet, so the
  * position stored stops before its RESYNC_DIR: a lento that

@@ -77,6 +77,12 @@ struct batch {
 	uint32_t cur;		/* the STORE whose body is being sent */
 	uint64_t off;
 	bool replied, sent_all, dead;
+	/*
+	 * Made, not yet sent: the cache's transactions up to @gen (its ship
+	 * numbers, the records and fids it carries) are not durable yet.
+	 */
+	bool waiting;
+	uint64_t gen;
 	int err;		/* making it */
 };
 
@@ -430,7 +436,8 @@ static void pump(struct client *cl, struct batch *b)
 {
 	static uint8_t chunk[LP_CHUNK_MAX];
 
-	while (!b->sent_all && conn_queued(cl->conn) < BODY_QUEUE_LOW) {
+	while (!b->waiting && !b->sent_all &&
+	       conn_queued(cl->conn) < BODY_QUEUE_LOW) {
 		uint32_t i = b->cur;
 		uint64_t size = b->recs[i].attr.size, want = size - b->off;
 		struct lp_data d = { .rec = i, .offset = b->off };
@@ -721,7 +728,7 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	/* The log rewritten: count again what names what. */
 	if (!err && optimised(&os))
 		err = reint_dirty_refresh(cl, v->cv.id);
-	err = err ?: cache_commit(cl->cache);
+	err = err ?: cache_commit_lazy(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
 	return err;
@@ -766,7 +773,15 @@ static void batch_start(struct client *cl, struct vol *v)
 	b->volume = v->cv.id;
 	err = batch_fill(cl, b, v);
 	err = err ?: b->n ? wire_bases(b) : 0;
-	if (!err && b->n)
+	/*
+	 * What the server takes must survive a crash here: the records and
+	 * their numbers (a batch sent again is the same one), the fids.
+	 */
+	b->gen = cache_gen(cl->cache);
+	b->waiting = cache_durable_gen(cl->cache) < b->gen;
+	if (!err && b->waiting)
+		err = cache_sync_error(cl->cache);
+	if (!err && b->n && !b->waiting)
 		err = batch_send(cl, b);
 	if (err) {
 		log_err("volume %s: cannot make a batch: %s", v->cv.name,
@@ -785,6 +800,33 @@ static void batch_start(struct client *cl, struct vol *v)
 		  "..%" PRIu64 ")", v->cv.name, b->n, b->first,
 		  b->first + b->n - 1);
 	cl->batch = b;
+	if (b->waiting)
+		client_sync_want(cl);
+	else
+		pump(cl, b);
+}
+
+void reint_durable(struct client *cl)
+{
+	struct batch *b = cl->batch;
+	int err;
+
+	if (!b || !b->waiting)
+		return;
+	err = cache_sync_error(cl->cache);
+	if (!err && cache_durable_gen(cl->cache) < b->gen) {
+		client_sync_want(cl);	/* one began before the batch */
+		return;
+	}
+	b->waiting = false;
+	err = err ?: batch_send(cl, b);
+	if (err) {
+		log_err("volume %" PRIu32 ": cannot send a batch: %s",
+			b->volume, strerror(-err));
+		cl->batch = NULL;
+		batch_free(b);
+		return;
+	}
 	pump(cl, b);
 }
 
@@ -938,6 +980,14 @@ static int sync_volume(struct op *op, struct vol *v)
 	}
 	if (!cs.records)
 		return 0;
+	err = cache_sync_error(cl->cache);
+	if (err) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: the cache's database cannot be made "
+			  "durable (%s); restart lento", v->cv.name,
+			  cs.records, strerror(-err));
+		return err;
+	}
 	if (v->stuck) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
 			  "reintegrated: %s: %s", v->cv.name, cs.records,

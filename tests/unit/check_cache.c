@@ -373,6 +373,91 @@ START_TEST(transactions)
 }
 END_TEST
 
+/*
+ * Lazy commits count as made and not durable; a durable commit, or a sync
+ * said done for their generation, makes them so; a failed sync fails every
+ * durable commit after it, and no later sync clears that.
+ */
+START_TEST(durability)
+{
+	struct cache *c = open_cache();
+	struct cache_obj a = obj(fid(1, 2), LENTO_T_REG, 1), got;
+	uint64_t g0 = cache_gen(c), g;
+
+	ck_assert_uint_eq(cache_durable_gen(c), g0);
+	ck_assert_int_ge(cache_sync_fd(c), 0);
+	ck_assert_int_eq(cache_begin(c), 0);
+	ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
+	ck_assert_int_eq(cache_commit_lazy(c), 0);
+	g = cache_gen(c);
+	ck_assert_uint_eq(g, g0 + 1);
+	ck_assert_uint_lt(cache_durable_gen(c), g);
+	/* A rolled-back transaction is no generation. */
+	ck_assert_int_eq(cache_begin(c), 0);
+	cache_rollback(c);
+	ck_assert_uint_eq(cache_gen(c), g);
+	/* The sync done elsewhere, for what it began with. */
+	ck_assert_int_eq(fdatasync(cache_sync_fd(c)), 0);
+	cache_synced(c, g, 0);
+	ck_assert_uint_eq(cache_durable_gen(c), g);
+	/* An older sync's end does not move it back. */
+	cache_synced(c, g - 1, 0);
+	ck_assert_uint_eq(cache_durable_gen(c), g);
+	ck_assert_int_eq(cache_begin(c), 0);
+	ck_assert_int_eq(cache_commit(c), 0);
+	ck_assert_uint_eq(cache_durable_gen(c), cache_gen(c));
+
+	ck_assert_int_eq(cache_begin(c), 0);
+	ck_assert_int_eq(cache_commit_lazy(c), 0);
+	cache_synced(c, cache_gen(c), -EIO);
+	ck_assert_int_eq(cache_sync_error(c), -EIO);
+	ck_assert_uint_lt(cache_durable_gen(c), cache_gen(c));
+	cache_synced(c, cache_gen(c), 0);
+	ck_assert_uint_lt(cache_durable_gen(c), cache_gen(c));
+	ck_assert_int_eq(cache_begin(c), 0);
+	ck_assert_int_eq(cache_commit(c), -EIO);
+	cache_close(c);
+	/* Committed all the same, and there after a restart. */
+	c = open_cache();
+	ck_assert_int_eq(cache_sync_error(c), 0);
+	ck_assert_int_eq(cache_obj_get(c, &a.fid, &got, NULL, 0), 0);
+	cache_close(c);
+}
+END_TEST
+
+static off_t file_size(const char *name)
+{
+	char path[128];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/.lento/%s", dir, name);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	return sb.st_size;
+}
+
+/* The WAL reaches the database by the cache's thread, never by a commit. */
+START_TEST(checkpoints)
+{
+	struct cache *c = open_cache();
+	off_t before = file_size("client.db");
+	int waited = 0;
+
+	for (uint64_t i = 1; i <= 2000; i++) {
+		struct cache_obj a = obj(fid(1, i), LENTO_T_REG, 1);
+
+		ck_assert_int_eq(cache_begin(c), 0);
+		ck_assert_int_eq(cache_obj_put(c, &a, NULL, 0), 0);
+		ck_assert_int_eq(cache_commit_lazy(c), 0);
+	}
+	ck_assert_int_gt(file_size("client.db-wal"), 1000 * 4096);
+	while (file_size("client.db") == before && waited++ < 1000)
+		usleep(10000);
+	ck_assert_int_gt(file_size("client.db"), before);
+	ck_assert_int_eq(cache_checkpoint_error(c), 0);
+	cache_close(c);
+}
+END_TEST
+
 static void read_file(int dirfd, const char *path, char *buf, size_t n)
 {
 	int fd = openat(dirfd, path, O_RDONLY);
@@ -592,6 +677,8 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, ship_numbers);
 	tcase_add_test(tc, stats_lru_purge);
 	tcase_add_test(tc, transactions);
+	tcase_add_test(tc, durability);
+	tcase_add_test(tc, checkpoints);
 	tcase_add_test(tc, materialise);
 	tcase_add_test(tc, hidden_names);
 	tcase_add_test(tc, xattrs);
