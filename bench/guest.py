@@ -267,4 +267,5 @@ def main():
     sh("rmmod presto && umount /mnt/ext")
 
 
-main()
+if __name__ == "__main__":
+    main()
