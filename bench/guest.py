@@ -96,7 +96,9 @@ def lento_setup(mnt):
     spec = importlib.util.spec_from_loader("lento_run", loader)
     lr = importlib.util.module_from_spec(spec)
     loader.exec_module(lr)
-    lr.LENTO = os.path.join(TOP, "tools", "bin", "lento")
+    # LENTO_BIN: another build, to compare (bench/slowdisk.py).
+    lr.LENTO = os.environ.get("LENTO_BIN") or os.path.join(TOP, "tools",
+                                                           "bin", "lento")
     tmp = f"{EXT}/lento"
     os.makedirs(tmp, exist_ok=True)
     t = lr.Test("bench", tmp)
