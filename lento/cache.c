@@ -495,7 +495,7 @@ int cache_checkpoint_error(struct cache *c)
 
 static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 {
-	char path[CACHE_PATH_MAX];
+	char path[CACHE_PATH_MAX], wal[CACHE_PATH_MAX + 4];
 	int rc, e;
 
 	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
@@ -529,11 +529,11 @@ static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 	if (e)
 		return e;
 	/* There since the schema's transaction. */
-	snprintf(path, sizeof(path), "%s/.lento/client.db-wal", dir);
-	c->walfd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	c->walfd = open(wal, O_RDONLY | O_CLOEXEC);
 	if (c->walfd < 0) {
 		e = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-e));
+		snprintf(err, errlen, "%s: %s", wal, strerror(-e));
 		return e;
 	}
 	e = cml_open(&c->cml, c->db);
@@ -542,7 +542,6 @@ static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 			 strerror(-e));
 		return e;
 	}
-	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
 	return ckpt_start(c, path, err, errlen);
 }
 
@@ -684,11 +683,13 @@ int cache_commit(struct cache *c)
 {
 	int e = cache_commit_lazy(c);
 
-	if (e)
-		return e;
-	if (c->sync_err)
-		return c->sync_err;
-	cache_synced(c, c->gen, fdatasync(c->walfd) ? -errno : 0);
+	return e ?: cache_sync(c);
+}
+
+int cache_sync(struct cache *c)
+{
+	if (!c->sync_err)
+		cache_synced(c, c->gen, fdatasync(c->walfd) ? -errno : 0);
 	return c->sync_err;
 }
 

@@ -97,6 +97,8 @@ uint64_t cache_durable_gen(const struct cache *c);
  */
 int cache_sync_fd(const struct cache *c);
 void cache_synced(struct cache *c, uint64_t gen, int err);
+/* The sync done here and now, for every commit so far: 0 or the error. */
+int cache_sync(struct cache *c);
 int cache_sync_error(const struct cache *c);
 /*
  * The WAL is checkpointed on a thread of the cache's: the last failure

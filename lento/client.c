@@ -123,9 +123,11 @@ void client_touch(struct client *cl, const struct lento_fid *fid)
 
 /* ---------------------------------------------------------- durability */
 
-static void synced(struct client *cl, int err)
+/* A sync ended (its result in the cache): say what it made durable. */
+static void synced(struct client *cl)
 {
-	cache_synced(cl->cache, cl->sync_gen, err);
+	int err = cache_sync_error(cl->cache);
+
 	if (err)
 		log_err("the cache's database cannot be made durable: %s; "
 			"nothing more is acknowledged to presto nor sent to "
@@ -140,26 +142,27 @@ static void sync_done(void *arg, int res)
 
 	cl->syncing = false;
 	/* lento stops: closing the database syncs it. */
-	if (res != -ECANCELED)
-		synced(cl, res);
+	if (res == -ECANCELED)
+		return;
+	cache_synced(cl->cache, cl->sync_gen, res);
+	synced(cl);
 }
 
 void client_sync_want(struct client *cl)
 {
-	int fd = cache_sync_fd(cl->cache), err;
-
 	if (cl->syncing || cache_sync_error(cl->cache) ||
 	    cache_durable_gen(cl->cache) >= cache_gen(cl->cache))
 		return;
 	cl->sync_gen = cache_gen(cl->cache);
 	kml_sync_started(cl);
-	err = lo_file_fsync(cl->loop, fd, sync_done, cl);
-	if (!err) {
+	if (!lo_file_fsync(cl->loop, cache_sync_fd(cl->cache), sync_done,
+			   cl)) {
 		cl->syncing = true;
 		return;
 	}
 	/* Not on the ring (it is full): here, holding the loop. */
-	synced(cl, fdatasync(fd) ? -errno : 0);
+	cache_sync(cl->cache);
+	synced(cl);
 }
 
 /* ----------------------------------------------------------------- ops */

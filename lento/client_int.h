@@ -336,7 +336,10 @@ int kclient_sync(struct op *op);
 void reint_kick(struct client *cl);
 void reint_conn_down(struct client *cl);
 void reint_sent(struct client *cl);
-/* The cache's sync ended: a batch that waited for it goes. */
+/*
+ * The batch made goes once the cache is durable up to it: now, or a sync
+ * is asked for and its end calls this again.
+ */
 void reint_durable(struct client *cl);
 /* Is a batch of @volume on its way to the server, not yet answered? */
 bool reint_sending(struct client *cl, uint32_t volume);

@@ -104,11 +104,11 @@ void kml_sync_started(struct client *cl)
 
 void kml_synced(struct client *cl)
 {
+	if (cache_sync_error(cl->cache))
+		return;
 	for (struct fset *fs = cl->k ? cl->k->fsets : NULL; fs; fs = fs->next) {
 		struct kjournal *j = &fs->j;
 
-		if (cache_sync_error(cl->cache))
-			continue;
 		if (j->sync_pos > j->durable_pos)
 			j->durable_pos = j->sync_pos;
 		ack_send(cl, fs);

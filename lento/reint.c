@@ -773,16 +773,6 @@ static void batch_start(struct client *cl, struct vol *v)
 	b->volume = v->cv.id;
 	err = batch_fill(cl, b, v);
 	err = err ?: b->n ? wire_bases(b) : 0;
-	/*
-	 * What the server takes must survive a crash here: the records and
-	 * their numbers (a batch sent again is the same one), the fids.
-	 */
-	b->gen = cache_gen(cl->cache);
-	b->waiting = cache_durable_gen(cl->cache) < b->gen;
-	if (!err && b->waiting)
-		err = cache_sync_error(cl->cache);
-	if (!err && b->n && !b->waiting)
-		err = batch_send(cl, b);
 	if (err) {
 		log_err("volume %s: cannot make a batch: %s", v->cv.name,
 			strerror(-err));
@@ -799,35 +789,43 @@ static void batch_start(struct client *cl, struct vol *v)
 	log_debug("volume %s: batch of %" PRIu32 " records (%" PRIu64
 		  "..%" PRIu64 ")", v->cv.name, b->n, b->first,
 		  b->first + b->n - 1);
+	/*
+	 * What the server takes must survive a crash here: the records and
+	 * their numbers (a batch sent again is the same one), the fids.
+	 */
+	b->gen = cache_gen(cl->cache);
+	b->waiting = true;
 	cl->batch = b;
-	if (b->waiting)
-		client_sync_want(cl);
-	else
-		pump(cl, b);
+	reint_durable(cl);
 }
 
 void reint_durable(struct client *cl)
 {
 	struct batch *b = cl->batch;
+	struct vol *v;
 	int err;
 
 	if (!b || !b->waiting)
 		return;
 	err = cache_sync_error(cl->cache);
 	if (!err && cache_durable_gen(cl->cache) < b->gen) {
-		client_sync_want(cl);	/* one began before the batch */
+		client_sync_want(cl);
 		return;
 	}
 	b->waiting = false;
 	err = err ?: batch_send(cl, b);
-	if (err) {
-		log_err("volume %" PRIu32 ": cannot send a batch: %s",
-			b->volume, strerror(-err));
-		cl->batch = NULL;
-		batch_free(b);
+	if (!err) {
+		pump(cl, b);
 		return;
 	}
-	pump(cl, b);
+	v = vol_by_id(cl, b->volume);
+	log_err("volume %" PRIu32 ": cannot send a batch: %s", b->volume,
+		strerror(-err));
+	if (v)
+		v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+	cl->batch = NULL;
+	batch_free(b);
+	op_wake_reint(cl);
 }
 
 /*
