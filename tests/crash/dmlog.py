@@ -192,12 +192,9 @@ def unfaithful(args, size, scratch):
     crash state replayed from such a log is wrong about that block, so
     the round says so instead of blaming presto for records the disk
     had."""
-    img = os.path.join(scratch, "replay.img")
-    with open(img, "wb") as f:
-        f.truncate(size)
+    img = replay_image(args, size, scratch,
+                       ["--end-mark", "dm-log-writes-end"])
     try:
-        run(REPLAY_LOG, "--log", args.log, "--replay", img, "--end-mark",
-            "dm-log-writes-end")
         bad = []
         with open(img, "rb") as a, open(args.data, "rb") as b:
             blk = 0
@@ -280,6 +277,18 @@ def workload_e2e(args, lw, scratch):
             print("# " + p.splitlines()[0], flush=True)
 
 
+def replay_image(args, size, scratch, how):
+    """The log replayed (tools/bin/replay-log @how) onto a fresh sparse
+    image of the data disk's @size in @scratch: its path."""
+    img = os.path.join(scratch, "replay.img")
+    if os.path.exists(img):
+        os.unlink(img)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    run(REPLAY_LOG, "--log", args.log, "--replay", img, *how)
+    return img
+
+
 @contextlib.contextmanager
 def replayed(args, size, scratch, how, where):
     """The disk at one crash point: the log replayed (tools/bin/replay-log
@@ -287,15 +296,10 @@ def replayed(args, size, scratch, how, where):
     mounted as ext4 on @where (its journal recovered) for the block.
     Yields when the replay started and how long it took. RuntimeError if
     the mount fails."""
-    img = os.path.join(scratch, "replay.img")
-    if os.path.exists(img):
-        os.unlink(img)
-    with open(img, "wb") as f:
-        f.truncate(size)
     loop = None
     try:
         t = time.monotonic()
-        run(REPLAY_LOG, "--log", args.log, "--replay", img, *how)
+        img = replay_image(args, size, scratch, how)
         t_replay = time.monotonic() - t
         loop = run("losetup", "-f", "--show", img).stdout.strip()
         p = run("mount", "-t", "ext4", loop, where, check=False)
