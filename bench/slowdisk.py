@@ -22,9 +22,7 @@ import guest  # noqa: E402
 
 DEV = "/dev/vda"
 
-
-def sh(cmd):
-    subprocess.run(cmd, shell=True, check=True)
+sh = guest.sh
 
 
 def main():
