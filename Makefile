@@ -173,6 +173,15 @@ tests/bin/unit-loop: tests/unit/check_loop.c $(LOOPLIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_loop.c \
 		lento/loop.c -luring $$(pkg-config --cflags --libs check)
 
+UNITS += tests/bin/unit-worker
+
+tests/bin/unit-worker: tests/unit/check_worker.c lento/worker.c lento/worker.h \
+		$(LOOPLIB) lento/log.c lento/log.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -o $@ tests/unit/check_worker.c \
+		lento/worker.c lento/loop.c lento/log.c -luring -lpthread \
+		$$(pkg-config --cflags --libs check)
+
 UNITS += tests/bin/unit-fidset
 
 # lento itself; lento-asan is the same under ASan+UBSan, for the tests.
@@ -183,7 +192,7 @@ LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
 	lento/kchan.c lento/kchan_decode.c lento/client_kernel.c \
 	lento/client_kml.c lento/kml_read.c lento/kml_apply.c lento/resolve.c \
-	protocol/lproto.c protocol/kml.c
+	lento/worker.c protocol/lproto.c protocol/kml.c
 LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h \
 	protocol/presto_genl.h protocol/kml.h protocol/presto_kml.h
 LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd) $(NL_FLAGS)

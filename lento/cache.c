@@ -1370,15 +1370,10 @@ int cache_tmpfile(struct cache *c, char *path)
 	return newfile(c, ".lento/tmp", path);
 }
 
-int cache_shadowfile(struct cache *c, char *path)
-{
-	return newfile(c, ".lento/shadow", path);
-}
-
-int cache_copy_content(struct cache *c, const char *path, int out,
+int cache_copy_content(int dirfd, const char *path, int out,
 		       struct stat *sb)
 {
-	int in = openat(c->dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int in = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	int err;
 
 	if (in < 0)

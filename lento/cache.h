@@ -280,14 +280,14 @@ int cache_handle_lookup(struct cache *c, int type, const void *handle,
  * path relative to DIR in @path (CACHE_PATH_MAX bytes).
  */
 int cache_tmpfile(struct cache *c, char *path);
-/* A new file in DIR/.lento/shadow, the same way. */
-int cache_shadowfile(struct cache *c, char *path);
 /*
- * The content of regular file @path (relative to DIR, not followed)
- * copied into @out, a file in DIR (copy_file_range); its status before
- * the copy in *@sb. -EIO if it shrank meanwhile.
+ * The content of regular file @path (relative to @dirfd, the cache's
+ * directory; not followed) copied into @out, a file in DIR
+ * (copy_file_range); its status before the copy in *@sb. -EIO if it
+ * shrank meanwhile. It touches only files, not the database: the
+ * worker's thread runs it too.
  */
-int cache_copy_content(struct cache *c, const char *path, int out,
+int cache_copy_content(int dirfd, const char *path, int out,
 		       struct stat *sb);
 /*
  * Rename the fsynced temporary file @tmp onto @path (both relative to

@@ -26,6 +26,7 @@
 #include "client_kernel.h"
 #include "cml.h"
 #include "log.h"
+#include "worker.h"
 #include "vv.h"
 
 int64_t wall_ms(void)
@@ -993,6 +994,11 @@ static int client_start(struct client *cl, char *err, size_t errlen)
 		snprintf(err, errlen, "io_uring: %s", strerror(-e));
 		return e;
 	}
+	e = wk_start(cl->loop, &cl->wk);
+	if (e) {
+		snprintf(err, errlen, "the worker thread: %s", strerror(-e));
+		return e;
+	}
 	e = conn_new(cl->loop, o->server, &conn_ops, cl, &cl->conn);
 	if (e) {
 		snprintf(err, errlen, "server %s: %s", o->server, strerror(-e));
@@ -1026,6 +1032,9 @@ static void client_free(struct client *cl)
 	conn_free(cl->conn);	/* fails what is in flight */
 	cl->conn = NULL;
 	jobs_free(cl);
+	/* After the connection: a batch's shadows, made or not, go too. */
+	wk_stop(cl->wk);
+	reint_conn_down(cl);
 	lo_loop_free(cl->loop);	/* file I/O in flight is cancelled */
 	jobs_free(cl);
 	cache_close(cl->cache);

@@ -159,6 +159,7 @@ struct client {
 	uint64_t next_job_id;
 	struct op *ops;
 	struct batch *batch;	/* the REINTEGRATE on the wire, if any */
+	struct worker *wk;	/* file work off the loop (worker.h) */
 	struct client_stats st;
 	bool full_of_dirty;	/* reported once per episode */
 	/* Uses for the LRU, written once a tick: not an fsync per read. */

@@ -60,6 +60,7 @@
 #include "cml.h"
 #include "log.h"
 #include "vv.h"
+#include "worker.h"
 
 #define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
 #define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
@@ -73,17 +74,21 @@ struct batch {
 	uint8_t **data;		/* records' data, owned */
 	uint64_t *recnos;	/* their CML record numbers */
 	int *fds;		/* STORE: its shadow, open; else -1 */
+	uint32_t stores;	/* how many STOREs */
+	bool resend;		/* sent before: the shadows may be there */
+	struct shadow_job *job;	/* making the shadows */
 	uint64_t first;		/* ship number of recs[0] */
 	uint32_t cur;		/* the STORE whose body is being sent */
 	uint64_t off;
 	bool replied, sent_all, dead;
 	/*
-	 * Made, not yet sent: the cache's transactions up to @gen (its ship
-	 * numbers, the records and fids it carries) are not durable yet.
+	 * Made, not yet sent: its shadows are being made (@job), or the
+	 * cache's transactions up to @gen (its ship numbers, the records and
+	 * fids it carries) are not durable yet.
 	 */
 	bool waiting;
 	uint64_t gen;
-	int err;		/* making it */
+	int err;		/* making its shadows */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -94,14 +99,251 @@ static bool is_create(uint16_t op)
 	       op == LENTO_OP_MKNOD || op == LENTO_OP_SYMLINK;
 }
 
-static void shadow_name(char *buf, uint32_t volume, uint64_t shipno)
+#define SHADOW_NAME_MAX	64
+
+static void shadow_name(char *buf, size_t size, uint32_t volume,
+			uint64_t shipno)
 {
-	snprintf(buf, CACHE_PATH_MAX, ".lento/shadow/%" PRIu32 ".%" PRIu64,
-		 volume, shipno);
+	snprintf(buf, size, ".lento/shadow/%" PRIu32 ".%" PRIu64, volume,
+		 shipno);
+}
+
+/* ------------------------------------------------------------- shadows */
+
+/*
+ * A STORE's body is sent from its shadow (see Bodies above), made on the
+ * worker's thread: copying a file and syncing it may take seconds on a
+ * busy disk, and the loop must not wait for it.
+ *
+ * A shadow is made under a temporary name, synced and renamed into place,
+ * so that one under its own name after a crash is whole: a batch sent
+ * again sends the bytes it sent before, or (the shadow gone) the file as
+ * it is then -- never a torn copy under the old numbers.
+ */
+struct shadow {
+	uint32_t rec;		/* its record in the batch */
+	char *src;		/* the cache's file; NULL: gone */
+	char name[SHADOW_NAME_MAX];	/* under the cache's directory */
+	int fd;
+	bool made;		/* copied now, under name + ".new" */
+	uint64_t size;
+};
+
+struct shadow_job {
+	struct wk_job wk;
+	struct batch *b;	/* NULL once the batch is gone */
+	int dirfd;
+	bool reuse;
+	uint32_t n;
+	struct shadow *s;
+	int err;
+	uint32_t failed;	/* the shadow that failed, if err */
+};
+
+static void tmp_name(char *buf, size_t size, const struct shadow *s)
+{
+	snprintf(buf, size, "%s.new", s->name);
+}
+
+/* The shadow opened (reused) or copied under its temporary name. */
+static int shadow_make(struct shadow_job *j, struct shadow *s)
+{
+	char tmp[sizeof(s->name) + 4];
+	struct stat sb;
+	int err;
+
+	if (j->reuse) {
+		s->fd = openat(j->dirfd, s->name, O_RDONLY | O_CLOEXEC);
+		if (s->fd >= 0 || errno != ENOENT)
+			return s->fd >= 0 ? 0 : -errno;
+	}
+	if (!s->src)
+		return -ENOENT;
+	tmp_name(tmp, sizeof(tmp), s);
+	s->fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		       0600);
+	if (s->fd < 0)
+		return -errno;
+	s->made = true;
+	err = cache_copy_content(j->dirfd, s->src, s->fd, &sb);
+	/* Its writeback starts now, with the others': one wait for all. */
+	if (!err && sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE))
+		err = -errno;
+	return err;
+}
+
+/* A made copy durable, then under its own name. */
+static int shadow_install(struct shadow_job *j, struct shadow *s)
+{
+	char tmp[sizeof(s->name) + 4];
+
+	if (!s->made)
+		return 0;
+	if (fdatasync(s->fd))
+		return -errno;
+	tmp_name(tmp, sizeof(tmp), s);
+	if (renameat(j->dirfd, tmp, j->dirfd, s->name))
+		return -errno;
+	s->made = false;
+	return 0;
+}
+
+static void shadow_run(struct wk_job *wk)
+{
+	struct shadow_job *j = (struct shadow_job *)wk;
+	struct stat sb;
+	uint32_t i;
+
+	for (i = 0; !j->err && i < j->n; i++)
+		j->err = shadow_make(j, &j->s[i]);
+	for (i = 0; !j->err && i < j->n; i++)
+		j->err = shadow_install(j, &j->s[i]);
+	/* The body as it is in the copy: its size is what ships. */
+	for (i = 0; !j->err && i < j->n; i++) {
+		j->err = fstat(j->s[i].fd, &sb) ? -errno : 0;
+		j->s[i].size = (uint64_t)sb.st_size;
+	}
+	j->failed = j->err ? i - 1 : 0;
+}
+
+static void shadow_job_free(struct shadow_job *j)
+{
+	char tmp[sizeof(j->s[0].name) + 4];
+
+	for (uint32_t i = 0; i < j->n; i++) {
+		struct shadow *s = &j->s[i];
+
+		if (s->fd >= 0)
+			close(s->fd);
+		/* Never left for a resend to take as whole. */
+		if (s->made) {
+			tmp_name(tmp, sizeof(tmp), s);
+			unlinkat(j->dirfd, tmp, 0);
+		}
+		free(s->src);
+	}
+	free(j->s);
+	free(j);
+}
+
+static void shadow_done(struct wk_job *wk, bool ran)
+{
+	struct shadow_job *j = (struct shadow_job *)wk;
+	struct batch *b = j->b;
+
+	if (!b) {
+		shadow_job_free(j);
+		return;
+	}
+	b->job = NULL;
+	if (!ran) {
+		b->err = -ECANCELED;
+	} else if (j->err) {
+		const struct lento_rec *r = &b->recs[j->s[j->failed].rec];
+
+		b->err = j->err == -ENOENT ? -EIO : j->err;
+		log_err("volume %" PRIu32 ": the body of " FIDFMT " for its "
+			"STORE: %s", b->volume, FIDARG(&r->obj),
+			j->err == -ENOENT ? "gone from the cache" :
+			strerror(-j->err));
+	} else {
+		for (uint32_t i = 0; i < j->n; i++) {
+			struct lento_rec *r = &b->recs[j->s[i].rec];
+
+			b->fds[j->s[i].rec] = j->s[i].fd;
+			j->s[i].fd = -1;
+			r->attr.valid |= LENTO_A_SIZE;
+			r->attr.size = j->s[i].size;
+		}
+	}
+	shadow_job_free(j);
+	if (ran)
+		reint_durable(b->cl);
+}
+
+static void shadow_orphan(struct shadow_job *j)
+{
+	j->b = NULL;
+}
+
+/* The batch's shadows, made by the worker; 0 or -errno (none started). */
+static int shadows_start(struct client *cl, struct batch *b)
+{
+	struct shadow_job *j;
+	char path[CACHE_PATH_MAX];
+	int err = 0;
+
+	if (!b->stores)
+		return 0;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->wk.run = shadow_run;
+	j->wk.done = shadow_done;
+	j->b = b;
+	j->dirfd = cache_dirfd(cl->cache);
+	j->reuse = b->resend;
+	j->s = calloc(b->stores, sizeof(*j->s));
+	if (!j->s)
+		err = -ENOMEM;
+	for (uint32_t i = 0; !err && i < b->n; i++) {
+		struct shadow *s;
+
+		if (b->recs[i].op != LENTO_OP_STORE)
+			continue;
+		s = &j->s[j->n++];
+		s->rec = i;
+		s->fd = -1;
+		shadow_name(s->name, sizeof(s->name), b->volume,
+			    b->recs[i].recno);
+		/* Gone (src NULL): a resend may still find its shadow. */
+		err = cache_path(cl->cache, &b->recs[i].obj, path,
+				 sizeof(path));
+		if (!err) {
+			s->src = strdup(path);
+			err = s->src ? 0 : -ENOMEM;
+		} else if (err == -ENOENT) {
+			err = 0;
+		}
+	}
+	if (err) {
+		shadow_job_free(j);
+		return err;
+	}
+	b->job = j;
+	wk_submit(cl->wk, &j->wk);
+	return 0;
+}
+
+/* Shadows no longer wanted, removed by the worker (after their making). */
+struct unlink_job {
+	struct wk_job wk;
+	int dirfd;
+	uint32_t n;
+	char (*names)[SHADOW_NAME_MAX];
+};
+
+static void unlink_run(struct wk_job *wk)
+{
+	struct unlink_job *j = (struct unlink_job *)wk;
+
+	for (uint32_t i = 0; i < j->n; i++)
+		unlinkat(j->dirfd, j->names[i], 0);
+}
+
+static void unlink_done(struct wk_job *wk, bool ran)
+{
+	struct unlink_job *j = (struct unlink_job *)wk;
+
+	(void)ran;		/* left behind: space only */
+	free(j->names);
+	free(j);
 }
 
 static void batch_free(struct batch *b)
 {
+	if (b->job)		/* the job's end frees it */
+		shadow_orphan(b->job);
 	for (uint32_t i = 0; i < b->n; i++) {
 		free(b->data[i]);
 		if (b->fds[i] >= 0)
@@ -139,51 +381,13 @@ static int batch_grow(struct batch *b)
 	return 0;
 }
 
-/*
- * The shadow of a STORE's body: opened if it is there (a batch sent
- * again), else copied from the cache's file now.
- */
-static int shadow_open(struct client *cl, uint32_t volume, uint64_t shipno,
-		       const struct lento_fid *fid, bool reuse)
-{
-	int dirfd = cache_dirfd(cl->cache), out;
-	char name[CACHE_PATH_MAX], path[CACHE_PATH_MAX];
-	struct stat sb;
-	int err;
-
-	shadow_name(name, volume, shipno);
-	if (reuse) {
-		out = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-		if (out >= 0 || errno != ENOENT)
-			return out >= 0 ? out : -errno;
-	}
-	err = cache_path(cl->cache, fid, path, sizeof(path));
-	if (err) {
-		log_err("the content of " FIDFMT " is gone from the cache: "
-			"its STORE cannot be sent", FIDARG(fid));
-		return err == -ENOENT ? -EIO : err;
-	}
-	out = openat(dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		     0600);
-	if (out < 0)
-		return -errno;
-	err = cache_copy_content(cl->cache, path, out, &sb);
-	if (err) {	/* not left for a resend to take as whole */
-		close(out);
-		unlinkat(dirfd, name, 0);
-	}
-	return err ? err : out;
-}
-
 /* A record into the batch (its data copied), with its ship number. */
 static int batch_add(struct batch *b, const struct lento_rec *rec,
-		     uint64_t shipno, bool reuse)
+		     uint64_t shipno)
 {
-	struct client *cl = b->cl;
 	uint32_t i = b->n;
 	struct lento_rec *r;
 	int err = b->n == b->cap ? batch_grow(b) : 0;
-	struct stat sb;
 
 	if (err)
 		return err;
@@ -203,19 +407,7 @@ static int batch_add(struct batch *b, const struct lento_rec *rec,
 	r->recno = shipno;
 	/* A hint for the optimiser, not a wire flag. */
 	r->flags &= ~LENTO_R_LASTLINK;
-	if (r->op != LENTO_OP_STORE)
-		return 0;
-	b->fds[i] = shadow_open(cl, b->volume, shipno, &r->obj, reuse);
-	if (b->fds[i] < 0) {
-		err = b->fds[i];
-		b->fds[i] = -1;
-		return err;
-	}
-	if (fstat(b->fds[i], &sb))
-		return -errno;
-	/* The body as it is in the copy: its size is what ships. */
-	r->attr.valid |= LENTO_A_SIZE;
-	r->attr.size = (uint64_t)sb.st_size;
+	b->stores += r->op == LENTO_OP_STORE;
 	return 0;
 }
 
@@ -228,7 +420,7 @@ static int take_new(void *arg, const struct lento_rec *rec, uint64_t body)
 
 	(void)body;
 	err = cache_ship_add(b->cl->cache, b->volume, shipno, rec->recno);
-	return err ?: batch_add(b, rec, shipno, false);
+	return err ?: batch_add(b, rec, shipno);
 }
 
 /* cml_list: the records shipped before and not acknowledged. */
@@ -248,7 +440,8 @@ static int take_shipped(void *arg, const struct lento_rec *rec,
 		return -EUCLEAN;	/* the numbers must follow */
 	if (!b->n)
 		b->first = shipno;
-	return batch_add(b, rec, shipno, true);
+	b->resend = true;
+	return batch_add(b, rec, shipno);
 }
 
 /* ----------------------------------------------------- predicted bases */
@@ -491,14 +684,24 @@ static int64_t age_ms_of(const struct cml_stats *cs)
 
 static void remove_shadows(struct client *cl, struct batch *b, uint64_t upto)
 {
-	char name[CACHE_PATH_MAX];
+	struct unlink_job *j = calloc(1, sizeof(*j));
 
-	for (uint32_t i = 0; i < b->n; i++) {
-		if (b->recs[i].op != LENTO_OP_STORE || b->recs[i].recno > upto)
-			continue;
-		shadow_name(name, b->volume, b->recs[i].recno);
-		unlinkat(cache_dirfd(cl->cache), name, 0);
+	if (j)
+		j->names = calloc(b->stores ? b->stores : 1,
+				  sizeof(*j->names));
+	if (!j || !j->names) {
+		free(j);
+		return;		/* left behind: space only */
 	}
+	j->wk.run = unlink_run;
+	j->wk.done = unlink_done;
+	j->dirfd = cache_dirfd(cl->cache);
+	for (uint32_t i = 0; i < b->n; i++)
+		if (b->recs[i].op == LENTO_OP_STORE &&
+		    b->recs[i].recno <= upto)
+			shadow_name(j->names[j->n++], sizeof(*j->names),
+				    b->volume, b->recs[i].recno);
+	wk_submit(cl->wk, &j->wk);
 }
 
 /* The new versions of the objects the batch changed, into the cache. */
@@ -791,11 +994,13 @@ static void batch_start(struct client *cl, struct vol *v)
 		  b->first + b->n - 1);
 	/*
 	 * What the server takes must survive a crash here: the records and
-	 * their numbers (a batch sent again is the same one), the fids.
+	 * their numbers (a batch sent again is the same one), the fids, the
+	 * STOREs' bodies.
 	 */
 	b->gen = cache_gen(cl->cache);
 	b->waiting = true;
 	cl->batch = b;
+	b->err = shadows_start(cl, b);
 	reint_durable(cl);
 }
 
@@ -807,11 +1012,14 @@ void reint_durable(struct client *cl)
 
 	if (!b || !b->waiting)
 		return;
-	err = cache_sync_error(cl->cache);
+	err = b->err ?: cache_sync_error(cl->cache);
+	/* The database's sync runs while the shadows are made. */
 	if (!err && cache_durable_gen(cl->cache) < b->gen) {
 		client_sync_want(cl);
 		return;
 	}
+	if (!err && b->job)
+		return;		/* shadow_done() comes back */
 	b->waiting = false;
 	err = err ?: batch_send(cl, b);
 	if (!err) {

@@ -158,7 +158,8 @@ static int keep_copy(struct client *cl, struct vol *v,
 		return err;
 	tmp[0] = '\0';
 	to = cache_tmpfile(cl->cache, tmp);
-	err = to < 0 ? to : cache_copy_content(cl->cache, path, to, &sb);
+	err = to < 0 ? to :
+	      cache_copy_content(cache_dirfd(cl->cache), path, to, &sb);
 	if (!err && fsync(to))
 		err = -errno;
 	if (to >= 0)
