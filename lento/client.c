@@ -147,11 +147,20 @@ static void sync_done(void *arg, int res)
 		return;
 	cache_synced(cl->cache, cl->sync_gen, res);
 	synced(cl);
+	/* Asked for while it ran: what was committed since goes now. */
+	if (cl->sync_again) {
+		cl->sync_again = false;
+		client_sync_want(cl);
+	}
 }
 
 void client_sync_want(struct client *cl)
 {
-	if (cl->syncing || cache_sync_error(cl->cache) ||
+	if (cl->syncing) {
+		cl->sync_again = true;
+		return;
+	}
+	if (cache_sync_error(cl->cache) ||
 	    cache_durable_gen(cl->cache) >= cache_gen(cl->cache))
 		return;
 	cl->sync_gen = cache_gen(cl->cache);

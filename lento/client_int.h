@@ -170,7 +170,7 @@ struct client {
 	int stop_signal;
 	bool crash_after_send;	/* LENTO_TEST_CRASH_AFTER_SEND */
 	/* The sync of the cache's lazy commits on the ring: up to sync_gen. */
-	bool syncing;
+	bool syncing, sync_again;
 	uint64_t sync_gen;
 	struct kclient *k;	/* presto's filesets (client_kernel.c) */
 };

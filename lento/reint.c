@@ -730,7 +730,18 @@ static int take_versions(struct client *cl, const struct lp_reint_reply *m)
 	return err;
 }
 
-/* What the server has is gone from the log; on a refusal, the rest waits. */
+/*
+ * What the server has is gone from the log; on a refusal, the rest waits.
+ *
+ * Committed lazily, its sync started at once: lost in a crash, the
+ * records are still shipped after it, and go again with the same numbers
+ * -- the server skips what it has and answers with the versions again, as
+ * after a crash before the answer was read (the resend case of
+ * tests/lento/run). Nothing outside the cache acts on it first: the next
+ * batch waits for a later commit's sync (the WAL keeps their order), and
+ * a shadow removed early is copied again for the resend, whose body the
+ * server skips.
+ */
 static int settle(struct client *cl, struct batch *b, struct vol *v,
 		  const struct lp_reint_reply *m)
 {
@@ -760,11 +771,12 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 	}
 	err = err ?: unmark_acked(cl, b, m->applied);
 	err = err ?: cache_vol_put(cl->cache, &v->cv);
-	err = err ?: cache_commit(cl->cache);
+	err = err ?: cache_commit_lazy(cl->cache);
 	if (err) {
 		cache_rollback(cl->cache);
 		return err;
 	}
+	client_sync_want(cl);
 	remove_shadows(cl, b, m->code == LP_OK ? m->applied : UINT64_MAX);
 	return 0;
 }
