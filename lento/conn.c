@@ -363,6 +363,11 @@ static ssize_t lc_data(struct lo_conn *lc, const uint8_t *p, size_t len)
 		if (n > 0) {
 			err = on_frame(c, &f, &why);
 			off += n;
+			if (!err && off < len && !c->closing &&
+			    lo_now_ms() - c->heard_ms >= LO_STEP_MS) {
+				lo_conn_again(lc);	/* the loop's turn */
+				break;
+			}
 			if (!err)
 				continue;
 		}

@@ -40,8 +40,8 @@
 #define LO_OUT_MAX	(256u << 20)
 #define LO_ACCEPT_RETRY_MS 100
 
-enum lo_kind { K_ACCEPT, K_RECV, K_SEND, K_CONNECT, K_TIMER, K_SIGNAL,
-	       K_FILE, K_POLL };
+enum lo_kind { K_ACCEPT, K_RECV, K_AGAIN, K_SEND, K_CONNECT, K_TIMER,
+	       K_SIGNAL, K_FILE, K_POLL };
 
 struct lo_op {
 	enum lo_kind kind;
@@ -60,9 +60,10 @@ struct lo_conn {
 	void *ctx;
 	char peer[80];
 	bool local;
-	struct lo_op recv_op, send_op, connect_op;
+	struct lo_op recv_op, again_op, send_op, connect_op;
 	int inflight;
 	bool connecting, sending, closing;
+	bool again;		/* lo_conn_again(): the input handed back */
 	bool draining;		/* closing once the output is sent */
 	int close_err;
 	char reason[160];
@@ -246,6 +247,7 @@ static struct lo_conn *lo_conn_new(struct lo_loop *loop, int fd)
 	c->fd = fd;
 	c->max_in = LO_IN_MAX;
 	c->recv_op.kind = K_RECV;
+	c->again_op.kind = K_AGAIN;
 	c->send_op.kind = K_SEND;
 	c->connect_op.kind = K_CONNECT;
 	c->next = loop->conns;
@@ -441,10 +443,40 @@ void lo_conn_close(struct lo_conn *c, int err, const char *reason)
 	lo_conn_shut(c);
 }
 
-static void lo_conn_recv_done(struct lo_conn *c, int res)
+/*
+ * The input to its owner; then the next receive, or -- the owner asked
+ * for it with lo_conn_again() -- a turn of the loop first (a NOP), after
+ * which what it left is handed back even if nothing more arrives.
+ */
+static void lo_conn_deliver(struct lo_conn *c)
 {
+	struct io_uring_sqe *sqe;
 	ssize_t used;
 
+	c->again = false;
+	used = c->ops && c->ops->data ?
+		c->ops->data(c, c->in.p, c->in.len) : (ssize_t)c->in.len;
+	if (used < 0) {
+		lo_conn_close(c, (int)used, NULL);
+		return;
+	}
+	if ((size_t)used > c->in.len)
+		used = c->in.len;
+	memmove(c->in.p, c->in.p + used, c->in.len - used);
+	c->in.len -= used;
+	if (c->closing)
+		return;
+	if (!c->again || !c->in.len || !(sqe = lo_sqe(c->loop))) {
+		lo_conn_arm_recv(c);
+		return;
+	}
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, &c->again_op);
+	c->inflight++;
+}
+
+static void lo_conn_recv_done(struct lo_conn *c, int res)
+{
 	if (c->closing)
 		return;
 	if (res <= 0) {
@@ -457,18 +489,12 @@ static void lo_conn_recv_done(struct lo_conn *c, int res)
 		return;
 	}
 	c->in.len += res;
-	used = c->ops && c->ops->data ?
-		c->ops->data(c, c->in.p, c->in.len) : (ssize_t)c->in.len;
-	if (used < 0) {
-		lo_conn_close(c, (int)used, NULL);
-		return;
-	}
-	if ((size_t)used > c->in.len)
-		used = c->in.len;
-	memmove(c->in.p, c->in.p + used, c->in.len - used);
-	c->in.len -= used;
-	if (!c->closing)
-		lo_conn_arm_recv(c);
+	lo_conn_deliver(c);
+}
+
+void lo_conn_again(struct lo_conn *c)
+{
+	c->again = true;
 }
 
 static void lo_conn_send_done(struct lo_conn *c, int res)
@@ -1104,6 +1130,9 @@ static const char *lo_op_name(const struct lo_op *op, char *buf,
 	case K_RECV:
 		c = container_of(op, struct lo_conn, recv_op);
 		break;
+	case K_AGAIN:
+		c = container_of(op, struct lo_conn, again_op);
+		break;
 	case K_SEND:
 		c = container_of(op, struct lo_conn, send_op);
 		break;
@@ -1151,6 +1180,16 @@ static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 		c = container_of(op, struct lo_conn, recv_op);
 		c->inflight--;
 		lo_conn_recv_done(c, res);
+		break;
+	case K_AGAIN:
+		c = container_of(op, struct lo_conn, again_op);
+		c->inflight--;
+		if (c->closing)
+			break;
+		if (c->draining)	/* input after our goodbye: ignored */
+			lo_conn_arm_recv(c);
+		else
+			lo_conn_deliver(c);
 		break;
 	case K_SEND:
 		c = container_of(op, struct lo_conn, send_op);

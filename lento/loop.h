@@ -94,6 +94,19 @@ const char *lo_conn_peer(const struct lo_conn *c);
  * change is made as. -ENOTSOCK on TCP.
  */
 int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid);
+/*
+ * From data(): hand back what it leaves unconsumed at the next turn of
+ * the loop, even if nothing more arrives -- for an owner that stops
+ * early so as not to hold the loop (a long run of frames in one read).
+ * Input is not read meanwhile.
+ */
+void lo_conn_again(struct lo_conn *c);
+/*
+ * How long a data() callback works through the frames of one read before
+ * it hands the rest back (lo_conn_again()): frames of zeros compress a
+ * GiB into one read, and the loop has leases and heartbeats to answer.
+ */
+#define LO_STEP_MS	50
 /* Bytes the connection may buffer unread (default 64 MiB + 64). */
 void lo_conn_set_max_in(struct lo_conn *c, size_t max);
 /*

@@ -1453,6 +1453,10 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 		off += n;
 		if (s->closing)	/* by a handler: the rest is not read */
 			return len;
+		if (off < len && lo_now_ms() - s->heard_ms >= LO_STEP_MS) {
+			lo_conn_again(c);	/* the loop's turn first */
+			break;
+		}
 	}
 	return off;
 }

@@ -23,6 +23,8 @@ struct echo_srv {
 	char last_reason[160];
 	size_t max_in;		/* 0: the default */
 	int close_on_byte;	/* close with a reason on this byte, -1: never */
+	size_t per_call;	/* > 0: echo that much a call, the rest again */
+	int calls;
 };
 
 static ssize_t echo_data(struct lo_conn *c, const uint8_t *p, size_t len)
@@ -32,6 +34,11 @@ static ssize_t echo_data(struct lo_conn *c, const uint8_t *p, size_t len)
 	if (s->close_on_byte >= 0 && memchr(p, s->close_on_byte, len)) {
 		lo_conn_close(c, -EPROTO, "a forbidden byte");
 		return -EPROTO;
+	}
+	s->calls++;
+	if (s->per_call && len > s->per_call) {
+		len = s->per_call;
+		lo_conn_again(c);
 	}
 	s->bytes += len;
 	if (lo_conn_send(c, p, len))
@@ -146,9 +153,10 @@ static void stop_timer(struct lo_loop *loop, void *arg)
 }
 
 /* Echo @total bytes over @n connections to a server on @addr. */
-static void echo_roundtrip(const char *addr, int n, size_t total)
+static struct echo_srv *echo_roundtrip_srv(const char *addr, int n,
+					   size_t total, size_t per_call)
 {
-	struct echo_srv srv = { .close_on_byte = -1 };
+	static struct echo_srv srv;
 	struct lo_listener *l;
 	struct lo_loop *loop;
 	struct client *cl = calloc(n, sizeof(*cl));
@@ -156,6 +164,7 @@ static void echo_roundtrip(const char *addr, int n, size_t total)
 	char err[256];
 	int done = 0, fired = 0, i;
 
+	srv = (struct echo_srv){ .close_on_byte = -1, .per_call = per_call };
 	ck_assert_int_eq(lo_loop_new(&loop), 0);
 	ck_assert_msg(!lo_listen(loop, addr, echo_accept, &srv, &l, err,
 				 sizeof(err)), "%s", err);
@@ -181,7 +190,25 @@ static void echo_roundtrip(const char *addr, int n, size_t total)
 	for (i = 0; i < n; i++)
 		ck_assert_int_eq(cl[i].closed, 1);
 	free(cl);
+	return &srv;
 }
+
+static void echo_roundtrip(const char *addr, int n, size_t total)
+{
+	echo_roundtrip_srv(addr, n, total, 0);
+}
+
+/*
+ * A server that takes 7 bytes a call and asks for the rest again: all
+ * of it comes back, though nothing more arrives after the first send.
+ */
+START_TEST(again_hands_back)
+{
+	struct echo_srv *srv = echo_roundtrip_srv("127.0.0.1:0", 1, 1000, 7);
+
+	ck_assert_int_ge(srv->calls, 1000 / 7);
+}
+END_TEST
 
 START_TEST(echo_ipv4)
 {
@@ -678,6 +705,7 @@ static Suite *loop_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, echo_ipv4);
+	tcase_add_test(tc, again_hands_back);
 	tcase_add_test(tc, echo_ipv6);
 	tcase_add_test(tc, echo_unix);
 	tcase_add_test(tc, echo_large);
