@@ -239,6 +239,7 @@ int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
 	op->cl = cl;
 	op->r = r;
 	op->step = step;
+	op->started_ms = wall_ms();
 	if (ctl_peer(r, &op->uid, &op->gid)) {
 		op->uid = geteuid();
 		op->gid = getegid();

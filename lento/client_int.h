@@ -129,6 +129,7 @@ struct op {
 	int next_arg;		/* commands of several paths: done so far */
 	uint32_t uid, gid;	/* who asked */
 	bool kml_synced;	/* sync: presto's journals asked (KML_SYNC) */
+	int64_t started_ms;	/* wall clock */
 };
 
 struct client_stats {

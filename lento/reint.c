@@ -1221,6 +1221,19 @@ static int sync_volume(struct op *op, struct vol *v)
 			  lp_err_name(v->last.code), v->last.msg);
 		return stuck_err(v);
 	}
+	/*
+	 * Refused since this sync began (the server's disk is full...):
+	 * said, not waited out. lento goes on sending it.
+	 */
+	if (v->last.code && v->last.code != LP_ENOPERMIT &&
+	    v->last.when_ms >= op->started_ms) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: the server refused them (%s: %s); "
+			  "lento sends them again every %d s", v->cv.name,
+			  cs.records, lp_err_name(v->last.code), v->last.msg,
+			  REINT_RETRY_MS / 1000);
+		return -lp_err_to_errno(v->last.code);
+	}
 	if (!connected(cl)) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
 			  "reintegrated: disconnected from %s (%s)", v->cv.name,

@@ -129,6 +129,7 @@ struct server {
 	struct lp_buf out;		/* the frames being made */
 	struct worker *wk;		/* bodies' syncs off the loop */
 	bool stopping;
+	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
 	struct ctl_server ctl;
 	char listening[SERVER_LISTEN_MAX][120];
 	int nlistening;
@@ -1261,7 +1262,8 @@ static void do_data(struct session *s, const struct lp_frame *f)
 		sess_close(s, -EBADMSG, "DATA: %s", why ? why : "bad chunk");
 		return;
 	}
-	err = write_all(ri->fd, ri->chunk, d.raw_len);
+	err = s->srv->test_body_enospc ? -ENOSPC :
+	      write_all(ri->fd, ri->chunk, d.raw_len);
 	if (!err && r == 1) {	/* the body is whole */
 		body_sync_start(s, ri);
 		ri->bodies[ri->cur].path = ri->paths[ri->cur];
@@ -1972,8 +1974,13 @@ static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 static void test_hooks(struct server *srv)
 {
 	static unsigned int ms;
-	const char *v = getenv("LENTO_TEST_DELAY_COMMIT_MS");
+	const char *v = getenv("LENTO_TEST_BODY_ENOSPC");
 
+	/* Every body refused as if the store's disk were full. */
+	srv->test_body_enospc = v && *v && strcmp(v, "0");
+	if (srv->test_body_enospc)
+		log_warn("LENTO_TEST_BODY_ENOSPC: every body is refused");
+	v = getenv("LENTO_TEST_DELAY_COMMIT_MS");
 	if (!v || !*v)
 		return;
 	ms = (unsigned int)strtoul(v, NULL, 10);
