@@ -32,6 +32,8 @@
 #define PERMIT_IDLE_MS		30000	/* an unused permit is given back */
 #define REINT_RETRY_MS		5000	/* after a batch failed for a reason
 					 * that may pass (not a refusal) */
+#define REINT_BACKOFF_MAX_MS	300000	/* the server refusing it again and
+					 * again: doubled up to this */
 #define OP_STEPS_MAX		1024	/* an op that keeps missing fails (a
 					 * step per directory of a path, and
 					 * what changes meanwhile) */
@@ -81,6 +83,7 @@ struct vol {
 	bool log_changed;	/* records logged since the optimiser ran */
 	bool stuck;		/* refused: waits for "lentoctl reintegrate" */
 	uint64_t retry_at_ms;	/* after a failure that may pass */
+	uint32_t backoff_ms;	/* the server's refusals in a row: the wait */
 	struct reint_result last;
 	uint64_t rounds, shipped;	/* statistics */
 };

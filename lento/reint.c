@@ -837,6 +837,7 @@ static int answer(struct client *cl, struct batch *b,
 		return 0;
 	}
 	note_result(v, b, &m, before);
+	v->backoff_ms = 0;
 	if (!cml_stats(cache_cml(cl->cache), v->cv.id, &cs) && !cs.records)
 		v->force = false;	/* done: later changes age as usual */
 	if (m.code == LP_OK)
@@ -867,10 +868,14 @@ static int refused(struct client *cl, struct batch *b,
 			    "hold it");
 		return 0;
 	}
-	log_warn("volume %s: batch not taken (%s): %s; sent again in %d s",
-		 v->cv.name, lp_err_name(e.code), v->last.msg,
-		 REINT_RETRY_MS / 1000);
-	v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+	/* Each time it says no, it is asked half as often. */
+	v->backoff_ms = v->backoff_ms ? 2 * v->backoff_ms : REINT_RETRY_MS;
+	if (v->backoff_ms > REINT_BACKOFF_MAX_MS)
+		v->backoff_ms = REINT_BACKOFF_MAX_MS;
+	log_warn("volume %s: batch not taken (%s): %s; sent again in %" PRIu32
+		 " s", v->cv.name, lp_err_name(e.code), v->last.msg,
+		 v->backoff_ms / 1000);
+	v->retry_at_ms = lo_now_ms() + v->backoff_ms;
 	return 0;
 }
 
@@ -1229,9 +1234,9 @@ static int sync_volume(struct op *op, struct vol *v)
 	    v->last.when_ms >= op->started_ms) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
 			  "reintegrated: the server refused them (%s: %s); "
-			  "lento sends them again every %d s", v->cv.name,
-			  cs.records, lp_err_name(v->last.code), v->last.msg,
-			  REINT_RETRY_MS / 1000);
+			  "lento sends them again in %" PRIu32 " s",
+			  v->cv.name, cs.records, lp_err_name(v->last.code),
+			  v->last.msg, v->backoff_ms / 1000);
 		return -lp_err_to_errno(v->last.code);
 	}
 	if (!connected(cl)) {
@@ -1241,6 +1246,9 @@ static int sync_volume(struct op *op, struct vol *v)
 			  conn_last_error(cl->conn));
 		return -ENOTCONN;
 	}
+	/* Refused before it: this sync tries again now, not after a wait. */
+	if (v->last.code && v->last.when_ms < op->started_ms)
+		v->retry_at_ms = 0;
 	v->force = true;
 	return 1;
 }
