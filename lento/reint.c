@@ -89,6 +89,7 @@ struct batch {
 	bool waiting;
 	uint64_t gen;
 	int err;		/* making its shadows */
+	struct pred *pred;	/* the versions its records leave */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -340,8 +341,14 @@ static void unlink_done(struct wk_job *wk, bool ran)
 	free(j);
 }
 
+static void pred_free(struct pred *p);
+
 static void batch_free(struct batch *b)
 {
+	if (b->pred) {
+		pred_free(b->pred);
+		free(b->pred);
+	}
 	if (b->job)		/* the job's end frees it */
 		shadow_orphan(b->job);
 	for (uint32_t i = 0; i < b->n; i++) {
@@ -544,7 +551,12 @@ static int wire_bases(struct batch *b)
 			base_of(cl, &p, &r->target, &r->base_target);
 		bump_all(cl, &p, r);
 	}
-	pred_free(&p);
+	/* Kept: the answer's versions are checked against it. */
+	b->pred = err ? NULL : malloc(sizeof(*b->pred));
+	if (b->pred)
+		*b->pred = p;
+	else
+		pred_free(&p);
 	return err;
 }
 
@@ -712,8 +724,17 @@ static void remove_shadows(struct client *cl, struct batch *b, uint64_t upto)
 	wk_submit(cl->wk, &j->wk);
 }
 
-/* The new versions of the objects the batch changed, into the cache. */
-static int take_versions(struct client *cl, const struct lp_reint_reply *m)
+/*
+ * The new versions of the objects the batch changed, into the cache. One
+ * that is not what the batch's records leave was changed at the server by
+ * another client since (an answer read late: sent again after a crash or
+ * a lost settlement, and skipped): its copy here is not that version, so
+ * it is broken as by a BREAK -- never a version taken for content it is
+ * not.
+ */
+static int take_versions(struct client *cl, const struct batch *b,
+			 const struct lp_reint_reply *m,
+			 struct lento_fid **moved, size_t *nmoved)
 {
 	struct lp_list l = m->versions;
 	struct lp_fidvv fv;
@@ -721,13 +742,50 @@ static int take_versions(struct client *cl, const struct lp_reint_reply *m)
 	int err = 0;
 
 	while (!err && lp_next_fidvv(&l, &fv) == 1) {
+		bool stale = false;
+		size_t i = 0;
+
 		if (cache_obj_get(cl->cache, &fv.fid, &o, NULL, 0))
 			continue;
-		/* Its version, not its validity: one known stale stays so. */
-		o.vv = fv.vv;
+		if (b->pred) {
+			i = pred_slot(b->pred, &fv.fid);
+			stale = !lento_fid_is_null(&b->pred->fid[i]) &&
+				!lento_vv_eq(&b->pred->vv[i], &fv.vv);
+		}
+		/*
+		 * Its version, not its validity: one known stale stays so.
+		 * Moved on by another: the version of what is here, which the
+		 * validation will find old.
+		 */
+		o.vv = stale ? b->pred->vv[i] : fv.vv;
+		o.valid = o.valid && !stale;
 		err = cache_obj_put(cl->cache, &o, NULL, 0);
+		if (err || !stale)
+			continue;
+		if (!(*nmoved & (*nmoved + 1))) {	/* 0, 1, 3, 7...: grow */
+			void *p = realloc(*moved, 2 * (*nmoved + 1) *
+					  sizeof(**moved));
+
+			if (!p)
+				return -ENOMEM;
+			*moved = p;
+		}
+		(*moved)[(*nmoved)++] = fv.fid;
 	}
 	return err;
+}
+
+/* After the commit: the stale ones broken, here and in presto. */
+static void break_moved(struct client *cl, uint32_t volume,
+			const struct lento_fid *moved, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		log_info("volume %" PRIu32 ": " FIDFMT " changed at the server "
+			 "since this batch: its copy here is stale", volume,
+			 FIDARG(&moved[i]));
+		jobs_break_fid(cl, &moved[i]);
+		kclient_break_fid(cl, &moved[i]);
+	}
 }
 
 /*
@@ -746,6 +804,8 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		  const struct lp_reint_reply *m)
 {
 	struct cml *cml = cache_cml(cl->cache);
+	struct lento_fid *moved = NULL;
+	size_t nmoved = 0;
 	uint64_t upto = 0;
 	int err = cache_begin(cl->cache);
 
@@ -761,7 +821,7 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		v->cv.stamp = m->stamp;
 	if (m->applied > v->cv.applied)
 		v->cv.applied = m->applied;
-	err = err ?: take_versions(cl, m);
+	err = err ?: take_versions(cl, b, m, &moved, &nmoved);
 	if (!err && m->code != LP_OK) {
 		/* Not applied: pending again, numbered afresh next time. */
 		err = cml_requeue(cml, b->volume);
@@ -774,8 +834,11 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 	err = err ?: cache_commit_lazy(cl->cache);
 	if (err) {
 		cache_rollback(cl->cache);
+		free(moved);
 		return err;
 	}
+	break_moved(cl, b->volume, moved, nmoved);
+	free(moved);
 	client_sync_want(cl);
 	remove_shadows(cl, b, m->code == LP_OK ? m->applied : UINT64_MAX);
 	return 0;
