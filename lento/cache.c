@@ -1370,6 +1370,22 @@ int cache_tmpfile(struct cache *c, char *path)
 	return newfile(c, ".lento/tmp", path);
 }
 
+int cache_copy_fd(int in, int out)
+{
+	struct stat sb;
+	int err = fstat(in, &sb) ? -errno : 0;
+
+	for (off_t left = err ? 0 : sb.st_size; !err && left > 0;) {
+		ssize_t k = copy_file_range(in, NULL, out, NULL, (size_t)left,
+					    0);
+
+		if (k <= 0)
+			err = k < 0 ? -errno : -EIO;
+		left -= k > 0 ? k : 0;
+	}
+	return err;
+}
+
 int cache_copy_content(int dirfd, const char *path, int out,
 		       struct stat *sb)
 {
@@ -1379,14 +1395,7 @@ int cache_copy_content(int dirfd, const char *path, int out,
 	if (in < 0)
 		return -errno;
 	err = fstat(in, sb) ? -errno : 0;
-	for (off_t left = err ? 0 : sb->st_size; !err && left > 0;) {
-		ssize_t k = copy_file_range(in, NULL, out, NULL, (size_t)left,
-					    0);
-
-		if (k <= 0)
-			err = k < 0 ? -errno : -EIO;
-		left -= k > 0 ? k : 0;
-	}
+	err = err ?: cache_copy_fd(in, out);
 	close(in);
 	return err;
 }

@@ -34,6 +34,8 @@
 					 * that may pass (not a refusal) */
 #define REINT_BACKOFF_MAX_MS	300000	/* the server refusing it again and
 					 * again: doubled up to this */
+#define REINT_MOVED_ON_MAX	3	/* catch-ups before a STORE's body
+					   that moved on is given up */
 #define OP_STEPS_MAX		1024	/* an op that keeps missing fails (a
 					 * step per directory of a path, and
 					 * what changes meanwhile) */
@@ -84,6 +86,13 @@ struct vol {
 	bool stuck;		/* refused: waits for "lentoctl reintegrate" */
 	uint64_t retry_at_ms;	/* after a failure that may pass */
 	uint32_t backoff_ms;	/* the server's refusals in a row: the wait */
+	/*
+	 * A STORE's body moved on in the cache (its CML behind presto's
+	 * journal): the batch waits for the journal's end consumed, this
+	 * many times in a row before the body is given up as moot.
+	 */
+	bool catching_up;
+	uint32_t moved_on;
 	struct reint_result last;
 	uint64_t rounds, shipped;	/* statistics */
 };
@@ -336,6 +345,16 @@ void kclient_acquire_failed(struct client *cl, uint32_t volume, int err);
  * up to there. 0 done, OP_WAIT, or -errno (with ctl_error said).
  */
 int kclient_sync(struct op *op);
+/*
+ * A STORE of @v found its body moved on: presto's journal made durable
+ * and consumed to there before the batch is made again (asked once the
+ * fileset is mounted, if it is not yet).
+ */
+void kclient_catch_up(struct client *cl, struct vol *v);
+/* Whether that is done (true at once when @v has no fileset). */
+bool kclient_caught_up(struct client *cl, struct vol *v);
+/* Whether @v's journal can be read: no fileset, or one mounted. */
+bool kclient_journal_live(struct client *cl, struct vol *v);
 
 /* reint.c */
 void reint_kick(struct client *cl);

@@ -50,6 +50,8 @@ struct kjournal {
 	uint64_t sync_ms;
 	uint64_t sync_upto;
 	int sync_err;
+	/* A catch-up (kclient_catch_up()) wants a KML_SYNC sent. */
+	bool catch_up;
 };
 
 struct fset {

@@ -554,6 +554,7 @@ static void synced(struct client *cl, struct fset *fs, const struct kmsg *m)
 	if (m->kml_durable > j->sync_upto)
 		j->sync_upto = m->kml_durable;
 	op_wake_reint(cl);
+	reint_kick(cl);		/* a batch may wait for it */
 }
 
 /*
@@ -592,6 +593,55 @@ static int sync_one(struct op *op, struct fset *fs)
 		return -EIO;
 	}
 	return 1;
+}
+
+/* ------------------------------------------------------- catching up */
+
+static struct fset *fset_of(struct client *cl, struct vol *v)
+{
+	return cl->k ? fset_by_volume(cl, v->cv.name) : NULL;
+}
+
+static void catch_up_send(struct client *cl, struct fset *fs)
+{
+	if (!fs->j.catch_up || !fset_live(fs) || !fs->j.known)
+		return;
+	sync_send(cl, fs);
+	fs->j.catch_up = !fs->j.sync_req;	/* not sent: again later */
+}
+
+void kclient_catch_up(struct client *cl, struct vol *v)
+{
+	struct fset *fs = fset_of(cl, v);
+
+	if (!fs)
+		return;
+	fs->j.catch_up = true;
+	catch_up_send(cl, fs);
+}
+
+bool kclient_caught_up(struct client *cl, struct vol *v)
+{
+	struct fset *fs = fset_of(cl, v);
+	struct kjournal *j;
+
+	if (!fs)
+		return true;
+	j = &fs->j;
+	catch_up_send(cl, fs);
+	if (j->catch_up || j->sync_req)
+		return false;
+	/* Not synced: what was durable already is consumed, at least. */
+	if (j->pos < j->sync_upto)
+		kml_consume(cl, fs);
+	return j->pos >= j->sync_upto;
+}
+
+bool kclient_journal_live(struct client *cl, struct vol *v)
+{
+	struct fset *fs = fset_of(cl, v);
+
+	return !fs || (fset_live(fs) && fs->j.known);
 }
 
 int kclient_sync(struct op *op)

@@ -34,7 +34,14 @@
  * is made (.lento/shadow/VOLUME.SHIPNO), never from the file that may be
  * written meanwhile; the copy stays until the record is acknowledged, so
  * a batch sent again after a crash sends the same bytes. (Lost in a
- * crash, a shadow is taken again from the file as it is then.)
+ * crash, a shadow is taken again from the file as it is then.) The file
+ * is found by the names the cache's database holds, which are the CML's:
+ * behind the cache when lento has not consumed all presto journaled. So
+ * the file found must be the record's object (its inode, as presto
+ * named it); one that is not there or not it has moved on since, and
+ * presto's journal is consumed to its end (KML_SYNC) before the batch is
+ * made again. An object with no name left in the database is removed by
+ * a later record: its body is moot and the STORE goes with none.
  *
  * Answers. Applied: the records go from the log (cml_ack), the cache
  * takes the new versions and the volume's stamp. A conflict or another
@@ -52,12 +59,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <linux/fs.h>
 
 #include "client_int.h"
 #include "client_kernel.h"
 #include "cml.h"
+#include "kml_apply.h"
 #include "log.h"
 #include "vv.h"
 #include "worker.h"
@@ -121,13 +132,24 @@ static void shadow_name(char *buf, size_t size, uint32_t volume,
  * again sends the bytes it sent before, or (the shadow gone) the file as
  * it is then -- never a torn copy under the old numbers.
  */
+#define SHADOW_INODES	4
+
+/* A lower inode presto named an object by (its handles). */
+struct inode_id {
+	uint32_t ino, gen;
+};
+
 struct shadow {
 	uint32_t rec;		/* its record in the batch */
-	char *src;		/* the cache's file; NULL: gone */
+	char *src;		/* the cache's file; NULL: no name left */
 	char name[SHADOW_NAME_MAX];	/* under the cache's directory */
 	int fd;
 	bool made;		/* copied now, under name + ".new" */
+	bool moot;		/* no body: made empty */
 	uint64_t size;
+	/* The inodes src may be (none known: not checked). */
+	uint32_t nid;
+	struct inode_id id[SHADOW_INODES];
 };
 
 struct shadow_job {
@@ -135,9 +157,10 @@ struct shadow_job {
 	struct batch *b;	/* NULL once the batch is gone */
 	int dirfd;
 	bool reuse;
+	bool gone_ok;		/* a body moved on is moot (given up) */
 	uint32_t n;
 	struct shadow *s;
-	int err;
+	int err;		/* -ESTALE: a body moved on */
 	uint32_t failed;	/* the shadow that failed, if err */
 };
 
@@ -146,27 +169,63 @@ static void tmp_name(char *buf, size_t size, const struct shadow *s)
 	snprintf(buf, size, "%s.new", s->name);
 }
 
+/* Whether @in is the object's inode (-ESTALE if not), when known. */
+static int shadow_is_it(const struct shadow *s, int in)
+{
+	struct stat sb;
+	unsigned int gen;
+	bool have_gen;
+
+	if (!s->nid)
+		return 0;
+	if (fstat(in, &sb))
+		return -errno;
+	have_gen = !ioctl(in, FS_IOC_GETVERSION, &gen);
+	for (uint32_t i = 0; i < s->nid; i++)
+		if (s->id[i].ino == sb.st_ino &&
+		    (!have_gen || s->id[i].gen == gen))
+			return 0;
+	return -ESTALE;
+}
+
+/* The object's body from the cache's file into @out. */
+static int shadow_copy(struct shadow_job *j, struct shadow *s, int out)
+{
+	int in = openat(j->dirfd, s->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int err;
+
+	if (in < 0)	/* the name moved on: not this object's any more */
+		return errno == ENOENT || errno == ELOOP ? -ESTALE : -errno;
+	err = shadow_is_it(s, in);
+	err = err ?: cache_copy_fd(in, out);
+	close(in);
+	return err;
+}
+
 /* The shadow opened (reused) or copied under its temporary name. */
 static int shadow_make(struct shadow_job *j, struct shadow *s)
 {
 	char tmp[sizeof(s->name) + 4];
-	struct stat sb;
-	int err;
+	int err = 0;
 
 	if (j->reuse) {
 		s->fd = openat(j->dirfd, s->name, O_RDONLY | O_CLOEXEC);
 		if (s->fd >= 0 || errno != ENOENT)
 			return s->fd >= 0 ? 0 : -errno;
 	}
-	if (!s->src)
-		return -ENOENT;
 	tmp_name(tmp, sizeof(tmp), s);
 	s->fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
 		       0600);
 	if (s->fd < 0)
 		return -errno;
 	s->made = true;
-	err = cache_copy_content(j->dirfd, s->src, s->fd, &sb);
+	s->moot = !s->src;
+	if (s->src)
+		err = shadow_copy(j, s, s->fd);
+	if (err == -ESTALE && j->gone_ok) {
+		s->moot = true;
+		err = ftruncate(s->fd, 0) ? -errno : 0;
+	}
 	/* Its writeback starts now, with the others': one wait for all. */
 	if (!err && sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE))
 		err = -errno;
@@ -189,22 +248,37 @@ static int shadow_install(struct shadow_job *j, struct shadow *s)
 	return 0;
 }
 
+/* The body as it is in the copy: its size is what ships. */
+static int shadow_size(struct shadow_job *j, struct shadow *s)
+{
+	struct stat sb;
+
+	(void)j;
+	if (fstat(s->fd, &sb))
+		return -errno;
+	s->size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+/* One step for every shadow, in turn; the first failure stops the job. */
+static void shadow_step(struct shadow_job *j,
+			int (*step)(struct shadow_job *, struct shadow *))
+{
+	for (uint32_t i = 0; !j->err && i < j->n; i++) {
+		j->err = step(j, &j->s[i]);
+		if (j->err)
+			j->failed = i;
+	}
+}
+
+/* All copies first, so their writeback overlaps; then one wait each. */
 static void shadow_run(struct wk_job *wk)
 {
 	struct shadow_job *j = (struct shadow_job *)wk;
-	struct stat sb;
-	uint32_t i;
 
-	for (i = 0; !j->err && i < j->n; i++)
-		j->err = shadow_make(j, &j->s[i]);
-	for (i = 0; !j->err && i < j->n; i++)
-		j->err = shadow_install(j, &j->s[i]);
-	/* The body as it is in the copy: its size is what ships. */
-	for (i = 0; !j->err && i < j->n; i++) {
-		j->err = fstat(j->s[i].fd, &sb) ? -errno : 0;
-		j->s[i].size = (uint64_t)sb.st_size;
-	}
-	j->failed = j->err ? i - 1 : 0;
+	shadow_step(j, shadow_make);
+	shadow_step(j, shadow_install);
+	shadow_step(j, shadow_size);
 }
 
 static void shadow_job_free(struct shadow_job *j)
@@ -227,6 +301,20 @@ static void shadow_job_free(struct shadow_job *j)
 	free(j);
 }
 
+static void shadow_said_moot(const struct batch *b,
+			     const struct lento_rec *r, bool given_up)
+{
+	if (given_up)
+		log_err("volume %" PRIu32 ": the body of " FIDFMT " for its "
+			"STORE is not in the cache, nor anything presto "
+			"journaled says where it went: it goes empty",
+			b->volume, FIDARG(&r->obj));
+	else
+		log_info("volume %" PRIu32 ": " FIDFMT " has no name left in "
+			 "the cache: a later record removes it, and its STORE "
+			 "goes without a body", b->volume, FIDARG(&r->obj));
+}
+
 static void shadow_done(struct wk_job *wk, bool ran)
 {
 	struct shadow_job *j = (struct shadow_job *)wk;
@@ -242,15 +330,23 @@ static void shadow_done(struct wk_job *wk, bool ran)
 	} else if (j->err) {
 		const struct lento_rec *r = &b->recs[j->s[j->failed].rec];
 
-		b->err = j->err == -ENOENT ? -EIO : j->err;
-		log_err("volume %" PRIu32 ": the body of " FIDFMT " for its "
-			"STORE: %s", b->volume, FIDARG(&r->obj),
-			j->err == -ENOENT ? "gone from the cache" :
-			strerror(-j->err));
+		b->err = j->err;
+		if (j->err == -ESTALE)
+			log_info("volume %" PRIu32 ": the body of " FIDFMT
+				 " for its STORE moved on in the cache since "
+				 "the record was consumed: presto's journal "
+				 "first", b->volume, FIDARG(&r->obj));
+		else
+			log_err("volume %" PRIu32 ": the body of " FIDFMT
+				" for its STORE: %s", b->volume,
+				FIDARG(&r->obj), strerror(-j->err));
 	} else {
 		for (uint32_t i = 0; i < j->n; i++) {
 			struct lento_rec *r = &b->recs[j->s[i].rec];
 
+			if (j->s[i].moot)
+				shadow_said_moot(b, r, j->gone_ok &&
+						 j->s[i].src);
 			b->fds[j->s[i].rec] = j->s[i].fd;
 			j->s[i].fd = -1;
 			r->attr.valid |= LENTO_A_SIZE;
@@ -267,8 +363,23 @@ static void shadow_orphan(struct shadow_job *j)
 	j->b = NULL;
 }
 
+/* Each handle presto named the object by: an inode it may be. */
+static int take_id(void *arg, int type, const void *handle, size_t len)
+{
+	struct shadow *s = arg;
+	struct inode_id *id;
+
+	if (type != KAPPLY_HTYPE || len != 8 || s->nid == SHADOW_INODES)
+		return 0;
+	id = &s->id[s->nid++];
+	/* kapply_handle()'s layout: inode and generation, host order. */
+	memcpy(&id->ino, handle, 4);
+	memcpy(&id->gen, (const uint8_t *)handle + 4, 4);
+	return 0;
+}
+
 /* The batch's shadows, made by the worker; 0 or -errno (none started). */
-static int shadows_start(struct client *cl, struct batch *b)
+static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 {
 	struct shadow_job *j;
 	char path[CACHE_PATH_MAX];
@@ -284,6 +395,7 @@ static int shadows_start(struct client *cl, struct batch *b)
 	j->b = b;
 	j->dirfd = cache_dirfd(cl->cache);
 	j->reuse = b->resend;
+	j->gone_ok = v->moved_on >= REINT_MOVED_ON_MAX;
 	j->s = calloc(b->stores, sizeof(*j->s));
 	if (!j->s)
 		err = -ENOMEM;
@@ -297,7 +409,7 @@ static int shadows_start(struct client *cl, struct batch *b)
 		s->fd = -1;
 		shadow_name(s->name, sizeof(s->name), b->volume,
 			    b->recs[i].recno);
-		/* Gone (src NULL): a resend may still find its shadow. */
+		/* No name (src NULL): a resend may still find its shadow. */
 		err = cache_path(cl->cache, &b->recs[i].obj, path,
 				 sizeof(path));
 		if (!err) {
@@ -306,6 +418,8 @@ static int shadows_start(struct client *cl, struct batch *b)
 		} else if (err == -ENOENT) {
 			err = 0;
 		}
+		err = err ?: cache_handles(cl->cache, &b->recs[i].obj,
+					   take_id, s);
 	}
 	if (err) {
 		shadow_job_free(j);
@@ -901,6 +1015,7 @@ static int answer(struct client *cl, struct batch *b,
 	}
 	note_result(v, b, &m, before);
 	v->backoff_ms = 0;
+	v->moved_on = 0;
 	if (!cml_stats(cache_cml(cl->cache), v->cv.id, &cs) && !cs.records)
 		v->force = false;	/* done: later changes age as usual */
 	if (m.code == LP_OK)
@@ -1088,7 +1203,7 @@ static void batch_start(struct client *cl, struct vol *v)
 	b->gen = cache_gen(cl->cache);
 	b->waiting = true;
 	cl->batch = b;
-	b->err = shadows_start(cl, b);
+	b->err = shadows_start(cl, b, v);
 	reint_durable(cl);
 }
 
@@ -1115,10 +1230,17 @@ void reint_durable(struct client *cl)
 		return;
 	}
 	v = vol_by_id(cl, b->volume);
-	log_err("volume %" PRIu32 ": cannot send a batch: %s", b->volume,
-		strerror(-err));
-	if (v)
-		v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+	if (err == -ESTALE && v) {
+		/* Made again once the CML has caught up with the cache. */
+		v->moved_on++;
+		v->catching_up = true;
+		kclient_catch_up(cl, v);
+	} else {
+		log_err("volume %" PRIu32 ": cannot send a batch: %s",
+			b->volume, strerror(-err));
+		if (v)
+			v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+	}
 	cl->batch = NULL;
 	batch_free(b);
 	op_wake_reint(cl);
@@ -1184,6 +1306,9 @@ static bool kick_volume(struct client *cl, struct vol *v, uint64_t now)
 	}
 	if (now < v->retry_at_ms || !due(cl, v, &cs))
 		return false;
+	if (v->catching_up && !kclient_caught_up(cl, v))
+		return false;
+	v->catching_up = false;
 	if (!v->permit || now >= v->expires_ms) {
 		if (!v->acquiring && !v->releasing)
 			job_start(cl, J_ACQUIRE, v->cv.id, NULL, NULL, NULL);
@@ -1281,6 +1406,14 @@ static int sync_volume(struct op *op, struct vol *v)
 			  "durable (%s); restart lento", v->cv.name,
 			  cs.records, strerror(-err));
 		return err;
+	}
+	if (v->catching_up && !kclient_journal_live(cl, v)) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: the body of a STORE moved on in the "
+			  "cache, and presto's journal, which says where, "
+			  "cannot be read until its fileset is mounted",
+			  v->cv.name, cs.records);
+		return -EAGAIN;
 	}
 	if (v->stuck) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "

@@ -57,7 +57,9 @@ _spec = importlib.util.spec_from_loader("lento_run", _loader)
 lr = importlib.util.module_from_spec(_spec)
 _loader.exec_module(lr)
 # The plain build: the crash rounds run on the debug kernel already.
-lr.LENTO = os.path.join(TOP, "tools", "bin", "lento")
+# E2E_LENTO names another (tools/bin/lento-asan to look into a failure).
+lr.LENTO = os.environ.get("E2E_LENTO",
+                          os.path.join(TOP, "tools", "bin", "lento"))
 KMLCAT = os.path.join(TOP, "tools", "bin", "kmlcat")
 TREECMP = os.path.join(TOP, "tests", "bin", "treecmp")
 VOL = "vol"
