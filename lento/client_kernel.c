@@ -1345,6 +1345,8 @@ int kclient_start(struct client *cl, char *err, size_t errlen)
 		snprintf(fs->name, sizeof(fs->name), "%s", name);
 		snprintf(fs->volume, sizeof(fs->volume), "%s", vol);
 		fs->timeout_ms = 30000;
+		/* Its journal unread: lento is behind it from the start. */
+		fs->j.caught_up_ms = lo_now_ms();
 		fs->next = cl->k->fsets;
 		cl->k->fsets = fs;
 	}

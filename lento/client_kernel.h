@@ -52,6 +52,8 @@ struct kjournal {
 	int sync_err;
 	/* A catch-up (kclient_catch_up()) wants a KML_SYNC sent. */
 	bool catch_up;
+	/* When consumption was last seen at the end (or lento started). */
+	uint64_t caught_up_ms;
 };
 
 struct fset {
@@ -117,6 +119,12 @@ void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m);
 void kml_consume(struct client *cl, struct fset *fs);
 /* Everything durable is consumed (as far as lento heard). */
 bool kml_caught_up(const struct fset *fs);
+/*
+ * How long lento has been behind the journal: 0 when it is at its end,
+ * else since it last was (or since lento started, when the fileset is
+ * not mounted and its journal cannot be read).
+ */
+uint64_t kml_behind_ms(const struct fset *fs);
 /* The fileset is gone (unmounted, the channel down): stop reading. */
 void kml_stop(struct client *cl, struct fset *fs);
 void kml_free(struct fset *fs);

@@ -58,6 +58,20 @@ bool kml_caught_up(const struct fset *fs)
 	return !fs->j.known || fs->j.pos >= fs->j.durable;
 }
 
+static bool at_end(const struct kjournal *j)
+{
+	return j->known && j->pos >= j->durable;
+}
+
+uint64_t kml_behind_ms(const struct fset *fs)
+{
+	uint64_t now = lo_now_ms();
+
+	if (at_end(&fs->j))
+		return 0;
+	return now > fs->j.caught_up_ms ? now - fs->j.caught_up_ms : 0;
+}
+
 /* ----------------------------------------------------------- acks */
 
 static void ack_done(void *arg, int err, const struct kmsg *reply)
@@ -286,6 +300,8 @@ void kml_consume(struct client *cl, struct fset *fs)
 		return;
 	}
 	j->err[0] = 0;
+	if (at_end(j))
+		j->caught_up_ms = lo_now_ms();
 	if (!moved)
 		return;
 	kclient_journal_moved(cl, fs);
@@ -347,6 +363,8 @@ void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m)
 	j->cl = cl;
 	if (!(m->have & KA(KML_DURABLE)))
 		return;		/* not mounted */
+	if (at_end(j))		/* until now: behind from here, if at all */
+		j->caught_up_ms = lo_now_ms();
 	j->known = true;
 	if (m->kml_durable > j->durable || m->cmd != PRESTO_CMD_KML)
 		j->durable = m->kml_durable;

@@ -5,8 +5,8 @@
  *
  * When. A volume is shipped when its oldest record is older than the
  * aging window (--age-ms) and lento has consumed what presto journaled
- * since (a backlog may still hold what cancels it; past twice the window
- * it goes regardless), at once when the server revokes its permit,
+ * since (a backlog may still hold what cancels it; behind it for twice
+ * the window, it goes regardless), at once when the server revokes its permit,
  * when asked (lentoctl reintegrate, sync), when records were sent and not
  * acknowledged (a lost connection, a crash: they go again first), and
  * when the cache is full of dirty objects. One batch at a time per
@@ -1247,21 +1247,24 @@ void reint_durable(struct client *cl)
 }
 
 /*
- * Whether @v's oldest record has aged enough to go. Not while lento
- * consumes a backlog of its fileset's journal (behind a burst of changes,
- * or slow): what follows it there may cancel it -- the UNLINK of a file
- * just made -- and the optimiser has not seen that yet. Past twice the
- * window it goes regardless, so a journal never caught up still trickles.
+ * Whether @v's oldest record has aged enough to go. Not while lento is
+ * behind its fileset's journal (a burst of changes, a backlog a crash
+ * left, a fileset not mounted yet): what follows there may cancel the
+ * record -- the UNLINK of a file just made -- and the optimiser has not
+ * seen that yet. Behind for twice the window, it goes regardless, so a
+ * journal never caught up still trickles. (Measured from when lento fell
+ * behind, not from the records' times: after a crash they are all old.)
  */
 static bool aged(struct client *cl, struct vol *v, const struct cml_stats *cs)
 {
-	int64_t age = age_ms_of(cs);
 	struct fset *fs;
+	uint64_t behind;
 
-	if (age < (int64_t)cl->age_ms)
+	if (age_ms_of(cs) < (int64_t)cl->age_ms)
 		return false;
 	fs = fset_by_volume(cl, v->cv.name);
-	return !fs || kml_caught_up(fs) || age >= 2 * (int64_t)cl->age_ms;
+	behind = fs ? kml_behind_ms(fs) : 0;
+	return !behind || behind >= 2 * (uint64_t)cl->age_ms;
 }
 
 /* Whether @v's records should go now. */
