@@ -31,8 +31,9 @@ def main():
     sh("modprobe dm-delay")
     sh(f'dmsetup create slow --table "0 $(blockdev --getsz {DEV}) delay '
        f'{DEV} 0 0 {DEV} 0 {delay}"')
-    sh("mkfs.ext4 -q -F /dev/mapper/slow && mkdir -p /mnt/ext && "
-       "mount /dev/mapper/slow /mnt/ext")
+    # /mnt is the host's, read-only: a tmpfs for the mount points.
+    sh("mount -t tmpfs tmpfs /mnt && mkfs.ext4 -q -F /dev/mapper/slow && "
+       "mkdir -p /mnt/ext && mount /dev/mapper/slow /mnt/ext")
     subprocess.run("lsmod | grep -q '^presto ' || insmod " +
                    os.environ["PRESTO_KO"], shell=True, check=True)
     guest.lento_setup("/mnt/pl")

@@ -133,6 +133,7 @@ static void shadow_name(char *buf, size_t size, uint32_t volume,
  * it is then -- never a torn copy under the old numbers.
  */
 #define SHADOW_INODES	4
+#define SHADOW_SYNC_EACH_MAX	8	/* more: one syncfs for all */
 
 /* A lower inode presto named an object by (its handles). */
 struct inode_id {
@@ -158,6 +159,7 @@ struct shadow_job {
 	int dirfd;
 	bool reuse;
 	bool gone_ok;		/* a body moved on is moot (given up) */
+	bool synced;		/* every copy made durable at once */
 	uint32_t n;
 	struct shadow *s;
 	int err;		/* -ESTALE: a body moved on */
@@ -232,14 +234,14 @@ static int shadow_make(struct shadow_job *j, struct shadow *s)
 	return err;
 }
 
-/* A made copy durable, then under its own name. */
+/* A made copy durable (unless all are), then under its own name. */
 static int shadow_install(struct shadow_job *j, struct shadow *s)
 {
 	char tmp[sizeof(s->name) + 4];
 
 	if (!s->made)
 		return 0;
-	if (fdatasync(s->fd))
+	if (!j->synced && fdatasync(s->fd))
 		return -errno;
 	tmp_name(tmp, sizeof(tmp), s);
 	if (renameat(j->dirfd, tmp, j->dirfd, s->name))
@@ -271,12 +273,23 @@ static void shadow_step(struct shadow_job *j,
 	}
 }
 
-/* All copies first, so their writeback overlaps; then one wait each. */
+/*
+ * All copies first, so their writeback overlaps; then each made durable.
+ * An fdatasync is a cache flush at least: hundreds of small bodies (a
+ * tree unpacked) are one syncfs of the cache's file system instead --
+ * which writes what else is dirty there too, so not for a few.
+ */
 static void shadow_run(struct wk_job *wk)
 {
 	struct shadow_job *j = (struct shadow_job *)wk;
 
 	shadow_step(j, shadow_make);
+	if (!j->err && j->n > SHADOW_SYNC_EACH_MAX) {
+		/* s[0].fd: syncfs() takes no O_PATH descriptor. */
+		if (syncfs(j->s[0].fd))
+			j->err = -errno;
+		j->synced = true;
+	}
 	shadow_step(j, shadow_install);
 	shadow_step(j, shadow_size);
 }
