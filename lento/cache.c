@@ -1370,12 +1370,11 @@ int cache_tmpfile(struct cache *c, char *path)
 	return newfile(c, ".lento/tmp", path);
 }
 
-int cache_copy_fd(int in, int out)
+int cache_copy_fd(int in, int out, off_t size)
 {
-	struct stat sb;
-	int err = fstat(in, &sb) ? -errno : 0;
+	int err = 0;
 
-	for (off_t left = err ? 0 : sb.st_size; !err && left > 0;) {
+	for (off_t left = size; !err && left > 0;) {
 		ssize_t k = copy_file_range(in, NULL, out, NULL, (size_t)left,
 					    0);
 
@@ -1394,8 +1393,7 @@ int cache_copy_content(int dirfd, const char *path, int out,
 
 	if (in < 0)
 		return -errno;
-	err = fstat(in, sb) ? -errno : 0;
-	err = err ?: cache_copy_fd(in, out);
+	err = fstat(in, sb) ? -errno : cache_copy_fd(in, out, sb->st_size);
 	close(in);
 	return err;
 }

@@ -289,8 +289,8 @@ int cache_tmpfile(struct cache *c, char *path);
  */
 int cache_copy_content(int dirfd, const char *path, int out,
 		       struct stat *sb);
-/* The same from an open file @in (its size when the copy starts). */
-int cache_copy_fd(int in, int out);
+/* The same from an open file @in, whose status said @size. */
+int cache_copy_fd(int in, int out, off_t size);
 /*
  * Rename the fsynced temporary file @tmp onto @path (both relative to
  * DIR) and sync the directory: readers that have @path open keep the old

@@ -1016,9 +1016,8 @@ struct lower_of {
 	bool found;
 };
 
-/* A handle as cache_handles() gives it, as presto names it; or false. */
-static bool blob_fh(int type, const void *handle, size_t len,
-		    struct kml_fh *h)
+bool kapply_handle_parse(int type, const void *handle, size_t len,
+			 struct kml_fh *h)
 {
 	uint32_t ino;
 
@@ -1037,7 +1036,7 @@ static int try_handle(void *arg, int type, const void *handle, size_t len)
 	struct kml_fh h = { 0 };
 	int fd;
 
-	if (!blob_fh(type, handle, len, &h))
+	if (!kapply_handle_parse(type, handle, len, &h))
 		return 0;
 	fd = open_handle(lo->ka, &h);
 	if (fd < 0)
@@ -1061,7 +1060,7 @@ static int try_dir_handle(void *arg, int type, const void *handle,
 	struct dir_fd *d = arg;
 	struct kml_fh h = { 0 };
 
-	if (!blob_fh(type, handle, len, &h))
+	if (!kapply_handle_parse(type, handle, len, &h))
 		return 0;
 	d->fd = open_handle(d->ka, &h);
 	return d->fd >= 0;
@@ -1101,7 +1100,8 @@ static int dir_at_path(struct kapply *ka, const char *path,
 
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
 	if (!name_to_handle_at(cache_dirfd(ka->cache), path, &h.fh, &mnt, 0) &&
-	    blob_fh(h.fh.handle_type, h.fh.f_handle, h.fh.handle_bytes, &kh) &&
+	    kapply_handle_parse(h.fh.handle_type, h.fh.f_handle,
+				h.fh.handle_bytes, &kh) &&
 	    !lookup_handle(ka, &kh, fid) && !get(ka, fid, &o) && o.nlink &&
 	    o.type == LENTO_T_DIR)
 		return 0;

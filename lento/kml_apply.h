@@ -116,5 +116,8 @@ void kapply_reset(struct kapply *ka);
 /* ext4's handle of inode @ino/@gen (FILEID_INO32_GEN): 8 bytes. */
 #define KAPPLY_HTYPE	1
 void kapply_handle(uint64_t ino, uint32_t gen, uint8_t out[8]);
+/* A handle as cache_handles() gives it, as presto names it; or false. */
+bool kapply_handle_parse(int type, const void *handle, size_t len,
+			 struct kml_fh *h);
 
 #endif /* LENTO_KML_APPLY_H */

@@ -171,20 +171,18 @@ static void tmp_name(char *buf, size_t size, const struct shadow *s)
 	snprintf(buf, size, "%s.new", s->name);
 }
 
-/* Whether @in is the object's inode (-ESTALE if not), when known. */
-static int shadow_is_it(const struct shadow *s, int in)
+/* Whether @in (status @sb) is the object's inode (-ESTALE if not). */
+static int shadow_is_it(const struct shadow *s, int in,
+			const struct stat *sb)
 {
-	struct stat sb;
 	unsigned int gen;
 	bool have_gen;
 
 	if (!s->nid)
-		return 0;
-	if (fstat(in, &sb))
-		return -errno;
+		return 0;	/* not known: not checked */
 	have_gen = !ioctl(in, FS_IOC_GETVERSION, &gen);
 	for (uint32_t i = 0; i < s->nid; i++)
-		if (s->id[i].ino == sb.st_ino &&
+		if (s->id[i].ino == sb->st_ino &&
 		    (!have_gen || s->id[i].gen == gen))
 			return 0;
 	return -ESTALE;
@@ -194,12 +192,13 @@ static int shadow_is_it(const struct shadow *s, int in)
 static int shadow_copy(struct shadow_job *j, struct shadow *s, int out)
 {
 	int in = openat(j->dirfd, s->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat sb;
 	int err;
 
 	if (in < 0)	/* the name moved on: not this object's any more */
 		return errno == ENOENT || errno == ELOOP ? -ESTALE : -errno;
-	err = shadow_is_it(s, in);
-	err = err ?: cache_copy_fd(in, out);
+	err = fstat(in, &sb) ? -errno : shadow_is_it(s, in, &sb);
+	err = err ?: cache_copy_fd(in, out, sb.st_size);
 	close(in);
 	return err;
 }
@@ -380,14 +379,13 @@ static void shadow_orphan(struct shadow_job *j)
 static int take_id(void *arg, int type, const void *handle, size_t len)
 {
 	struct shadow *s = arg;
-	struct inode_id *id;
+	struct kml_fh h;
 
-	if (type != KAPPLY_HTYPE || len != 8 || s->nid == SHADOW_INODES)
+	if (s->nid == SHADOW_INODES ||
+	    !kapply_handle_parse(type, handle, len, &h))
 		return 0;
-	id = &s->id[s->nid++];
-	/* kapply_handle()'s layout: inode and generation, host order. */
-	memcpy(&id->ino, handle, 4);
-	memcpy(&id->gen, (const uint8_t *)handle + 4, 4);
+	s->id[s->nid].ino = (uint32_t)h.ino;
+	s->id[s->nid++].gen = h.gen;
 	return 0;
 }
 
