@@ -66,6 +66,13 @@ def main():
                        1000 * lat[int(len(lat) * 0.95)], 1000 * lat[-1]))
     print("the client's loop held >= 1 s: %d times, longest %d ms" %
           (len(held), max(held or [0])))
+    # The batches as both sides saw them (the time, to the second).
+    t, _ = guest.LENTO
+    srv = [p for p in t.procs if p is not c][0]
+    for who, text in (("client", c.logtext()), ("server", srv.logtext())):
+        for line in text.splitlines():
+            if "records" in line or " held " in line:
+                print("# %s| %s" % (who, line))
     guest.lento_teardown("/mnt/pl")
     sh("umount /mnt/ext && dmsetup remove slow")
 
