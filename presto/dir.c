@@ -238,6 +238,31 @@ out:
 	return err;
 }
 
+/*
+ * @lower's name was just removed, and the lower d_delete() unhashed @lower
+ * rather than turning it negative in place (presto_remove() held it
+ * twice). Make the negative dentry that ext4 would have kept, for the
+ * presto dentry to take once it turns negative (presto_d_iput()): a
+ * create of the same name then needs no lower lookup. The name is gone
+ * for sure: the lower parent is locked and the removal succeeded. Not
+ * for directories that ext4 gives dentry operations of their own or
+ * keeps no negative dentries in (encrypted, casefolded).
+ */
+static void presto_keep_negative(struct inode *inode, struct dentry *lower)
+{
+	struct inode *ldir = d_inode(lower->d_parent);
+	struct dentry *neg;
+
+	if (!d_unhashed(lower) || lower->d_op || IS_ENCRYPTED(ldir) ||
+	    IS_CASEFOLDED(ldir))
+		return;
+	neg = d_alloc(lower->d_parent, &lower->d_name);
+	if (!neg)
+		return;		/* the next lookup asks the lower */
+	d_add(neg, NULL);
+	dput(xchg(&PRESTO_I(inode)->neg_lower, neg));
+}
+
 static int presto_remove(struct inode *dir, struct dentry *dentry,
 			 enum presto_kml_op op)
 {
@@ -276,6 +301,7 @@ static int presto_remove(struct inode *dir, struct dentry *dentry,
 					presto_lower_inode(inode), NULL, NULL);
 		presto_stamp(dir, seq);
 		presto_stamp(inode, seq);
+		presto_keep_negative(inode, lower);
 	}
 	dput(lower);
 	presto_copyattr(dir);

@@ -400,16 +400,25 @@ static int presto_fsync(struct file *file, loff_t start, loff_t end,
 			int datasync)
 {
 	struct file *lower = presto_lower_file(file);
+	struct inode *inode = file_inode(file);
+	u64 seq;
 	int err;
 
-	err = filemap_write_and_wait_range(lower->f_mapping, start, end);
-	if (err)
-		return err;
+	/*
+	 * The STORE first: its record then goes out while the data does.
+	 * It describes the content in the page cache, as a STORE at close
+	 * does; the data is written before the fsync returns either way.
+	 */
 	err = presto_store(file, false);
 	if (err)
 		return err;
-	return presto_fsync_lower(file_inode(file), lower, start, end,
-				  datasync);
+	seq = READ_ONCE(PRESTO_I(inode)->last_seq);
+	if (seq)
+		presto_journal_start_written(inode->i_sb, seq);
+	err = filemap_write_and_wait_range(lower->f_mapping, start, end);
+	if (err)
+		return err;
+	return presto_fsync_lower(inode, lower, start, end, datasync);
 }
 
 static long presto_fallocate(struct file *file, int mode, loff_t offset,

@@ -50,6 +50,7 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 		return NULL;
 	pi->lower = NULL;
 	pi->shared_ro = NULL;
+	pi->neg_lower = NULL;
 	pi->last_seq = 0;
 	atomic64_set(&pi->data_gen, 0);
 	pi->stored_gen = 0;
@@ -80,6 +81,7 @@ void presto_evict_inode(struct inode *inode)
 	/* The last close or unmap logged the STORE and let go of it. */
 	if (WARN_ON_ONCE(pi->data_mark || pi->writers))
 		presto_mark_put(inode->i_sb, pi->data_mark, 0);
+	dput(pi->neg_lower);
 	iput(pi->lower);
 }
 

@@ -760,6 +760,26 @@ int presto_journal_wait(struct super_block *sb, u64 seq)
 }
 
 /*
+ * Ask the thread to write back every record up to @seq, without waiting:
+ * fsync asks before the file's own data goes out, so that the two writes
+ * are in flight together rather than one after the other.
+ */
+void presto_journal_start_written(struct super_block *sb, u64 seq)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	bool wake;
+
+	spin_lock(&j->lock);
+	wake = !j->error && seq < j->next_seq && j->durable_seq < seq &&
+	       j->wb_seq < seq && j->wb_want < seq;
+	if (wake)
+		j->wb_want = seq;
+	spin_unlock(&j->lock);
+	if (wake)
+		wake_up(&j->wait);
+}
+
+/*
  * fsync's half of the log: wait until every record up to @seq is durable
  * (returns 0) or written back where a write changes no metadata (returns
  * 1: it is durable after the next cache flush of the disk, which the

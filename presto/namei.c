@@ -150,13 +150,27 @@ static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
  * The presto dentry turns negative (its name was removed through presto)
  * or dies. Its lower dentry may hold the lower inode of a removed name,
  * which ext4 frees only with the last reference: let it go now, so that a
- * cached negative dentry does not keep a removed file's space.
+ * cached negative dentry does not keep a removed file's space. The
+ * removal may have left a negative lower dentry for the name
+ * (presto_keep_negative()): the presto dentry takes it if it still
+ * stands where the name was.
  */
 static void presto_d_iput(struct dentry *dentry, struct inode *inode)
 {
 	struct dentry *lower = presto_lower_dentry(dentry);
+	struct dentry *neg = xchg(&PRESTO_I(inode)->neg_lower, NULL);
+	bool keep = false;
 
-	WRITE_ONCE(dentry->d_fsdata, NULL);
+	if (neg) {
+		rcu_read_lock();
+		keep = presto_lower_matches(dentry, neg) && d_is_negative(neg);
+		rcu_read_unlock();
+	}
+	if (!keep) {
+		dput(neg);
+		neg = NULL;
+	}
+	WRITE_ONCE(dentry->d_fsdata, neg);
 	dput(lower);
 	iput(inode);
 }

@@ -61,6 +61,11 @@ struct presto_inode {
 	 * position lives in presto's file).
 	 */
 	struct file *shared_ro;
+	/*
+	 * A negative lower dentry for the name just removed through presto
+	 * (dir.c), until the presto dentry turns negative and takes it.
+	 */
+	struct dentry *neg_lower;
 	/* The last record about this inode, for fsync (change.c). */
 	u64 last_seq;
 	/*
@@ -222,6 +227,7 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e);
 u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e);
 int presto_journal_wait(struct super_block *sb, u64 seq);
+void presto_journal_start_written(struct super_block *sb, u64 seq);
 int presto_journal_wait_written(struct super_block *sb, u64 seq);
 void presto_journal_flushed(struct super_block *sb, u64 seq);
 int presto_journal_sync(struct super_block *sb);
