@@ -9,7 +9,10 @@ own:
     ReadAll   read every byte of every file
     Make      compile and link it (make, one job)
 
-on plain ext4, on NFS (v4.2 over loopback, exported from the same ext4),
+The copies start each phase together (a barrier at every phase's start),
+so that one copy's I/O phases are timed against the others' same phase
+and not against their compiles, which would make a phase of 20 ms
+measure the scheduler. This is done on plain ext4, on NFS (v4.2 over loopback, exported from the same ext4),
 and on presto: each client a lento client with its own cache and its own
 volume on one lento server, reached through its presto fileset mount. All
 clients share the VM's two CPUs, so a load is compared with the same
@@ -23,6 +26,7 @@ nfsd threads), per client.
 Writes one JSON object per measurement to OUT (bench/report.py reads them).
 """
 import json
+import multiprocessing as mp
 import os
 import random
 import subprocess
@@ -89,30 +93,35 @@ def make_source(root, libs=4, files=5, docs=12, seed=1):
 
 # ------------------------------------------------------------ one copy
 
-def copy_phases(src, dst):
-    """The five phases of one client, in @dst: {phase: seconds}."""
+def copy_phases(src, dst, together=lambda: None):
+    """The five phases of one client, in @dst: {phase: seconds}. Each
+    phase starts once together() returned."""
     t = {}
     dirs, files = [], []
     for root, ds, fs in os.walk(src):
         rel = os.path.relpath(root, src)
         dirs += [os.path.normpath(os.path.join(rel, d)) for d in ds]
         files += [os.path.normpath(os.path.join(rel, f)) for f in fs]
+    together()
     t0 = time.perf_counter()
     os.mkdir(dst)
     for d in dirs:
         os.mkdir(os.path.join(dst, d))
     t["MakeDir"] = time.perf_counter() - t0
+    together()
     t0 = time.perf_counter()
     for f in files:
         with open(os.path.join(src, f), "rb") as a, \
                 open(os.path.join(dst, f), "wb") as b:
             b.write(a.read())
     t["Copy"] = time.perf_counter() - t0
+    together()
     t0 = time.perf_counter()
     for root, ds, fs in os.walk(dst):
         for n in ds + fs:
             os.lstat(os.path.join(root, n))
     t["ScanDir"] = time.perf_counter() - t0
+    together()
     t0 = time.perf_counter()
     for root, ds, fs in os.walk(dst):
         for n in fs:
@@ -120,6 +129,7 @@ def copy_phases(src, dst):
                 while f.read(1 << 16):
                     pass
     t["ReadAll"] = time.perf_counter() - t0
+    together()
     t0 = time.perf_counter()
     subprocess.run(["make", "-s", "-C", dst], check=True,
                    stdout=subprocess.DEVNULL)
@@ -269,19 +279,34 @@ CONFIGS = {"ext4": Ext4, "nfs": Nfs, "presto": Presto}
 
 # ------------------------------------------------------------ running
 
+def one_copy(src, dst, barrier, results):
+    """A client's copy, in a process of its own."""
+    try:
+        results.put((dst, copy_phases(src, dst,
+                                      lambda: barrier.wait(timeout=1800))))
+    except BaseException as e:  # noqa: B902 -- reported by the parent
+        barrier.abort()
+        results.put((dst, "%s: %s" % (type(e).__name__, e)))
+
+
 def run_load(cfg, load, tag):
     """@load copies at once; {phase: [seconds per copy]}, server CPU s."""
     cpu0 = cfg.server_cpu()
-    procs = [subprocess.Popen([sys.executable, __file__, "--copy", SRC, d],
-                              stdout=subprocess.PIPE, text=True)
+    barrier, results = mp.Barrier(load), mp.Queue()
+    procs = [mp.Process(target=one_copy, args=(SRC, d, barrier, results))
              for d in cfg.dirs(load, tag)]
-    out = {p: [] for p in PHASES}
     for p in procs:
-        got = json.loads(p.communicate()[0])
-        if p.returncode:
-            raise RuntimeError("a copy failed on %s" % cfg.name)
+        p.start()
+    got = [results.get(timeout=3600) for _ in procs]
+    for p in procs:
+        p.join()
+    out = {p: [] for p in PHASES}
+    for dst, phases in got:
+        if isinstance(phases, str):
+            raise RuntimeError("the copy in %s failed on %s: %s" %
+                               (dst, cfg.name, phases))
         for ph in PHASES:
-            out[ph].append(got[ph])
+            out[ph].append(phases[ph])
     settle = cfg.settle(load)
     cpu1 = cfg.server_cpu()
     return out, (None if cpu0 is None else cpu1 - cpu0), settle
@@ -302,9 +327,6 @@ def prepare():
 
 
 def main():
-    if sys.argv[1] == "--copy":
-        print(json.dumps(copy_phases(sys.argv[2], sys.argv[3])))
-        return
     out = sys.argv[1]
     loads = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2
                               else "1,2,4,8").split(",")]
@@ -346,4 +368,5 @@ def main():
             cfg.teardown()
 
 
-main()
+if __name__ == "__main__":
+    main()
