@@ -221,6 +221,61 @@ static void lower_changes_seen(void)
 }
 
 /*
+ * A name removed through the mount keeps a negative lower dentry (a
+ * create of the same name then asks ext4 nothing): a file or directory
+ * that lento then makes under that name in the lower must still be seen,
+ * also while the removed file is open.
+ */
+static void lower_remade_after_removal(void)
+{
+	char lf[4096], ld[4096], buf[64];
+	struct stat st, ost;
+	size_t n;
+	int fd;
+
+	path_in(lf, sizeof(lf), env.lower, "e");
+	path_in(ld, sizeof(ld), env.lower, "e2");
+
+	write_file("e", "1", 1, 0644);
+	CHECK_OK(unlink("e"));
+	CHECK_ERR(stat("e", &st), ENOENT);
+	write_file(lf, "lower", 5, 0644);
+	n = read_file("e", buf, sizeof(buf));
+	CHECK(n == 5 && !memcmp(buf, "lower", 5));
+
+	/* The same with the removed file still open. */
+	fd = CHECK_OK(open("e", O_RDONLY));
+	CHECK_OK(unlink("e"));
+	CHECK_ERR(stat("e", &st), ENOENT);
+	write_file(lf, "again!", 6, 0600);
+	CHECK_OK(stat("e", &st));
+	CHECK_EQ(st.st_size, 6);
+	CHECK_OK(fstat(fd, &ost));
+	CHECK_EQ(ost.st_size, 5);
+	CHECK_EQ(ost.st_nlink, 0);
+	CHECK(ost.st_ino != st.st_ino);
+	close(fd);
+	CHECK_OK(unlink("e"));
+
+	/* A directory. */
+	CHECK_OK(mkdir("e2", 0755));
+	CHECK_OK(rmdir("e2"));
+	CHECK_ERR(stat("e2", &st), ENOENT);
+	CHECK_OK(mkdir(ld, 0700));
+	CHECK_OK(stat("e2", &st));
+	CHECK(S_ISDIR(st.st_mode));
+	CHECK_EQ(st.st_mode & 07777, 0700);
+	CHECK_OK(rmdir("e2"));
+
+	/* And made again through the mount, the lower sees it. */
+	write_file("e", "mnt", 3, 0644);
+	CHECK_OK(stat(lf, &st));
+	CHECK_EQ(st.st_size, 3);
+	CHECK_OK(unlink("e"));
+	CHECK_ERR(stat(lf, &st), ENOENT);
+}
+
+/*
  * Found by fsdiff: an open file whose name is unlinked, while another
  * name of the same inode holds the shared lower file, must still fstat as
  * itself, also once the name is reused for a directory.
@@ -339,5 +394,7 @@ const struct posix_case presto_cases[] = {
 	{ "presto-lease-refused", lease_refused, CASE_PRESTO_ONLY },
 	{ "presto-no-nfs-handles", no_nfs_handles, CASE_PRESTO_ONLY },
 	{ "presto-lower-changes-seen", lower_changes_seen, CASE_PRESTO_ONLY },
+	{ "presto-lower-remade-after-removal", lower_remade_after_removal,
+	  CASE_PRESTO_ONLY },
 	{ NULL, NULL, 0 }
 };
