@@ -1042,15 +1042,14 @@ static void bodies_wait(struct session *s, struct reint_in *ri)
 {
 	struct body_wait *j = calloc(1, sizeof(*j));
 
-	if (j) {
-		memcpy(j->fd, ri->whole, ri->nwhole * sizeof(*j->fd));
-		j->n = ri->nwhole;
-	}
-	while (!j && ri->nwhole)
-		close(ri->whole[--ri->nwhole]);
-	ri->nwhole = 0;
-	if (!j)
+	if (!j) {
+		while (ri->nwhole)
+			close(ri->whole[--ri->nwhole]);
 		return;
+	}
+	memcpy(j->fd, ri->whole, ri->nwhole * sizeof(*j->fd));
+	j->n = ri->nwhole;
+	ri->nwhole = 0;
 	j->wk.run = body_wait_run;
 	j->wk.done = body_wait_done;
 	j->ri = ri;
