@@ -274,10 +274,19 @@ bench/bin/microbench: bench/microbench.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $<
 
+# lento's consumption of presto's journal, on the host (bench/kmlapply.c).
+bench/bin/kmlapply: bench/kmlapply.c $(KAPPLYLIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ bench/kmlapply.c \
+		lento/kml_read.c lento/kml_apply.c tests/lib/kmlgen.c \
+		lento/loop.c lento/cache.c lento/cml.c lento/cml_opt.c \
+		lento/log.c protocol/kml.c -luring \
+		$$(pkg-config --cflags --libs sqlite3)
+
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko $(UNITS) $(FUZZERS) tools/bin/lento-asan \
-		tools/bin/lentoctl | $(SETUP_STAMP)
+		tools/bin/lentoctl bench/bin/kmlapply | $(SETUP_STAMP)
 	@tests/run-check
 
 check-memory: all build/memory/presto.ko | $(SETUP_STAMP)

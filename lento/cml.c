@@ -8,7 +8,22 @@
  * NULL for an unused slot; version vectors are blobs (n: 4, n counters of
  * 8, StoreId client: 4, seq: 8), NULL for an unused slot; names and data
  * are blobs of their bytes (no NUL); attributes are columns. Every change
- * runs in a savepoint, so it joins a transaction the caller opened.
+ * of several statements runs in a savepoint, so it joins a transaction the
+ * caller opened.
+ *
+ * Counters. Record numbers and fid sequence numbers are given out from
+ * blocks: the stored counter (cml_meta 'last_recno', cml_fidseq.last) is
+ * the last number of the block reserved, moved once per block in the
+ * transaction that takes its first number. A transaction rolled back
+ * takes its reservation with it, so the block is forgotten then
+ * (rolled_back()) and the next number reserves again from what is stored:
+ * no number is given out twice, and one given out in a transaction that
+ * was undone may be given out again -- it named nothing. A restart skips
+ * the rest of a block: numbers have gaps, as the optimiser leaves anyway.
+ *
+ * Statistics. cml_stats() would read the whole log; a volume's figures
+ * are kept here once read, moved by each append and read again after
+ * anything else changes its log (or a transaction is rolled back).
  */
 #include "blob.h"
 #include "cml.h"
@@ -31,7 +46,7 @@ enum stmt {
 	S_ROLLBACK,
 	S_META_GET,
 	S_META_SET,
-	S_NEXT_RECNO,
+	S_RESERVE,
 	S_INSERT,
 	S_MINT,
 	S_MINTED,
@@ -69,14 +84,14 @@ static const char *const sql[S_COUNT] = {
 	[S_ROLLBACK] = "ROLLBACK TO cml",
 	[S_META_GET] = "SELECT value FROM cml_meta WHERE key = ?1",
 	[S_META_SET] = "INSERT OR REPLACE INTO cml_meta(key, value) VALUES (?1, ?2)",
-	[S_NEXT_RECNO] = "UPDATE cml_meta SET value = value + 1 "
-			 "WHERE key = 'last_recno' RETURNING value",
+	[S_RESERVE] = "UPDATE cml_meta SET value = value + ?1 "
+		      "WHERE key = 'last_recno' RETURNING value",
 	[S_INSERT] = "INSERT INTO cml(" REC_COLS ", volume, state) VALUES ("
 		     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
 		     "?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
 		     "?25, ?26, ?27, ?28, ?29, 0)",
-	[S_MINT] = "INSERT INTO cml_fidseq(volume, last) VALUES (?1, 1) "
-		   "ON CONFLICT(volume) DO UPDATE SET last = last + 1 "
+	[S_MINT] = "INSERT INTO cml_fidseq(volume, last) VALUES (?1, ?2) "
+		   "ON CONFLICT(volume) DO UPDATE SET last = last + ?2 "
 		   "RETURNING last",
 	[S_MINTED] = "SELECT count(*) FROM cml_fidseq",
 	[S_PENDING] = "SELECT " REC_COLS ", " REC_BYTES " FROM cml "
@@ -136,12 +151,32 @@ static const char schema[] =
 	"  body_size INTEGER NOT NULL);"
 	"CREATE INDEX IF NOT EXISTS cml_volume ON cml(volume, recno);";
 
+/* Numbers reserved at a time (see Counters above). */
+#define RECNO_BLOCK	1024
+#define FIDSEQ_BLOCK	256
+
+/* A block of numbers reserved: next .. last; none when next > last. */
+struct block {
+	uint64_t next, last;
+};
+
+/* What is kept of one volume (see Statistics and Counters above). */
+struct cml_vol {
+	uint32_t volume;
+	bool stats_known;
+	struct cml_stats stats;
+	struct block fidseq;
+};
+
 struct cml {
 	sqlite3 *db;
 	bool own_db;
 	uint32_t client;
 	uint8_t uuid[CML_UUID_SIZE];
 	sqlite3_stmt *st[S_COUNT];
+	struct block recno;
+	struct cml_vol *vols;
+	size_t nvols, vols_cap;
 };
 
 
@@ -202,6 +237,22 @@ static int begin(struct cml *cml)
 	return run(cml, S_BEGIN);
 }
 
+/* Blocks and figures a rollback may have undone, forgotten. */
+static void forget(struct cml *cml)
+{
+	cml->recno = (struct block){ 1, 0 };
+	for (size_t i = 0; i < cml->nvols; i++) {
+		cml->vols[i].stats_known = false;
+		cml->vols[i].fidseq = (struct block){ 1, 0 };
+	}
+}
+
+/* SQLite's rollback hook: a transaction (the caller's or ours) undone. */
+static void rolled_back(void *arg)
+{
+	forget(arg);
+}
+
 /* End the savepoint: keep its changes if @err is 0, else undo them. */
 static int end(struct cml *cml, int err)
 {
@@ -210,8 +261,88 @@ static int end(struct cml *cml, int err)
 	if (err) {
 		run(cml, S_ROLLBACK);
 		run(cml, S_RELEASE);
+		forget(cml);
 	}
 	return err;
+}
+
+/* What is kept of @volume; made if @make (NULL: no memory), else NULL. */
+static struct cml_vol *vol_of(struct cml *cml, uint32_t volume, bool make)
+{
+	struct cml_vol *v;
+
+	for (size_t i = 0; i < cml->nvols; i++)
+		if (cml->vols[i].volume == volume)
+			return &cml->vols[i];
+	if (!make)
+		return NULL;
+	if (cml->nvols == cml->vols_cap) {
+		size_t cap = cml->vols_cap ? cml->vols_cap * 2 : 4;
+
+		v = realloc(cml->vols, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		cml->vols = v;
+		cml->vols_cap = cap;
+	}
+	v = &cml->vols[cml->nvols++];
+	memset(v, 0, sizeof(*v));
+	v->volume = volume;
+	v->fidseq = (struct block){ 1, 0 };
+	return v;
+}
+
+/* @volume's log changed other than by an append: its figures are read anew. */
+static void stats_forget(struct cml *cml, uint32_t volume)
+{
+	struct cml_vol *v = vol_of(cml, volume, false);
+
+	if (v)
+		v->stats_known = false;
+}
+
+/*
+ * The next number of block @b, reserving a block of @n first if it is
+ * used up: @s is S_RESERVE (record numbers) or S_MINT (@volume's fids).
+ */
+static int take(struct cml *cml, struct block *b, enum stmt s,
+		uint32_t volume, int64_t n, uint64_t *out)
+{
+	sqlite3_stmt *st = cml->st[s];
+	sqlite3_int64 last = 0;
+	int rc, err = 0;
+
+	if (b->next <= b->last) {
+		*out = b->next++;
+		return 0;
+	}
+	if (s == S_MINT) {
+		sqlite3_bind_int64(st, 1, volume);
+		sqlite3_bind_int64(st, 2, n);
+	} else {
+		sqlite3_bind_int64(st, 1, n);
+	}
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		/* Past INT64_MAX SQLite's sum turns into a real. */
+		if (sqlite3_column_type(st, 0) != SQLITE_INTEGER)
+			err = -EOVERFLOW;
+		last = sqlite3_column_int64(st, 0);
+	} else {
+		err = rc == SQLITE_DONE ? -EUCLEAN : sql_err(rc);
+	}
+	/* RETURNING's row is out; step to the end so the change is made. */
+	if (!err && sqlite3_step(st) != SQLITE_DONE)
+		err = -EIO;
+	done(cml, s);
+	if (!err && last < n)
+		err = -EUCLEAN;
+	if (err)
+		return err;
+	b->next = (uint64_t)(last - n) + 1;
+	b->last = (uint64_t)last;
+	*out = b->next++;
+	return 0;
 }
 
 /* Encodings ------------------------------------------------------------ */
@@ -538,6 +669,8 @@ int cml_open(struct cml **cmlp, sqlite3 *db)
 		free(cml);
 		return err;
 	}
+	forget(cml);
+	sqlite3_rollback_hook(db, rolled_back, cml);
 	*cmlp = cml;
 	return 0;
 }
@@ -571,9 +704,11 @@ void cml_close(struct cml *cml)
 {
 	if (!cml)
 		return;
+	sqlite3_rollback_hook(cml->db, NULL, NULL);
 	finalize_all(cml);
 	if (cml->own_db)
 		sqlite3_close(cml->db);
+	free(cml->vols);
 	free(cml);
 }
 
@@ -619,31 +754,18 @@ int cml_set_client(struct cml *cml, uint32_t client)
 
 int cml_mint_fid(struct cml *cml, uint32_t volume, struct lento_fid *fid)
 {
-	sqlite3_stmt *st = cml->st[S_MINT];
-	sqlite3_int64 seq = 0;
-	int err, rc;
+	struct cml_vol *v = vol_of(cml, volume, true);
+	uint64_t seq;
+	int err;
 
-	err = begin(cml);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, volume);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		seq = sqlite3_column_int64(st, 0);
-	else
-		err = rc == SQLITE_DONE ? -EIO : sql_err(rc);
-	/* RETURNING's row is out; step to the end so the change is made. */
-	if (!err && sqlite3_step(st) != SQLITE_DONE)
-		err = -EIO;
-	done(cml, S_MINT);
-	if (!err && seq <= 0)
-		err = -EOVERFLOW;
-	err = end(cml, err);
+	if (!v)
+		return -ENOMEM;
+	err = take(cml, &v->fidseq, S_MINT, volume, FIDSEQ_BLOCK, &seq);
 	if (err)
 		return err;
 	fid->volume = volume;
 	fid->client = cml->client;
-	fid->seq = (uint64_t)seq;
+	fid->seq = seq;
 	return 0;
 }
 
@@ -675,24 +797,18 @@ static void col_attr(sqlite3_stmt *st, int col, struct lento_attr *a)
 	a->rdev = (uint64_t)sqlite3_column_int64(st, col + 8);
 }
 
-static int next_recno(struct cml *cml, uint64_t *recno)
+/* An appended record counted in its volume's figures, if they are kept. */
+static void count_append(struct cml *cml, const struct lento_rec *rec,
+			 uint64_t body_size)
 {
-	sqlite3_stmt *st = cml->st[S_NEXT_RECNO];
-	sqlite3_int64 v = 0;
-	int rc, err = 0;
+	struct cml_vol *v = vol_of(cml, rec->obj.volume, false);
 
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	else
-		err = rc == SQLITE_DONE ? -EUCLEAN : sql_err(rc);
-	if (!err && sqlite3_step(st) != SQLITE_DONE)
-		err = -EIO;
-	done(cml, S_NEXT_RECNO);
-	if (!err && v <= 0)
-		err = -EOVERFLOW;
-	*recno = (uint64_t)v;
-	return err;
+	if (!v || !v->stats_known)
+		return;
+	if (!v->stats.records || rec->time_ns < v->stats.oldest_ns)
+		v->stats.oldest_ns = rec->time_ns;
+	v->stats.records++;
+	v->stats.bytes += cml_rec_bytes(rec, body_size);
 }
 
 int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
@@ -706,10 +822,8 @@ int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
 		return err;
 	if (body_size > INT64_MAX)
 		return -EFBIG;
-	err = begin(cml);
-	if (err)
-		return err;
-	err = next_recno(cml, &recno);
+	/* One statement (and now and then a reservation): no savepoint. */
+	err = take(cml, &cml->recno, S_RESERVE, 0, RECNO_BLOCK, &recno);
 	if (!err) {
 		sqlite3_bind_int64(st, 1, (sqlite3_int64)recno);
 		sqlite3_bind_int64(st, 2, rec->op);
@@ -738,10 +852,11 @@ int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
 		sqlite3_bind_int64(st, 29, rec->obj.volume);
 		err = run(cml, S_INSERT);
 	}
-	err = end(cml, err);
-	if (!err)
-		rec->recno = recno;
-	return err;
+	if (err)
+		return err;
+	rec->recno = recno;
+	count_append(cml, rec, body_size);
+	return 0;
 }
 
 /* Reading -------------------------------------------------------------- */
@@ -829,6 +944,7 @@ int cml_batch(struct cml *cml, uint32_t volume, uint32_t max_records,
 	uint64_t first = 0, last = 0;
 	int n, err;
 
+	stats_forget(cml, volume);
 	err = begin(cml);
 	if (err)
 		return err;
@@ -854,6 +970,7 @@ int cml_list(struct cml *cml, uint32_t volume, cml_rec_fn *fn, void *arg)
 
 int cml_requeue(struct cml *cml, uint32_t volume)
 {
+	stats_forget(cml, volume);
 	sqlite3_bind_int64(cml->st[S_REQUEUE], 1, volume);
 	return run(cml, S_REQUEUE);
 }
@@ -864,6 +981,8 @@ int cml_drop(struct cml *cml, uint64_t recno)
 
 	if (recno > INT64_MAX)
 		return -ENOENT;
+	for (size_t i = 0; i < cml->nvols; i++)
+		cml->vols[i].stats_known = false;
 	sqlite3_bind_int64(cml->st[S_DROP], 1, (sqlite3_int64)recno);
 	err = run(cml, S_DROP);
 	return err ?: (sqlite3_changes(cml->db) ? 0 : -ENOENT);
@@ -888,6 +1007,7 @@ int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)
 
 	if (upto > INT64_MAX)
 		upto = INT64_MAX;
+	stats_forget(cml, volume);
 	sqlite3_bind_int64(cml->st[S_ACK], 1, volume);
 	sqlite3_bind_int64(cml->st[S_ACK], 2, (sqlite3_int64)upto);
 	err = run(cml, S_ACK);
@@ -897,8 +1017,13 @@ int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)
 int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 {
 	sqlite3_stmt *st = cml->st[S_STATS];
+	struct cml_vol *v = vol_of(cml, volume, true);
 	int rc, err = 0;
 
+	if (v && v->stats_known) {
+		*out = v->stats;
+		return 0;
+	}
 	memset(out, 0, sizeof(*out));
 	sqlite3_bind_int64(st, 1, volume);
 	rc = sqlite3_step(st);
@@ -911,6 +1036,10 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 		err = sql_err(rc) ?: -EIO;
 	}
 	done(cml, S_STATS);
+	if (!err && v) {
+		v->stats = *out;
+		v->stats_known = true;
+	}
 	return err;
 }
 
@@ -919,6 +1048,7 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 struct window {
 	struct cml_onode *nodes;
 	char **names;		/* per node: name and name2, one allocation */
+	struct lento_fid (*was)[CML_NSLOT];	/* per node: fids as loaded */
 	uint32_t n, cap;
 };
 
@@ -928,6 +1058,28 @@ static void window_free(struct window *w)
 		free(w->names[i]);
 	free(w->names);
 	free(w->nodes);
+	free(w->was);
+}
+
+static int window_grow(struct window *w)
+{
+	uint32_t cap = w->cap ? w->cap * 2 : 256;
+	void *p;
+
+	p = realloc(w->nodes, cap * sizeof(*w->nodes));
+	if (!p)
+		return -ENOMEM;
+	w->nodes = p;
+	p = realloc(w->names, cap * sizeof(*w->names));
+	if (!p)
+		return -ENOMEM;
+	w->names = p;
+	p = realloc(w->was, cap * sizeof(*w->was));
+	if (!p)
+		return -ENOMEM;
+	w->was = p;
+	w->cap = cap;
+	return 0;
 }
 
 static int window_load(struct cml *cml, uint32_t volume, struct window *w)
@@ -949,24 +1101,8 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 			err = -E2BIG;
 			break;
 		}
-		if (w->n == w->cap) {
-			uint32_t cap = w->cap ? w->cap * 2 : 256;
-			void *p = realloc(w->nodes, cap * sizeof(*w->nodes));
-
-			if (!p) {
-				err = -ENOMEM;
-				break;
-			}
-			w->nodes = p;
-			p = realloc(w->names, cap * sizeof(*w->names));
-			if (!p) {
-				err = -ENOMEM;
-				break;
-			}
-			w->names = p;
-			w->cap = cap;
-		}
-		err = col_rec(st, rec, NULL);
+		err = w->n == w->cap ? window_grow(w) : 0;
+		err = err ?: col_rec(st, rec, NULL);
 		if (err)
 			break;
 		l1 = strlen(rec->name);
@@ -999,6 +1135,7 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 			o->base_node[s] = w->n;
 			o->base_slot[s] = (uint8_t)s;
 		}
+		memcpy(w->was[w->n], o->fid, sizeof(o->fid));
 		w->n++;
 	}
 	if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -1105,13 +1242,79 @@ static int window_store(struct cml *cml, struct window *w)
 	return err;
 }
 
-int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st)
+/* How often one object is named: its fid and a change of that count. */
+struct named {
+	struct lento_fid fid;
+	int64_t delta;
+};
+
+static int named_cmp(const void *a, const void *b)
+{
+	const struct lento_fid *x = &((const struct named *)a)->fid;
+	const struct lento_fid *y = &((const struct named *)b)->fid;
+
+	if (x->volume != y->volume)
+		return x->volume < y->volume ? -1 : 1;
+	if (x->client != y->client)
+		return x->client < y->client ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void named_add(struct named *v, size_t *n,
+		      const struct lento_fid fids[CML_NSLOT], int64_t delta)
+{
+	for (int s = 0; s < CML_NSLOT; s++)
+		if (!lento_fid_is_null(&fids[s]))
+			v[(*n)++] = (struct named){ fids[s], delta };
+}
+
+/*
+ * Tell @fn how the rewrite changed the number of slots that name each
+ * object: each node dropped or rewritten no longer names what it named as
+ * loaded; a rewritten one names what it names now. Summed per object.
+ */
+static int window_counted(struct window *w, cml_count_fn *fn, void *arg)
+{
+	struct named *v;
+	size_t n = 0;
+	int err = 0;
+
+	v = malloc(((size_t)w->n * 2 * CML_NSLOT + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n; i++) {
+		const struct cml_onode *o = &w->nodes[i];
+
+		if (!o->dead && !o->dirty)
+			continue;
+		named_add(v, &n, w->was[i], -1);
+		if (!o->dead)
+			named_add(v, &n, o->fid, 1);
+	}
+	qsort(v, n, sizeof(*v), named_cmp);
+	for (size_t i = 0; !err && i < n;) {
+		int64_t sum = 0;
+		size_t j = i;
+
+		while (j < n && !named_cmp(&v[i], &v[j]))
+			sum += v[j++].delta;
+		if (sum)
+			err = fn(arg, &v[i].fid, sum);
+		i = j;
+	}
+	free(v);
+	return err;
+}
+
+int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st,
+		 cml_count_fn *counted, void *arg)
 {
 	struct cml_opt_stats local;
 	struct window w = { 0 };
 	int err;
 
 	memset(&local, 0, sizeof(local));
+	stats_forget(cml, volume);
 	err = begin(cml);
 	if (err)
 		return err;
@@ -1120,6 +1323,8 @@ int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st)
 		err = cml_opt_run(w.nodes, w.n, &local);
 	if (!err && w.n)
 		err = window_store(cml, &w);
+	if (!err && w.n && counted)
+		err = window_counted(&w, counted, arg);
 	err = end(cml, err);
 	window_free(&w);
 	if (!err && st)

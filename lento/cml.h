@@ -7,10 +7,12 @@
  *   cml table       one row per record (struct lento_rec), recno the key;
  *                   per record its volume and its state (pending, or taken
  *                   by a batch and not yet acknowledged: "shipped")
- *   cml_meta        format version, last record number given out (so a
+ *   cml_meta        format version, the last record number reserved (so a
  *                   number is never reused, also after its record was
  *                   acknowledged and lento restarted), client id, uuid
- *   cml_fidseq      per volume, the last fid sequence number minted
+ *   cml_fidseq      per volume, the last fid sequence number reserved
+ *
+ * Numbers are reserved in blocks (cml.c): they grow, with gaps.
  *
  * Record numbers count from 1 across all volumes of the client. Records of
  * a volume are shipped in record order; the server keeps the last one it
@@ -168,11 +170,20 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *st);
 uint64_t cml_rec_bytes(const struct lento_rec *rec, uint64_t body_size);
 
 /*
+ * The number of record slots (dir, obj, dir2, target) naming @fid moved
+ * by @delta (never 0). 0, or -errno to undo the whole change.
+ */
+typedef int cml_count_fn(void *arg, const struct lento_fid *fid,
+			 int64_t delta);
+
+/*
  * Rewrite @volume's pending records (those after the last shipped one) in
  * one transaction: cancel, merge and drop records as cml_opt.c describes,
  * so that shipping the result leaves the server in the state the whole
- * log would. @st may be NULL.
+ * log would. @st may be NULL. @counted (may be NULL) hears, inside the
+ * transaction, of each object whose count of slots naming it changed.
  */
-int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st);
+int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st,
+		 cml_count_fn *counted, void *arg);
 
 #endif /* LENTO_CML_H */

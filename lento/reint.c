@@ -55,6 +55,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -718,6 +719,15 @@ int reint_dirty_refresh(struct client *cl, uint32_t volume)
 	return err ?: cache_purge(cl->cache, volume);
 }
 
+/* The optimiser changed how many slots name @fid (cml_count_fn). */
+static int recount(void *arg, const struct lento_fid *fid, int64_t delta)
+{
+	int d = delta < INT_MIN ? INT_MIN : delta > INT_MAX ? INT_MAX :
+		(int)delta;
+
+	return cache_dirty_add(arg, fid, d);
+}
+
 /* The records the server has no longer make their objects dirty. */
 static int unmark_acked(struct client *cl, const struct batch *b,
 			uint64_t applied)
@@ -1127,7 +1137,7 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	/* Once per change of the log, not per batch: it reads it all. */
 	memset(&os, 0, sizeof(os));
 	if (v->log_changed) {
-		err = cml_optimise(cml, v->cv.id, &os);
+		err = cml_optimise(cml, v->cv.id, &os, recount, cl->cache);
 		if (err)
 			return err;
 		v->log_changed = false;
@@ -1142,9 +1152,9 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	n = cml_batch(cml, v->cv.id, BATCH_RECORDS_MAX, BATCH_BYTES_MAX,
 		      take_new, b);
 	err = n < 0 ? n : 0;
-	/* The log rewritten: count again what names what. */
+	/* Objects the rewrite left unnamed and clean are forgotten. */
 	if (!err && optimised(&os))
-		err = reint_dirty_refresh(cl, v->cv.id);
+		err = cache_purge(cl->cache, v->cv.id);
 	err = err ?: cache_commit_lazy(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
