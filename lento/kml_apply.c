@@ -92,6 +92,7 @@ void kapply_free(struct kapply *ka)
 	list_clear(ka);
 	free(ka->list);
 	free(ka->made);
+	free(ka->counts);
 	if (ka->mntfd >= 0)
 		close(ka->mntfd);
 	memset(ka, 0, sizeof(*ka));
@@ -107,6 +108,43 @@ void kapply_reset(struct kapply *ka)
 {
 	list_clear(ka);
 	ka->nmade = 0;
+	ka->ncounts = 0;
+}
+
+/*
+ * Each object a batch's records name is one more record dirty (cache.h's
+ * count), added up here and written once per object at the batch's end:
+ * nothing in a batch reads the count. Recent objects are the likely ones.
+ */
+static int count_add(struct kapply *ka, const struct lento_fid *fid)
+{
+	for (size_t i = ka->ncounts; i-- > 0;)
+		if (lento_fid_eq(&ka->counts[i].fid, fid)) {
+			ka->counts[i].n++;
+			return 0;
+		}
+	if (ka->ncounts == ka->counts_cap) {
+		size_t cap = ka->counts_cap ? 2 * ka->counts_cap : 64;
+		void *p = realloc(ka->counts, cap * sizeof(*ka->counts));
+
+		if (!p)
+			return -ENOMEM;
+		ka->counts = p;
+		ka->counts_cap = cap;
+	}
+	ka->counts[ka->ncounts++] = (struct kapply_count){ *fid, 1 };
+	return 0;
+}
+
+static int counts_write(struct kapply *ka)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < ka->ncounts; i++)
+		err = cache_dirty_add(ka->cache, &ka->counts[i].fid,
+				      ka->counts[i].n);
+	ka->ncounts = 0;
+	return err;
 }
 
 static int made_add(struct kapply *ka, const struct lento_fid *fid)
@@ -347,7 +385,7 @@ static int log_rec(struct kapply *ka, struct lento_rec *r, uint64_t body)
 
 	for (size_t i = 0; !err && i < 4; i++)
 		if (!lento_fid_is_null(f[i]))
-			err = cache_dirty_add(ka->cache, f[i], 1);
+			err = count_add(ka, f[i]);
 	if (!err)
 		ka->records++;
 	return err;
@@ -1370,7 +1408,14 @@ static int k_dirent(struct kapply *ka, const struct kml_record *r)
 
 /* ----------------------------------------------------------- dispatch */
 
-int kapply_record(struct kapply *ka, const struct kml_record *r)
+/*
+ * Apply one record, inside the batch's transaction: 0, KAPPLY_UNMAPPED
+ * (an object lento cannot name: nothing done, ka->why says which; the
+ * batch goes on -- a later record or recovery restates the object, and a
+ * record that could not be applied today will not be applicable tomorrow
+ * either), or -errno (the batch is rolled back).
+ */
+static int apply_record(struct kapply *ka, const struct kml_record *r)
 {
 	if (ka->listing && r->op != PRESTO_KML_DIRENT) {
 		/* Cut short (KML.md): void; the next mount restates it. */
@@ -1426,7 +1471,7 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 	*why = NULL;
 	while (!err && n < max && (!n || !until_ms || lo_now_ms() < until_ms) &&
 	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
-		err = kapply_record(ka, &r);
+		err = apply_record(ka, &r);
 		if (err == KAPPLY_UNMAPPED)
 			err = 0;	/* counted, and said by the caller */
 		last = r.seq;
@@ -1437,10 +1482,12 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		/* A listing not yet complete is read again after a restart. */
 		last = ka->listing && ka->list_seq <= last ? ka->list_seq - 1 :
 		       last;
-		err = cache_meta_set(ka->cache, poskey, (int64_t)last);
+		err = counts_write(ka);
+		err = err ?: cache_meta_set(ka->cache, poskey, (int64_t)last);
 		err = err ?: cache_commit_lazy(ka->cache);
 	}
 	if (err || !n) {
+		ka->ncounts = 0;
 		cache_rollback(ka->cache);
 		err = err ?: rc < 0 ? rc : 0;
 		if (err)

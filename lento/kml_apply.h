@@ -7,10 +7,9 @@
  * the segments and talks to presto) so that the unit tests drive it with
  * a cache and records of their own.
  *
- * The caller opens one transaction per batch of records (cache_begin),
- * passes them in order to kapply_record() and commits with the position;
- * kapply_batch_end() then tells it what the batch made, so the new
- * objects' flags can be persisted in the cache.
+ * kapply_batch() applies a batch of records in one transaction that also
+ * stores the position; kapply_batch_end() then tells the caller what the
+ * batch made, so the new objects' flags can be persisted in the cache.
  *
  * Mapping. A handle is the volume's root, or one the handles table knows
  * (lento recorded it when it materialised the object, or consumed its
@@ -19,7 +18,7 @@
  * is opened by its handle and its path looked up in the cache (a handle
  * lento failed to record). A record about an object none of that finds
  * is not applied: it is counted and reported (KAPPLY_UNMAPPED), never
- * dropped silently -- see kapply_record().
+ * dropped silently: the batch goes on without it.
  *
  * Recovery blocks (KML.md, "Recovery records") are state: a RESYNC's
  * attributes are compared with the cache's and the differences logged as
@@ -45,9 +44,15 @@
 #include "kml_read.h"
 #include "lento_types.h"
 
-#define KAPPLY_UNMAPPED	1	/* kapply_record(): not applied, counted */
+#define KAPPLY_UNMAPPED	1	/* a record not applied, counted */
 
 struct kapply_dirent;
+
+/* An object's records in the batch so far (kml_apply.c). */
+struct kapply_count {
+	struct lento_fid fid;
+	int n;
+};
 
 struct kapply {
 	struct cache *cache;
@@ -59,6 +64,9 @@ struct kapply {
 	/* New objects of this batch (their flags are persisted after it). */
 	struct lento_fid *made;
 	size_t nmade, made_cap;
+	/* How many of the batch's records name each object. */
+	struct kapply_count *counts;
+	size_t ncounts, counts_cap;
 	/* A recovery listing being gathered. */
 	struct kml_fh list_dir;
 	uint64_t list_seq;		/* its RESYNC_DIR's */
@@ -80,15 +88,6 @@ struct kapply {
 int kapply_init(struct kapply *ka, struct cache *c, uint32_t volume,
 		const struct lento_fid *root, const struct kml_fh *root_h);
 void kapply_free(struct kapply *ka);
-
-/*
- * Apply one record, inside the caller's transaction: 0, KAPPLY_UNMAPPED
- * (an object lento cannot name: nothing done, ka->why says which; the
- * caller logs it and goes on -- a later record or recovery restates the
- * object, and a record that could not be applied today will not be
- * applicable tomorrow either), or -errno (roll the batch back).
- */
-int kapply_record(struct kapply *ka, const struct kml_record *r);
 
 /*
  * One batch: the records @kr has up to @limit (presto's KML_DURABLE), at
