@@ -1268,6 +1268,25 @@ static void named_add(struct named *v, size_t *n,
 			v[(*n)++] = (struct named){ fids[s], delta };
 }
 
+/* Sum @v's changes per object and tell @fn each sum that is not 0. */
+static int named_tell(struct named *v, size_t n, cml_count_fn *fn, void *arg)
+{
+	int err = 0;
+
+	qsort(v, n, sizeof(*v), named_cmp);
+	for (size_t i = 0; !err && i < n;) {
+		int64_t sum = 0;
+		size_t j = i;
+
+		while (j < n && !named_cmp(&v[i], &v[j]))
+			sum += v[j++].delta;
+		if (sum)
+			err = fn(arg, &v[i].fid, sum);
+		i = j;
+	}
+	return err;
+}
+
 /*
  * Tell @fn how the rewrite changed the number of slots that name each
  * object: each node dropped or rewritten no longer names what it named as
@@ -1277,7 +1296,7 @@ static int window_counted(struct window *w, cml_count_fn *fn, void *arg)
 {
 	struct named *v;
 	size_t n = 0;
-	int err = 0;
+	int err;
 
 	v = malloc(((size_t)w->n * 2 * CML_NSLOT + 1) * sizeof(*v));
 	if (!v)
@@ -1291,17 +1310,31 @@ static int window_counted(struct window *w, cml_count_fn *fn, void *arg)
 		if (!o->dead)
 			named_add(v, &n, o->fid, 1);
 	}
-	qsort(v, n, sizeof(*v), named_cmp);
-	for (size_t i = 0; !err && i < n;) {
-		int64_t sum = 0;
-		size_t j = i;
+	err = named_tell(v, n, fn, arg);
+	free(v);
+	return err;
+}
 
-		while (j < n && !named_cmp(&v[i], &v[j]))
-			sum += v[j++].delta;
-		if (sum)
-			err = fn(arg, &v[i].fid, sum);
-		i = j;
+int cml_count_names(const struct lento_rec *recs, size_t n, int64_t sign,
+		    cml_count_fn *fn, void *arg)
+{
+	struct named *v;
+	size_t k = 0;
+	int err;
+
+	v = malloc((n * CML_NSLOT + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct lento_fid fids[CML_NSLOT] = {
+			[CML_DIR] = recs[i].dir, [CML_OBJ] = recs[i].obj,
+			[CML_DIR2] = recs[i].dir2,
+			[CML_TARGET] = recs[i].target,
+		};
+
+		named_add(v, &k, fids, sign);
 	}
+	err = named_tell(v, k, fn, arg);
 	free(v);
 	return err;
 }

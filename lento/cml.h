@@ -186,4 +186,11 @@ typedef int cml_count_fn(void *arg, const struct lento_fid *fid,
 int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st,
 		 cml_count_fn *counted, void *arg);
 
+/*
+ * Tell @fn, once per object, how many slots of the @n records @recs name
+ * it, times @sign. Stops at @fn's first error and returns it; -ENOMEM.
+ */
+int cml_count_names(const struct lento_rec *recs, size_t n, int64_t sign,
+		    cml_count_fn *fn, void *arg);
+
 #endif /* LENTO_CML_H */

@@ -733,11 +733,12 @@ static int unmark_acked(struct client *cl, const struct batch *b,
 			uint64_t applied)
 {
 	struct cml_stats cs;
-	int err = 0;
+	uint32_t n = 0;
+	int err;
 
-	for (uint32_t i = 0; !err && i < b->n && b->recs[i].recno <= applied;
-	     i++)
-		err = count_rec(cl->cache, &b->recs[i], -1);
+	while (n < b->n && b->recs[n].recno <= applied)
+		n++;
+	err = cml_count_names(b->recs, n, -1, recount, cl->cache);
 	/* An empty log leaves nothing dirty, whatever was counted. */
 	err = err ?: cml_stats(cache_cml(cl->cache), b->volume, &cs);
 	if (!err && !cs.records)

@@ -1137,6 +1137,31 @@ static int take_none(void *arg, const struct lento_rec *rec, uint64_t body)
 	return 0;
 }
 
+/* Records' names summed per object, each object told once. */
+START_TEST(count_names_sums_per_object)
+{
+	struct lento_rec r[3];
+	struct counts cs = { 0 };
+	struct lento_fid d = { VOL, 0, 1 }, a = { VOL, 0, 2 },
+			 b = { VOL, CLIENT, 3 };
+
+	memset(r, 0, sizeof(r));
+	r[0].dir = d;
+	r[0].obj = a;
+	r[1].obj = a;
+	r[2].dir = d;
+	r[2].obj = b;
+	r[2].dir2 = d;
+	ck_assert_int_eq(cml_count_names(r, 3, -1, counts_add, &cs), 0);
+	ck_assert_uint_eq(cs.len, 3);
+	for (size_t i = 0; i < cs.len; i++)
+		ck_assert_int_eq(cs.n[i], lento_fid_eq(&cs.fid[i], &d) ? -3 :
+				 lento_fid_eq(&cs.fid[i], &a) ? -2 : -1);
+	free(cs.fid);
+	free(cs.n);
+}
+END_TEST
+
 /* The figures kept between reads follow every change of the log. */
 START_TEST(stats_follow_the_log)
 {
@@ -2560,6 +2585,7 @@ static Suite *cml_suite(void)
 	tcase_add_test(log, append_numbers_and_persists);
 	tcase_add_test(log, numbers_after_a_rollback);
 	tcase_add_test(log, stats_follow_the_log);
+	tcase_add_test(log, count_names_sums_per_object);
 	tcase_add_test(log, round_trip_every_field);
 	tcase_add_test(log, append_refuses_bad_records);
 	tcase_add_test(log, refuses_newer_format);
