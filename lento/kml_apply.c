@@ -93,6 +93,7 @@ void kapply_free(struct kapply *ka)
 	free(ka->list);
 	free(ka->made);
 	free(ka->counts);
+	free(ka->rows);
 	if (ka->mntfd >= 0)
 		close(ka->mntfd);
 	memset(ka, 0, sizeof(*ka));
@@ -109,6 +110,7 @@ void kapply_reset(struct kapply *ka)
 	list_clear(ka);
 	ka->nmade = 0;
 	ka->ncounts = 0;
+	ka->nrows = 0;
 }
 
 /*
@@ -134,6 +136,87 @@ static int count_add(struct kapply *ka, const struct lento_fid *fid)
 	}
 	ka->counts[ka->ncounts++] = (struct kapply_count){ *fid, 1 };
 	return 0;
+}
+
+/*
+ * The rows of the objects a batch reads and changes are kept here and
+ * written once each at its end: a file unpacked is a CREATE, a STORE and
+ * a SETATTR or two, each reading and rewriting its row. Nothing else in
+ * a batch reads the cache's rows (its names and handles are written at
+ * once), and a batch rolled back forgets them.
+ */
+static struct kapply_row *row_of(struct kapply *ka,
+				 const struct lento_fid *fid)
+{
+	for (size_t i = ka->nrows; i-- > 0;)
+		if (lento_fid_eq(&ka->rows[i].o.fid, fid))
+			return &ka->rows[i];
+	return NULL;
+}
+
+static struct kapply_row *row_new(struct kapply *ka)
+{
+	if (ka->nrows == ka->rows_cap) {
+		size_t cap = ka->rows_cap ? 2 * ka->rows_cap : 64;
+		void *p = realloc(ka->rows, cap * sizeof(*ka->rows));
+
+		if (!p)
+			return NULL;
+		ka->rows = p;
+		ka->rows_cap = cap;
+	}
+	return &ka->rows[ka->nrows++];
+}
+
+static int obj_get(struct kapply *ka, const struct lento_fid *fid,
+		   struct cache_obj *o)
+{
+	struct kapply_row *row = row_of(ka, fid);
+	int err;
+
+	if (row) {
+		*o = row->o;
+		return 0;
+	}
+	err = cache_obj_get(ka->cache, fid, o, NULL, 0);
+	if (err)
+		return err;
+	row = row_new(ka);
+	if (!row)
+		return -ENOMEM;
+	*row = (struct kapply_row){ .o = *o };
+	return 0;
+}
+
+/* A symlink's target is written at once; its row as the others. */
+static int obj_put(struct kapply *ka, const struct cache_obj *o,
+		   const char *target, size_t target_len)
+{
+	struct kapply_row *row = row_of(ka, &o->fid);
+	int err = 0;
+
+	if (target)
+		err = cache_obj_put(ka->cache, o, target, target_len);
+	if (err)
+		return err;
+	if (!row)
+		row = row_new(ka);
+	if (!row)
+		return -ENOMEM;
+	*row = (struct kapply_row){ .o = *o, .changed = !target };
+	return 0;
+}
+
+static int rows_write(struct kapply *ka)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < ka->nrows; i++)
+		if (ka->rows[i].changed)
+			err = cache_obj_put(ka->cache, &ka->rows[i].o, NULL,
+					    0);
+	ka->nrows = 0;
+	return err;
 }
 
 static int counts_write(struct kapply *ka)
@@ -396,19 +479,19 @@ static int touch_dir(struct kapply *ka, const struct lento_fid *dir,
 		     int nlink_delta, int64_t t)
 {
 	struct cache_obj d;
-	int err = cache_obj_get(ka->cache, dir, &d, NULL, 0);
+	int err = obj_get(ka, dir, &d);
 
 	if (err)
 		return err;
 	d.nlink = (uint32_t)((int64_t)d.nlink + nlink_delta);
 	d.attr.mtime_ns = d.attr.ctime_ns = t;
-	return cache_obj_put(ka->cache, &d, NULL, 0);
+	return obj_put(ka, &d, NULL, 0);
 }
 
 static int get(struct kapply *ka, const struct lento_fid *fid,
 	       struct cache_obj *o)
 {
-	int err = cache_obj_get(ka->cache, fid, o, NULL, 0);
+	int err = obj_get(ka, fid, o);
 
 	/* A handle mapped to a fid the cache lost: a broken database. */
 	return err == -ENOENT ? -EUCLEAN : err;
@@ -461,7 +544,7 @@ static int new_obj(struct kapply *ka, const struct who *w,
 		r.data = target;
 		r.data_len = (uint32_t)target_len;
 	}
-	err = cache_obj_put(ka->cache, &o, target, target_len);
+	err = obj_put(ka, &o, target, target_len);
 	err = err ?: cache_dirent_put(ka->cache, dir, name, &o.fid);
 	err = err ?: touch_dir(ka, dir, type == LENTO_T_DIR, w->time_ns);
 	err = err ?: record_handle(ka, &o.fid, h);
@@ -493,7 +576,7 @@ static int remove_name(struct kapply *ka, const struct who *w,
 		r.flags = LENTO_R_LASTLINK;
 	o->attr.ctime_ns = w->time_ns;
 	err = cache_dirent_del(ka->cache, dir, name);
-	err = err ?: cache_obj_put(ka->cache, o, NULL, 0);
+	err = err ?: obj_put(ka, o, NULL, 0);
 	err = err ?: touch_dir(ka, dir, isdir ? -1 : 0, w->time_ns);
 	return err ?: log_rec(ka, &r, 0);
 }
@@ -517,7 +600,7 @@ static int add_link(struct kapply *ka, const struct who *w,
 	snprintf(r.name, sizeof(r.name), "%s", name);
 	o->nlink = nlink ? nlink : o->nlink + 1;
 	o->attr.ctime_ns = w->time_ns;
-	err = cache_obj_put(ka->cache, o, NULL, 0);
+	err = obj_put(ka, o, NULL, 0);
 	err = err ?: cache_dirent_put(ka->cache, dir, name, &o->fid);
 	err = err ?: touch_dir(ka, dir, 0, w->time_ns);
 	return err ?: log_rec(ka, &r, 0);
@@ -581,7 +664,7 @@ static int rename_log(struct kapply *ka, const struct who *w,
 	snprintf(r.name, sizeof(r.name), "%s", a->name);
 	snprintf(r.name2, sizeof(r.name2), "%s", a->name2);
 	a->o->attr.ctime_ns = w->time_ns;
-	err = cache_obj_put(ka->cache, a->o, NULL, 0);
+	err = obj_put(ka, a->o, NULL, 0);
 	if (!err && a->t) {
 		r.target = a->t->fid;
 		r.base_target = a->t->vv;
@@ -592,7 +675,7 @@ static int rename_log(struct kapply *ka, const struct who *w,
 				r.flags |= LENTO_R_LASTLINK;
 		}
 		a->t->attr.ctime_ns = w->time_ns;
-		err = cache_obj_put(ka->cache, a->t, NULL, 0);
+		err = obj_put(ka, a->t, NULL, 0);
 	}
 	err = err ?: rename_names(ka, a);
 	err = err ?: rename_dirs(ka, a, w->time_ns);
@@ -776,7 +859,7 @@ static int setattr_log(struct kapply *ka, const struct who *w,
 	r.base_obj = o->vv;
 	r.attr = *a;
 	attr_merge(&o->attr, a);
-	return cache_obj_put(ka->cache, o, NULL, 0) ?: log_rec(ka, &r, 0);
+	return obj_put(ka, o, NULL, 0) ?: log_rec(ka, &r, 0);
 }
 
 static int k_setattr(struct kapply *ka, const struct kml_record *r)
@@ -827,7 +910,7 @@ static int xattr_log(struct kapply *ka, const struct kml_record *r,
 		o->attr.mode = r->attr.mode & 07777;
 	o->attr.ctime_ns = r->attr.valid & PRESTO_KML_A_CTIME ?
 			   r->attr.ctime_ns : r->time_ns;
-	return cache_obj_put(ka->cache, o, NULL, 0) ?: log_rec(ka, &rec, 0);
+	return obj_put(ka, o, NULL, 0) ?: log_rec(ka, &rec, 0);
 }
 
 static int k_xattr(struct kapply *ka, const struct kml_record *r)
@@ -872,7 +955,7 @@ static int k_store(struct kapply *ka, const struct kml_record *r)
 	attr_merge(&o.attr, &rec.attr);
 	o.data = true;
 	o.used_ms = wall_ms_now();
-	return cache_obj_put(ka->cache, &o, NULL, 0) ?:
+	return obj_put(ka, &o, NULL, 0) ?:
 	       log_rec(ka, &rec, rec.attr.size);
 }
 
@@ -1482,12 +1565,15 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		/* A listing not yet complete is read again after a restart. */
 		last = ka->listing && ka->list_seq <= last ? ka->list_seq - 1 :
 		       last;
-		err = counts_write(ka);
+		/* The rows first: the counts update them. */
+		err = rows_write(ka);
+		err = err ?: counts_write(ka);
 		err = err ?: cache_meta_set(ka->cache, poskey, (int64_t)last);
 		err = err ?: cache_commit_lazy(ka->cache);
 	}
 	if (err || !n) {
 		ka->ncounts = 0;
+		ka->nrows = 0;
 		cache_rollback(ka->cache);
 		err = err ?: rc < 0 ? rc : 0;
 		if (err)

@@ -48,6 +48,12 @@
 
 struct kapply_dirent;
 
+/* An object's row as the batch has it (kml_apply.c). */
+struct kapply_row {
+	struct cache_obj o;
+	bool changed;		/* to be written */
+};
+
 /* An object's records in the batch so far (kml_apply.c). */
 struct kapply_count {
 	struct lento_fid fid;
@@ -67,6 +73,9 @@ struct kapply {
 	/* How many of the batch's records name each object. */
 	struct kapply_count *counts;
 	size_t ncounts, counts_cap;
+	/* The rows of the objects the batch read or changed. */
+	struct kapply_row *rows;
+	size_t nrows, rows_cap;
 	/* A recovery listing being gathered. */
 	struct kml_fh list_dir;
 	uint64_t list_seq;		/* its RESYNC_DIR's */
