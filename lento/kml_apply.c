@@ -114,26 +114,42 @@ void kapply_reset(struct kapply *ka)
 }
 
 /*
+ * The array @v of @size-byte elements, @n used of *@cap, with room for
+ * one more: @v itself, or where it moved, or NULL (no memory; @v is left
+ * as it was).
+ */
+static void *room(void *v, size_t n, size_t *cap, size_t size)
+{
+	size_t c = *cap ? 2 * *cap : 64;
+	void *p;
+
+	if (n < *cap)
+		return v;
+	p = realloc(v, c * size);
+	if (p)
+		*cap = c;
+	return p;
+}
+
+/*
  * Each object a batch's records name is one more record dirty (cache.h's
  * count), added up here and written once per object at the batch's end:
  * nothing in a batch reads the count. Recent objects are the likely ones.
  */
 static int count_add(struct kapply *ka, const struct lento_fid *fid)
 {
+	void *p;
+
 	for (size_t i = ka->ncounts; i-- > 0;)
 		if (lento_fid_eq(&ka->counts[i].fid, fid)) {
 			ka->counts[i].n++;
 			return 0;
 		}
-	if (ka->ncounts == ka->counts_cap) {
-		size_t cap = ka->counts_cap ? 2 * ka->counts_cap : 64;
-		void *p = realloc(ka->counts, cap * sizeof(*ka->counts));
-
-		if (!p)
-			return -ENOMEM;
-		ka->counts = p;
-		ka->counts_cap = cap;
-	}
+	p = room(ka->counts, ka->ncounts, &ka->counts_cap,
+		 sizeof(*ka->counts));
+	if (!p)
+		return -ENOMEM;
+	ka->counts = p;
 	ka->counts[ka->ncounts++] = (struct kapply_count){ *fid, 1 };
 	return 0;
 }
@@ -156,15 +172,11 @@ static struct kapply_row *row_of(struct kapply *ka,
 
 static struct kapply_row *row_new(struct kapply *ka)
 {
-	if (ka->nrows == ka->rows_cap) {
-		size_t cap = ka->rows_cap ? 2 * ka->rows_cap : 64;
-		void *p = realloc(ka->rows, cap * sizeof(*ka->rows));
+	void *p = room(ka->rows, ka->nrows, &ka->rows_cap, sizeof(*ka->rows));
 
-		if (!p)
-			return NULL;
-		ka->rows = p;
-		ka->rows_cap = cap;
-	}
+	if (!p)
+		return NULL;
+	ka->rows = p;
 	return &ka->rows[ka->nrows++];
 }
 
@@ -232,15 +244,11 @@ static int counts_write(struct kapply *ka)
 
 static int made_add(struct kapply *ka, const struct lento_fid *fid)
 {
-	if (ka->nmade == ka->made_cap) {
-		size_t cap = ka->made_cap ? 2 * ka->made_cap : 64;
-		void *p = realloc(ka->made, cap * sizeof(*ka->made));
+	void *p = room(ka->made, ka->nmade, &ka->made_cap, sizeof(*ka->made));
 
-		if (!p)
-			return -ENOMEM;
-		ka->made = p;
-		ka->made_cap = cap;
-	}
+	if (!p)
+		return -ENOMEM;
+	ka->made = p;
 	ka->made[ka->nmade++] = *fid;
 	return 0;
 }
@@ -1065,16 +1073,11 @@ static int k_resync_dir(struct kapply *ka, const struct kml_record *r)
 static int list_add(struct kapply *ka, const struct kml_record *r)
 {
 	struct kapply_dirent *e;
+	void *p = room(ka->list, ka->nlist, &ka->list_cap, sizeof(*ka->list));
 
-	if (ka->nlist == ka->list_cap) {
-		size_t cap = ka->list_cap ? 2 * ka->list_cap : 64;
-		void *p = realloc(ka->list, cap * sizeof(*ka->list));
-
-		if (!p)
-			return -ENOMEM;
-		ka->list = p;
-		ka->list_cap = cap;
-	}
+	if (!p)
+		return -ENOMEM;
+	ka->list = p;
 	e = &ka->list[ka->nlist];
 	memset(e, 0, sizeof(*e));
 	name_of(r->name, r->name_len, e->name);
