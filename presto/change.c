@@ -123,7 +123,7 @@ static int presto_change_marks(struct presto_change *chg)
 				break;
 		if (k < i)
 			continue;
-		m = presto_mark_get(chg->sb, chg->mark_on[i]);
+		m = presto_mark_get(chg->sb, chg->mark_on[i], true);
 		if (IS_ERR(m))
 			return PTR_ERR(m);
 		chg->marks[i] = m;
@@ -184,7 +184,7 @@ int presto_change_begin(struct presto_change *chg, struct super_block *sb,
 		presto_kml_set_names(e, name, name2, data, data_len);
 		chg->rec = e;
 	}
-	/* Marks are made by a worker that takes the lower's write access. */
+	/* A mark is made before the lower's write access is taken. */
 	err = presto_change_marks(chg);
 	if (err)
 		goto fail;
@@ -381,7 +381,7 @@ static struct presto_mark *presto_data_mark(struct file *file)
 
 		parent = dget_parent(lower);
 		whom = presto_mark_whom(lower, parent);
-		m = presto_mark_get(sb, whom);
+		m = presto_mark_get(sb, whom, false);
 		if (IS_ERR(m)) {
 			dput(parent);
 			return m;

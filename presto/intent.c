@@ -19,11 +19,14 @@
  * durable once the log is durable up to the mark's last_seq (the log is
  * durable in prefix order); the sweep then removes the link.
  *
- * Links are made and removed by an ordered workqueue, never by the caller:
- * page_mkwrite() needs a mark with the mmap lock held, and taking a
+ * A namespace or attribute change makes its link itself, before it takes
+ * write access to the lower or any lower lock: a hand-off to a worker
+ * would cost two context switches per new mark (rm -rf marks every
+ * directory it empties). A data mark is made by an ordered workqueue:
+ * page_mkwrite() needs one with the mmap lock held, and taking a
  * directory's i_rwsem there would invert readdir's order (i_rwsem, then
- * a fault). A caller waits (killable) for its mark, holding no lower lock
- * and no write access to the lower.
+ * a fault); a writer waits (killable) for it, holding no lower lock and
+ * no write access to the lower. Sweeps run on the same workqueue.
  *
  * A file's data is not ordered with its mark either: delayed allocation
  * writes it back long after the STORE that describes it is durable. A
@@ -193,9 +196,9 @@ static bool presto_mark_unused(struct presto_intent *in, struct presto_mark *m)
 	return false;
 }
 
-static void presto_mark_work(struct work_struct *work)
+/* Make @m's link, in the caller's context or the worker's. */
+static void presto_mark_set(struct presto_mark *m)
 {
-	struct presto_mark *m = container_of(work, struct presto_mark, work);
 	struct presto_intent *in = m->in;
 	const struct cred *old;
 	bool free = false;
@@ -225,18 +228,26 @@ static void presto_mark_work(struct work_struct *work)
 		kfree(m);
 }
 
+static void presto_mark_work(struct work_struct *work)
+{
+	presto_mark_set(container_of(work, struct presto_mark, work));
+}
+
 /*
  * Mark @lower (a lower inode of this fileset) before changing it or its
  * entries, and return the mark, held: let go of it with presto_mark_put().
- * Waits for the link (killable); the caller holds no lower lock and no
- * write access to the lower.
+ * A new mark's link is made here if @here, else by the workqueue (see
+ * above); either way the call returns once the link exists, and a wait
+ * for it is killable. The caller holds no lower lock and no write access
+ * to the lower.
  */
 struct presto_mark *presto_mark_get(struct super_block *sb,
-				    struct inode *lower)
+				    struct inode *lower, bool here)
 {
 	struct presto_intent *in = presto_sb(sb)->intent;
 	struct presto_mark *m, *new = NULL;
 	unsigned int cleared;
+	bool fresh = false;
 	int err;
 
 again:
@@ -270,11 +281,15 @@ again:
 		m->state = PRESTO_MARK_SETTING;
 		INIT_WORK(&m->work, presto_mark_work);
 		hash_add(in->marks, &m->node, m->ino);
-		queue_work(in->wq, &m->work);
+		fresh = true;
 	}
 	m->users++;
 	spin_unlock(&in->lock);
 	kfree(new);
+	if (fresh && here)
+		presto_mark_set(m);
+	else if (fresh)
+		queue_work(in->wq, &m->work);
 
 	err = wait_event_killable(in->wait,
 				  READ_ONCE(m->state) != PRESTO_MARK_SETTING);

@@ -244,7 +244,7 @@ int presto_private_unlink(const struct path *dir, const char *name);
 /* intent.c */
 struct presto_mark;
 struct presto_mark *presto_mark_get(struct super_block *sb,
-				    struct inode *lower);
+				    struct inode *lower, bool here);
 void presto_mark_hold(struct super_block *sb, struct presto_mark *m);
 void presto_mark_put(struct super_block *sb, struct presto_mark *m, u64 seq);
 bool presto_mark_is(const struct presto_mark *m, const struct inode *lower);
