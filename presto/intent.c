@@ -279,17 +279,18 @@ again:
 		m->gen = lower->i_generation;
 		m->secs = ktime_get_real_seconds();
 		m->state = PRESTO_MARK_SETTING;
-		INIT_WORK(&m->work, presto_mark_work);
 		hash_add(in->marks, &m->node, m->ino);
 		fresh = true;
 	}
 	m->users++;
 	spin_unlock(&in->lock);
 	kfree(new);
-	if (fresh && here)
+	if (fresh && here) {
 		presto_mark_set(m);
-	else if (fresh)
+	} else if (fresh) {
+		INIT_WORK(&m->work, presto_mark_work);
 		queue_work(in->wq, &m->work);
+	}
 
 	err = wait_event_killable(in->wait,
 				  READ_ONCE(m->state) != PRESTO_MARK_SETTING);
