@@ -26,10 +26,14 @@
 				 IOCB_APPEND | IOCB_DIRECT | IOCB_WRITE | \
 				 IOCB_NOIO)
 
-/* Open flags that need a lower file of their own. */
+/*
+ * Open flags that need a lower file of their own. Not O_NONBLOCK, which
+ * nginx opens every file with: it means nothing to a regular file's lower
+ * I/O, where presto passes only its own kiocb's flags, and the VFS reads
+ * it from presto's file (splice, sendfile, leases).
+ */
 #define PRESTO_PRIVATE_FLAGS	(O_ACCMODE | O_APPEND | O_DIRECT | O_NOATIME | \
-				 O_NONBLOCK | O_DSYNC | __O_SYNC | FASYNC | \
-				 __FMODE_EXEC)
+				 O_DSYNC | __O_SYNC | FASYNC | __FMODE_EXEC)
 
 struct file *presto_open_lower(const struct path *lower, int flags,
 			       const struct cred *cred)

@@ -5,6 +5,7 @@
  */
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -380,7 +381,55 @@ static void removed_file_space_freed(void)
 	CHECK(after.f_bfree + (1ul << 20) / (unsigned long)before.f_bsize >= before.f_bfree);
 }
 
+/*
+ * Read-only opens with O_NONBLOCK (nginx opens every file so) share
+ * presto's lower file with plain ones: each descriptor keeps its own
+ * position and flags, and sendfile from it works.
+ */
+static void nonblock_readers(void)
+{
+	char buf[16];
+	off_t off = 2;
+	int a, b, c, p[2];
+
+	write_file("f", "0123456789", 10, 0644);
+	a = CHECK_OK(open("f", O_RDONLY | O_NONBLOCK));
+	b = CHECK_OK(open("f", O_RDONLY));
+	c = CHECK_OK(open("f", O_RDONLY | O_NONBLOCK));
+	CHECK_EQ(read(a, buf, 3), 3);
+	CHECK(!memcmp(buf, "012", 3));
+	CHECK_EQ(read(b, buf, 2), 2);
+	CHECK(!memcmp(buf, "01", 2));
+	CHECK_EQ(read(a, buf, 3), 3);
+	CHECK(!memcmp(buf, "345", 3));
+	CHECK(fcntl(a, F_GETFL) & O_NONBLOCK);
+	CHECK(!(fcntl(b, F_GETFL) & O_NONBLOCK));
+	CHECK_OK(fcntl(a, F_SETFL, 0));
+	CHECK(!(fcntl(a, F_GETFL) & O_NONBLOCK));
+	CHECK(fcntl(c, F_GETFL) & O_NONBLOCK);
+	CHECK_EQ(read(a, buf, sizeof(buf)), 4);
+	CHECK(!memcmp(buf, "6789", 4));
+	CHECK_OK(pipe(p));
+	CHECK_EQ(sendfile(p[1], c, &off, 8), 8);
+	CHECK_EQ(off, 10);
+	CHECK_EQ(lseek(c, 0, SEEK_CUR), 0);
+	CHECK_EQ(read(p[0], buf, sizeof(buf)), 8);
+	CHECK(!memcmp(buf, "23456789", 8));
+	CHECK_EQ(sendfile(p[1], c, NULL, 4), 4);
+	CHECK_EQ(lseek(c, 0, SEEK_CUR), 4);
+	CHECK_EQ(read(p[0], buf, sizeof(buf)), 4);
+	CHECK(!memcmp(buf, "0123", 4));
+	CHECK_EQ(lseek(b, 0, SEEK_CUR), 2);
+	close(p[0]);
+	close(p[1]);
+	close(a);
+	close(b);
+	close(c);
+	CHECK_OK(unlink("f"));
+}
+
 const struct posix_case presto_cases[] = {
+	{ "regress-nonblock-readers", nonblock_readers, 0 },
 	{ "regress-removed-file-space-freed", removed_file_space_freed, 0 },
 	{ "regress-direct-on-special-files", direct_on_special_files, 0 },
 	{ "regress-symlink-and-fifo-times", symlink_and_fifo_times, 0 },
