@@ -34,11 +34,13 @@
  *
  * fsync of a file must make its records durable too, and a sync of the
  * segment costs a jbd2 commit and two cache flushes on top of the file's
- * own. So the thread keeps the current segment initialised ahead of its
- * last record (zeros written and committed, PRESTO_KML_ZERO_AHEAD):
- * records written there change no metadata, and once written back they
- * are durable at the next cache flush -- which the fsync of the lower file
- * that follows always issues (presto_journal_wait_written()).
+ * own. So a segment is initialised whole before it is used: zeros written
+ * over its preallocated room when it is made, committed by the sync of its
+ * header. Records written there change no metadata, and once written back
+ * they are durable at the next cache flush -- which the fsync of the lower
+ * file that follows always issues (presto_journal_wait_written()). Zeroing
+ * as the records advance would cost a commit of its own every few hundred
+ * KiB of log, in the middle of the changes being logged.
  */
 #include <linux/crc32.h>
 #include <linux/falloc.h>
@@ -60,18 +62,21 @@
 #define PRESTO_KML_BUF_SIZE	(256U << 10)
 /* What the mount scan reads at a time: at least two whole records. */
 #define PRESTO_KML_SCAN_BUF	(256U << 10)
-/* Initialised segment kept ahead of the last record, and a step of it. */
-#define PRESTO_KML_ZERO_AHEAD	(1U << 20)
-#define PRESTO_KML_ZERO_STEP	PRESTO_KML_BUF_SIZE
+/* What a segment's room is zeroed with at a time. */
+#define PRESTO_KML_ZERO_CHUNK	(64U << 10)
 /* Queued bytes that wake the thread before its next round. */
-#define PRESTO_KML_WAKE_BYTES	(128U << 10)
+#define PRESTO_KML_WAKE_BYTES	(1U << 20)
 /*
  * Room only records owed for changes already made (STOREs at close) may
  * use, so that they never find the log full.
  */
 #define PRESTO_KML_FORCE_ROOM	(256U << 10)
-/* Records reach the segment file within a second, the disk within five. */
-#define PRESTO_KML_FLUSH	HZ
+/*
+ * Records reach the disk within five seconds, as ext4's own changes do.
+ * They are written to the segment no sooner than they are synced unless
+ * many are queued: each round that writes records after new intent marks
+ * were set costs a jbd2 commit first (presto_intent_commit()).
+ */
 #define PRESTO_KML_SYNC		(5 * HZ)
 
 struct presto_kml_seg {
@@ -80,6 +85,7 @@ struct presto_kml_seg {
 	u64 first_seq;		/* of its first record */
 	u64 size;		/* bytes preallocated, header included */
 	u64 used;		/* bytes written, header included */
+	u64 zero_end;		/* zeros written up to here (0: not yet) */
 	u64 zeroed;		/* initialised and committed up to here */
 	struct file *file;	/* open while current or spare */
 };
@@ -162,6 +168,36 @@ static bool presto_journal_urgent(struct presto_journal *j)
 static void presto_seg_name(char *name, size_t size, u64 segno)
 {
 	snprintf(name, size, "kml.%08llu", segno);
+}
+
+/*
+ * From the journal thread (its limits, not a user's): write zeros over
+ * @s's room past its records, and start writing them back. The next sync
+ * of the segment commits them -- of a spare, the sync of its header --
+ * after which records written there move no metadata. What could not be
+ * zeroed (an I/O error) is left out: an fsync with records there syncs
+ * the segment instead (presto_journal_write_back()).
+ */
+static void presto_seg_zero(struct presto_kml_seg *s)
+{
+	loff_t pos = max(s->used, PRESTO_KML_HDR_SIZE);
+	void *zeros;
+	ssize_t ret;
+
+	s->zero_end = pos;
+	zeros = kvzalloc(PRESTO_KML_ZERO_CHUNK, GFP_KERNEL);
+	if (!zeros)
+		return;
+	while (pos < s->size) {
+		ret = kernel_write(s->file, zeros,
+				   min_t(u64, PRESTO_KML_ZERO_CHUNK,
+					 s->size - pos), &pos);
+		if (ret <= 0)
+			break;
+	}
+	kvfree(zeros);
+	s->zero_end = pos;
+	filemap_fdatawrite(s->file->f_mapping);
 }
 
 /* Create and preallocate segment @segno; no header yet. */
@@ -252,6 +288,8 @@ static void presto_journal_make_spare(struct presto_journal *j)
 			err = -ENOSPC;
 			presto_seg_drop(j, s);
 			s = NULL;
+		} else {
+			presto_seg_zero(s);
 		}
 	}
 	spin_lock(&j->lock);
@@ -296,13 +334,14 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 	/*
 	 * On disk before the segment is used: it carries the numbering on
 	 * once older segments are retired, and a crash must not leave a
-	 * segment whose size is there and whose header is not.
+	 * segment whose size is there and whose header is not. The full
+	 * fsync commits the zeros after it and the size they gave the file.
 	 */
-	ret = vfs_fsync(s->file, 1);
+	ret = vfs_fsync(s->file, 0);
 	if (ret)
 		return ret;
 	s->first_seq = first_seq;
-	s->zeroed = PRESTO_KML_HDR_SIZE;
+	s->zeroed = max_t(u64, s->zero_end, PRESTO_KML_HDR_SIZE);
 	return 0;
 }
 
@@ -447,37 +486,6 @@ static int presto_journal_write(struct presto_journal *j)
 }
 
 /*
- * Initialise the next step of the current segment past its last record
- * (zeros, then a sync that commits them and makes every record so far
- * durable), once the log is in use and the initialised part is less than
- * PRESTO_KML_ZERO_AHEAD ahead.
- */
-static int presto_journal_zero_ahead(struct presto_journal *j)
-{
-	struct presto_kml_seg *s = j->cur;
-	loff_t pos = max(s->zeroed, s->used);
-	size_t len;
-	ssize_t ret;
-	int err;
-
-	if (s->used == PRESTO_KML_HDR_SIZE || s->zeroed >= s->size ||
-	    s->zeroed >= s->used + PRESTO_KML_ZERO_AHEAD)
-		return 0;
-	len = min_t(u64, PRESTO_KML_ZERO_STEP, s->size - pos);
-	memset(j->buf, 0, len);
-	ret = kernel_write(s->file, j->buf, len, &pos);
-	if (ret >= 0 && ret != len)
-		ret = -EIO;
-	if (ret < 0)
-		return ret;
-	err = presto_journal_sync_cur(j);
-	if (err)
-		return err;
-	s->zeroed = pos;
-	return 0;
-}
-
-/*
  * Write back the current segment's records for someone who waits for
  * them: where they lie in its initialised part, writing back is all they
  * need before a cache flush; elsewhere, the segment is synced.
@@ -545,7 +553,8 @@ static void presto_journal_fail(struct presto_journal *j, int err)
 	wake_up_all(&j->done);
 }
 
-static void presto_journal_work(struct presto_journal *j, bool stop)
+static void presto_journal_work(struct presto_journal *j, bool stop,
+				bool timed_out)
 {
 	bool spare, write, sync, wb;
 	int err = 0;
@@ -565,11 +574,16 @@ static void presto_journal_work(struct presto_journal *j, bool stop)
 		presto_journal_make_spare(j);
 	if (write)
 		err = presto_journal_write(j);
-	if (!err && !stop)
-		err = presto_journal_zero_ahead(j);
+	/* The segment a mount began is zeroed once the thread runs. */
+	if (!err && !stop && !j->cur->zero_end) {
+		presto_seg_zero(j->cur);
+		err = presto_journal_sync_cur(j);
+		if (!err)
+			j->cur->zeroed = j->cur->zero_end;
+	}
 	spin_lock(&j->lock);
 	sync = j->written_seq > j->stable_seq &&
-	       (j->sync_want > j->stable_seq || stop ||
+	       (j->sync_want > j->stable_seq || stop || timed_out ||
 		time_after(jiffies, j->last_sync + PRESTO_KML_SYNC));
 	wb = !sync && j->wb_want > max(j->durable_seq, j->wb_seq);
 	spin_unlock(&j->lock);
@@ -588,14 +602,16 @@ static int presto_journal_thread(void *data)
 {
 	struct presto_journal *j = data;
 	bool stop;
+	long left;
 
 	set_freezable();
 	do {
-		wait_event_freezable_timeout(j->wait, presto_journal_urgent(j) ||
-					     kthread_should_stop(),
-					     PRESTO_KML_FLUSH);
+		left = wait_event_freezable_timeout(j->wait,
+						    presto_journal_urgent(j) ||
+						    kthread_should_stop(),
+						    PRESTO_KML_SYNC);
 		stop = kthread_should_stop();
-		presto_journal_work(j, stop);
+		presto_journal_work(j, stop, !left);
 	} while (!stop);
 	return 0;
 }
