@@ -471,7 +471,8 @@ static int presto_store_reserve(struct file *file)
  * Before a write through @file at @pos (-1: anywhere, as through a
  * mapping): the permit (a file with no name logs nothing and needs
  * none), room for the STORE it will owe, or the write is refused before
- * it is done, and the mark that covers the data. Notes the mode, which a
+ * it is done, and the mark that covers the data; opens @file's lower file
+ * if its open put that off. Notes the mode, which a
  * write may change (set-id bits) even when it fails. Every successful
  * call is paired with presto_store_end().
  */
@@ -480,8 +481,13 @@ int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w)
 	struct inode *inode = file_inode(file);
 	struct super_block *sb = inode->i_sb;
 	struct presto_mark *m;
+	struct file *lower;
 	int err;
 
+	/* The writer's lower file, which the data mark goes by. */
+	lower = presto_lower_get(file);
+	if (IS_ERR(lower))
+		return PTR_ERR(lower);
 	w->mode = presto_lower_inode(inode)->i_mode;
 	w->permit = presto_lower_inode(inode)->i_nlink;
 	if (w->permit) {

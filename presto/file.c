@@ -10,6 +10,13 @@
  * all, which is what makes overlayfs's open/read/close slow. mmap puts the
  * lower file in the vma, so pages live only in the lower inode's cache and
  * mapped and read/write I/O are coherent exactly as on ext4.
+ *
+ * A file created by its own open (open(O_CREAT) of a new name) opens its
+ * lower file at its first use instead (presto_lower_get()): creating a
+ * file and closing it without I/O -- touch, lock and marker files, a
+ * build's stamps -- then costs no lower open and close. The lower file
+ * is opened with the opener's credentials either way, and the open
+ * refuses what the lower would (a read-only lower).
  */
 #include <linux/fs.h>
 #include <linux/uio.h>
@@ -43,21 +50,24 @@ struct file *presto_open_lower(const struct path *lower, int flags,
 				   d_inode(lower->dentry), cred);
 }
 
-static struct file *presto_get_shared_ro(struct file *file)
+/*
+ * The lower file in *@slot, opened (@flags, @cred) and put there first if
+ * the slot is empty; whoever loses a race to fill it drops its own.
+ */
+static struct file *presto_lower_once(struct file **slot,
+				      const struct dentry *dentry, int flags,
+				      const struct cred *cred)
 {
-	struct presto_inode *pi = PRESTO_I(file_inode(file));
-	struct file *lfile, *old;
+	struct file *lfile = READ_ONCE(*slot), *old;
 	struct path lower;
 
-	lfile = READ_ONCE(pi->shared_ro);
 	if (lfile)
 		return lfile;
-	presto_lower_path(file->f_path.dentry, &lower);
-	lfile = presto_open_lower(&lower, O_RDONLY,
-				  presto_sb(file->f_path.dentry->d_sb)->creds);
+	presto_lower_path(dentry, &lower);
+	lfile = presto_open_lower(&lower, flags, cred);
 	if (IS_ERR(lfile))
 		return lfile;
-	old = cmpxchg(&pi->shared_ro, NULL, lfile);
+	old = cmpxchg(slot, NULL, lfile);
 	if (old) {
 		fput(lfile);
 		return old;
@@ -65,10 +75,66 @@ static struct file *presto_get_shared_ro(struct file *file)
 	return lfile;
 }
 
+static struct file *presto_get_shared_ro(struct file *file)
+{
+	struct dentry *dentry = file->f_path.dentry;
+
+	return presto_lower_once(&PRESTO_I(d_inode(dentry))->shared_ro, dentry,
+				 O_RDONLY, presto_sb(dentry->d_sb)->creds);
+}
+
 static bool presto_file_is_shared(struct file *file)
 {
-	return presto_lower_file(file) ==
+	return !(file->f_mode & FMODE_WRITE) &&
+	       presto_lower_file(file) ==
 	       READ_ONCE(PRESTO_I(file_inode(file))->shared_ro);
+}
+
+/*
+ * Remember whether the lower gives its regular files FMODE_NOWAIT; written
+ * only when it changes, as every open passes here.
+ */
+static void presto_learn_nowait(struct super_block *sb, struct file *lfile)
+{
+	int nowait = lfile->f_mode & FMODE_NOWAIT ? PRESTO_NOWAIT_YES :
+						    PRESTO_NOWAIT_NO;
+
+	if (READ_ONCE(presto_sb(sb)->lower_nowait) != nowait)
+		WRITE_ONCE(presto_sb(sb)->lower_nowait, nowait);
+}
+
+/*
+ * The lower file of @file, opened now if its open put that off; an error
+ * if it cannot be opened (as the open would have failed).
+ */
+struct file *presto_lower_get(struct file *file)
+{
+	struct file *lfile = presto_lower_file(file);
+
+	if (likely(lfile))
+		return lfile;
+	/* Only a file open for writing puts it off. */
+	return presto_lower_once(&((struct presto_file *)file->private_data)->lower,
+				 file->f_path.dentry, file->f_flags,
+				 file->f_cred);
+}
+
+/*
+ * May @file's open leave its lower file for later? If the file is new (an
+ * empty file the caller just made, so the lower open could refuse nothing
+ * but a read-only lower) and the lower's FMODE_NOWAIT is known.
+ */
+static bool presto_open_later(struct file *file)
+{
+	struct super_block *sb = file_inode(file)->i_sb;
+	int nowait = READ_ONCE(presto_sb(sb)->lower_nowait);
+
+	if (!(file->f_mode & FMODE_CREATED) || !(file->f_mode & FMODE_WRITE) ||
+	    !nowait)
+		return false;
+	if (nowait == PRESTO_NOWAIT_YES)
+		file->f_mode |= FMODE_NOWAIT;
+	return true;
 }
 
 static int presto_open(struct inode *inode, struct file *file)
@@ -88,6 +154,16 @@ static int presto_open(struct inode *inode, struct file *file)
 			err = -ENOMEM;
 			goto out;
 		}
+	}
+	if (pf && presto_open_later(file)) {
+		err = -EROFS;
+		if (__mnt_is_readonly(presto_lower_mnt(inode->i_sb))) {
+			kfree(pf);
+			goto out;
+		}
+		file->private_data = pf;
+		presto_copyattr(inode);
+		return 0;
 	}
 	if (!(file->f_flags & PRESTO_PRIVATE_FLAGS)) {
 		lfile = presto_get_shared_ro(file);
@@ -109,6 +185,7 @@ static int presto_open(struct inode *inode, struct file *file)
 	}
 	/* RWF_NOWAIT is for files whose I/O path can honour it: ext4's. */
 	file->f_mode |= lfile->f_mode & FMODE_NOWAIT;
+	presto_learn_nowait(inode->i_sb, lfile);
 	/*
 	 * The VFS reads presto's copy of the attributes for this file from
 	 * here on (setuid exec, size checks in copy_file_range).
@@ -126,7 +203,8 @@ static int presto_release(struct inode *inode, struct file *file)
 	if (file->f_mode & FMODE_WRITE) {
 		/* The STORE of what this file wrote, if nobody logged it. */
 		presto_store(file, true);
-		fput(presto_lower_file(file));
+		if (presto_lower_file(file))
+			fput(presto_lower_file(file));
 		kfree(file->private_data);
 	} else if (!presto_file_is_shared(file)) {
 		fput(presto_lower_file(file));
@@ -150,11 +228,13 @@ void presto_set_noatime(struct file *lower, bool noatime)
  */
 static struct file *presto_noatime_file(struct file *file)
 {
-	struct file *lower = presto_lower_file(file);
+	struct file *lower = presto_lower_get(file);
 	bool noatime = file->f_flags & O_NOATIME;
 	struct file *lfile, *old;
 	struct path path;
 
+	if (IS_ERR(lower))
+		return lower;
 	if (likely(noatime == !!(lower->f_flags & O_NOATIME)))
 		return lower;
 	if (!presto_file_is_shared(file)) {
@@ -232,13 +312,15 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 				   struct file *out, loff_t *ppos, size_t len,
 				   unsigned int flags)
 {
-	struct file *lower = presto_lower_file(out);
 	struct presto_write w;
+	struct file *lower;
 	ssize_t ret;
 
+	/* Opens the lower file if need be. */
 	ret = presto_store_begin(out, *ppos, &w);
 	if (ret)
 		return ret;
+	lower = presto_lower_file(out);
 	file_start_write(lower);
 	ret = iter_file_splice_write(pipe, lower, ppos, len, flags);
 	file_end_write(lower);
@@ -377,6 +459,7 @@ static int presto_mmap(struct file *file, struct vm_area_struct *vma)
 static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
 {
 	struct inode *lower_inode = presto_lower_inode(file_inode(file));
+	struct file *lower;
 	loff_t ret;
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
@@ -387,7 +470,10 @@ static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
 	 * Only the lower knows where the holes are. It also moves its own
 	 * file's position, which presto never uses.
 	 */
-	ret = vfs_llseek(presto_lower_file(file), offset, whence);
+	lower = presto_lower_get(file);
+	if (IS_ERR(lower))
+		return PTR_ERR(lower);
+	ret = vfs_llseek(lower, offset, whence);
 	if (ret < 0)
 		return ret;
 	return vfs_setpos(file, ret, lower_inode->i_sb->s_maxbytes);
@@ -403,11 +489,13 @@ static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
 static int presto_fsync(struct file *file, loff_t start, loff_t end,
 			int datasync)
 {
-	struct file *lower = presto_lower_file(file);
+	struct file *lower = presto_lower_get(file);
 	struct inode *inode = file_inode(file);
 	u64 seq;
 	int err;
 
+	if (IS_ERR(lower))
+		return PTR_ERR(lower);
 	/*
 	 * The STORE first: its record then goes out while the data does.
 	 * It describes the content in the page cache, as a STORE at close
@@ -431,7 +519,7 @@ static long presto_fallocate(struct file *file, int mode, loff_t offset,
 	struct presto_write w;
 	long ret;
 
-	/* Zeroing a range writes over blocks in place. */
+	/* Zeroing a range writes over blocks in place. Opens the lower. */
 	ret = presto_store_begin(file, offset, &w);
 	if (ret)
 		return ret;
@@ -444,6 +532,8 @@ static long presto_fallocate(struct file *file, int mode, loff_t offset,
 static int presto_fadvise(struct file *file, loff_t offset, loff_t len,
 			  int advice)
 {
+	struct file *lower;
+
 	/*
 	 * Readahead hints change the lower file's state: on a shared lower
 	 * file they would change every other reader's readahead too, so
@@ -454,7 +544,10 @@ static int presto_fadvise(struct file *file, loff_t offset, loff_t len,
 	    (advice == POSIX_FADV_NORMAL || advice == POSIX_FADV_RANDOM ||
 	     advice == POSIX_FADV_SEQUENTIAL))
 		return 0;
-	return vfs_fadvise(presto_lower_file(file), offset, len, advice);
+	lower = presto_lower_get(file);
+	if (IS_ERR(lower))
+		return PTR_ERR(lower);
+	return vfs_fadvise(lower, offset, len, advice);
 }
 
 static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
@@ -462,10 +555,13 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 				      size_t len, unsigned int flags)
 {
 	struct file *lin = in->f_op == &presto_file_fops ?
-			   presto_lower_file(in) : in;
+			   presto_lower_get(in) : in;
 	struct presto_write w;
 	ssize_t ret;
 
+	if (IS_ERR(lin))
+		return PTR_ERR(lin);
+	/* Opens the lower file of @out if need be. */
 	ret = presto_store_begin(out, pos_out, &w);
 	if (ret)
 		return ret;
@@ -479,7 +575,7 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 static long presto_ioctl(struct file *file, unsigned int cmd,
 			 unsigned long arg)
 {
-	struct file *lower = presto_lower_file(file);
+	struct file *lower;
 
 	/*
 	 * chattr/lsattr and FIEMAP are served by the VFS through fileattr
@@ -488,6 +584,9 @@ static long presto_ioctl(struct file *file, unsigned int cmd,
 	 */
 	switch (cmd) {
 	case FS_IOC_GETVERSION:
+		lower = presto_lower_get(file);
+		if (IS_ERR(lower))
+			return PTR_ERR(lower);
 		if (!lower->f_op->unlocked_ioctl)
 			return -ENOTTY;
 		return lower->f_op->unlocked_ioctl(lower, cmd, arg);

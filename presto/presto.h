@@ -49,7 +49,15 @@ struct presto_sb_info {
 	 */
 	bool permit;
 	struct percpu_rw_semaphore permit_sem;
+	/*
+	 * Does the lower give a regular file FMODE_NOWAIT? 0: no lower
+	 * regular file was opened yet; else PRESTO_NOWAIT_NO or _YES. What a
+	 * presto file whose lower file is not open yet says (file.c).
+	 */
+	int lower_nowait;
 };
+
+enum { PRESTO_NOWAIT_NO = 1, PRESTO_NOWAIT_YES };
 
 struct presto_inode {
 	struct inode *lower;		/* referenced; never changes */
@@ -99,6 +107,7 @@ struct presto_inode {
  * commonest kind.
  */
 struct presto_file {
+	/* NULL until first used, in a file its open created (file.c). */
 	struct file *lower;
 	/* Room reserved for the STORE record this file may owe. */
 	struct presto_kml_entry *store;
@@ -156,11 +165,14 @@ static inline void presto_lower_path(const struct dentry *dentry,
 	path->dentry = presto_lower_dentry(dentry);
 }
 
-/* The lower file behind a presto file. */
+/*
+ * The lower file behind a presto file; NULL for a file whose open created
+ * it, until presto_lower_get() opens it.
+ */
 static inline struct file *presto_lower_file(const struct file *file)
 {
 	if (file->f_mode & FMODE_WRITE)
-		return ((struct presto_file *)file->private_data)->lower;
+		return READ_ONCE(((struct presto_file *)file->private_data)->lower);
 	/* A read-only file may switch lower files once (presto_noatime_file). */
 	return READ_ONCE(file->private_data);
 }
@@ -209,6 +221,7 @@ extern const struct file_operations presto_file_fops;
 extern const struct address_space_operations presto_aops;
 struct file *presto_open_lower(const struct path *lower, int flags,
 			       const struct cred *cred);
+struct file *presto_lower_get(struct file *file);
 void presto_set_noatime(struct file *lower, bool noatime);
 
 /* xattr.c */

@@ -5,8 +5,11 @@
  */
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -428,8 +431,137 @@ static void nonblock_readers(void)
 	CHECK_OK(unlink("f"));
 }
 
+/* A file made by open(O_CREAT) whose first use is of each kind. */
+static int new_file(const char *name)
+{
+	return CHECK_OK(open(name, O_CREAT | O_EXCL | O_RDWR, 0644));
+}
+
+static void check_content(const char *name, const char *want, size_t len)
+{
+	char buf[64];
+	int fd = CHECK_OK(open(name, O_RDONLY));
+
+	CHECK_EQ(read(fd, buf, sizeof(buf)), (ssize_t)len);
+	CHECK(!memcmp(buf, want, len));
+	close(fd);
+}
+
+static void new_file_first_use(void)
+{
+	struct iovec iov = { 0 };
+	char buf[16], *map;
+	struct stat st;
+	int fd, src, dst, ver, p[2];
+
+	/* Made and closed with no I/O: there, empty. */
+	close(new_file("touched"));
+	CHECK_OK(stat("touched", &st));
+	CHECK_EQ(st.st_size, 0);
+
+	fd = new_file("rw");
+	CHECK_EQ(pwrite(fd, "hello", 5, 0), 5);
+	CHECK_EQ(pread(fd, buf, sizeof(buf), 0), 5);
+	CHECK(!memcmp(buf, "hello", 5));
+	close(fd);
+	check_content("rw", "hello", 5);
+
+	/* A read first (what io_uring and RWF_NOWAIT readers do). */
+	fd = new_file("nowait");
+	iov = (struct iovec){ buf, sizeof(buf) };
+	CHECK_EQ(preadv2(fd, &iov, 1, 0, RWF_NOWAIT), 0);
+	CHECK_EQ(read(fd, buf, sizeof(buf)), 0);
+	close(fd);
+
+	fd = new_file("mapped");
+	CHECK_OK(ftruncate(fd, 4096));
+	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(map != MAP_FAILED);
+	if (map != MAP_FAILED) {
+		memcpy(map, "abc", 3);
+		CHECK_OK(msync(map, 4096, MS_SYNC));
+		CHECK_OK(munmap(map, 4096));
+	}
+	close(fd);
+	fd = CHECK_OK(open("mapped", O_RDONLY));
+	CHECK_EQ(pread(fd, buf, 3, 0), 3);
+	CHECK(!memcmp(buf, "abc", 3));
+	CHECK_OK(fstat(fd, &st));
+	CHECK_EQ(st.st_size, 4096);
+	close(fd);
+
+	fd = new_file("synced");
+	CHECK_OK(fsync(fd));
+	CHECK_OK(fdatasync(fd));
+	close(fd);
+
+	fd = new_file("allocated");
+	CHECK_OK(fallocate(fd, 0, 0, 8192));
+	CHECK_OK(fstat(fd, &st));
+	CHECK_EQ(st.st_size, 8192);
+	close(fd);
+
+	fd = new_file("sought");
+	CHECK_ERR(lseek(fd, 0, SEEK_DATA), ENXIO);
+	close(fd);
+
+	/* copy_file_range, both ways, and splice, into new files. */
+	write_file("src", "0123456789", 10, 0644);
+	src = CHECK_OK(open("src", O_RDONLY));
+	fd = new_file("copied");
+	CHECK_EQ(copy_file_range(src, NULL, fd, NULL, 10, 0), 10);
+	close(fd);
+	check_content("copied", "0123456789", 10);
+	fd = new_file("empty-in");
+	/* An empty new file as the source copies nothing. */
+	dst = CHECK_OK(open("copied", O_WRONLY));
+	CHECK_EQ(copy_file_range(fd, NULL, dst, NULL, 10, 0), 0);
+	close(dst);
+	close(fd);
+	fd = new_file("spliced");
+	CHECK_OK(pipe(p));
+	CHECK_EQ(write(p[1], "xyz", 3), 3);
+	CHECK_EQ(splice(p[0], NULL, fd, NULL, 3, 0), 3);
+	close(p[0]);
+	close(p[1]);
+	close(fd);
+	check_content("spliced", "xyz", 3);
+	close(src);
+
+	fd = new_file("version");
+	CHECK_OK(ioctl(fd, FS_IOC_GETVERSION, &ver));
+	close(fd);
+
+	/* The name gone or moved before the first write. */
+	fd = new_file("removed");
+	CHECK_OK(unlink("removed"));
+	CHECK_EQ(write(fd, "gone", 4), 4);
+	CHECK_OK(fstat(fd, &st));
+	CHECK_EQ(st.st_size, 4);
+	CHECK_EQ(st.st_nlink, 0);
+	close(fd);
+	fd = new_file("before");
+	CHECK_OK(rename("before", "after"));
+	CHECK_EQ(write(fd, "moved", 5), 5);
+	close(fd);
+	check_content("after", "moved", 5);
+
+	/* On a name that was there, open(O_CREAT) makes nothing. */
+	fd = CHECK_OK(open("after", O_CREAT | O_WRONLY, 0644));
+	CHECK_EQ(write(fd, "M", 1), 1);
+	close(fd);
+	check_content("after", "Moved", 5);
+
+	for (const char *const *n = (const char *const[]){ "touched", "rw",
+	     "nowait", "mapped", "synced", "allocated", "sought", "src",
+	     "copied", "empty-in", "spliced", "version", "after", NULL };
+	     *n; n++)
+		CHECK_OK(unlink(*n));
+}
+
 const struct posix_case presto_cases[] = {
 	{ "regress-nonblock-readers", nonblock_readers, 0 },
+	{ "regress-new-file-first-use", new_file_first_use, 0 },
 	{ "regress-removed-file-space-freed", removed_file_space_freed, 0 },
 	{ "regress-direct-on-special-files", direct_on_special_files, 0 },
 	{ "regress-symlink-and-fifo-times", symlink_and_fifo_times, 0 },
