@@ -113,6 +113,7 @@ struct presto_journal {
 	u64 disk_bytes;			/* bytes in segments not retired */
 	u64 limit;
 	bool want_spare;
+	bool retire_want;		/* an ack moved: retire what it can */
 	unsigned int room_gen;		/* bumped whenever room may appear */
 	unsigned int spare_gen;		/* bumped when a spare is made or not */
 	int spare_err;			/* the last attempt's error, or 0 */
@@ -157,7 +158,8 @@ static bool presto_journal_urgent(struct presto_journal *j)
 	spin_lock(&j->lock);
 	/* A broken log has nothing left to do but wait for the umount. */
 	urgent = !j->error &&
-		 (j->want_spare || j->queued_bytes >= PRESTO_KML_WAKE_BYTES ||
+		 (j->want_spare || j->retire_want ||
+		  j->queued_bytes >= PRESTO_KML_WAKE_BYTES ||
 		  ((j->sync_want > j->stable_seq ||
 		    j->wb_want > max(j->durable_seq, j->wb_seq)) &&
 		   (j->written_seq > j->stable_seq || !list_empty(&j->queue))));
@@ -309,6 +311,22 @@ static void presto_journal_make_spare(struct presto_journal *j)
 	wake_up_all(&j->done);
 }
 
+/*
+ * Dirty a segment's lower inode, so that its full fsync commits the
+ * lower's running transaction, whatever else it holds: of the current
+ * segment, every change whose record is written (presto_kml_log() follows
+ * the lower operation, so its metadata is in that transaction or an
+ * earlier one); of a new segment, the trim of the one before.
+ */
+static void presto_seg_touch(struct presto_kml_seg *s)
+{
+	struct inode *inode = file_inode(s->file);
+
+	sb_start_write(inode->i_sb);
+	mark_inode_dirty(inode);
+	sb_end_write(inode->i_sb);
+}
+
 static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 {
 	struct presto_kml_seg_hdr *h;
@@ -335,30 +353,17 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 	 * On disk before the segment is used: it carries the numbering on
 	 * once older segments are retired, and a crash must not leave a
 	 * segment whose size is there and whose header is not. The full
-	 * fsync commits the zeros after it and the size they gave the file.
+	 * fsync commits the zeros after it and the size they gave the file,
+	 * and with the inode dirty, the running transaction: a zeroed
+	 * header block moves no metadata of its own.
 	 */
+	presto_seg_touch(s);
 	ret = vfs_fsync(s->file, 0);
 	if (ret)
 		return ret;
 	s->first_seq = first_seq;
 	s->zeroed = max_t(u64, s->zero_end, PRESTO_KML_HDR_SIZE);
 	return 0;
-}
-
-/*
- * Dirty the current segment's lower inode, so that its full fsync commits
- * the lower's running transaction. Every change whose record is written
- * was done before the record was committed (presto_kml_log() follows the
- * lower operation), so its metadata is in that transaction or an earlier
- * one, and on disk once the fsync returns.
- */
-static void presto_journal_touch(struct presto_journal *j)
-{
-	struct inode *inode = file_inode(j->cur->file);
-
-	sb_start_write(inode->i_sb);
-	mark_inode_dirty(inode);
-	sb_end_write(inode->i_sb);
 }
 
 static int presto_journal_sync_cur(struct presto_journal *j)
@@ -370,7 +375,7 @@ static int presto_journal_sync_cur(struct presto_journal *j)
 	spin_lock(&j->lock);
 	seq = j->written_seq;
 	spin_unlock(&j->lock);
-	presto_journal_touch(j);
+	presto_seg_touch(j->cur);
 	err = vfs_fsync(j->cur->file, 0);
 	if (err)
 		return err;
@@ -520,6 +525,7 @@ static void presto_journal_retire(struct presto_journal *j)
 
 	spin_lock(&j->lock);
 	acked = j->acked_seq;
+	j->retire_want = false;
 	spin_unlock(&j->lock);
 	list_for_each_entry_safe(s, next, &j->segs, list) {
 		/* The current segment stays: it carries the numbering on. */
@@ -565,8 +571,8 @@ static void presto_journal_work(struct presto_journal *j, bool stop,
 		return;
 	}
 	/* Keep a spare ready once the current segment is half full. */
-	spare = j->want_spare ||
-		(!j->spare && j->cur->used > j->cur->size / 2);
+	spare = !stop && (j->want_spare ||
+			  (!j->spare && j->cur->used > j->cur->size / 2));
 	write = !list_empty(&j->queue);
 	spin_unlock(&j->lock);
 
@@ -598,6 +604,25 @@ static void presto_journal_work(struct presto_journal *j, bool stop,
 	presto_journal_retire(j);
 }
 
+/*
+ * How long the thread may sleep: until the periodic sync is due, if
+ * anything waits for one (records are synced within PRESTO_KML_SYNC of
+ * the last sync, even when a round in between wrote them).
+ */
+static long presto_journal_timeout(struct presto_journal *j)
+{
+	long left = PRESTO_KML_SYNC;
+
+	spin_lock(&j->lock);
+	/* A broken log has nothing to sync. */
+	if (!j->error &&
+	    (j->written_seq > j->stable_seq || !list_empty(&j->queue)))
+		left = clamp_t(long, (long)(j->last_sync + PRESTO_KML_SYNC -
+					     jiffies), 1, PRESTO_KML_SYNC);
+	spin_unlock(&j->lock);
+	return left;
+}
+
 static int presto_journal_thread(void *data)
 {
 	struct presto_journal *j = data;
@@ -609,7 +634,7 @@ static int presto_journal_thread(void *data)
 		left = wait_event_freezable_timeout(j->wait,
 						    presto_journal_urgent(j) ||
 						    kthread_should_stop(),
-						    PRESTO_KML_SYNC);
+						    presto_journal_timeout(j));
 		stop = kthread_should_stop();
 		presto_journal_work(j, stop, !left);
 	} while (!stop);
@@ -896,6 +921,7 @@ int presto_journal_ack(struct super_block *sb, u64 seq)
 		err = -EINVAL;
 	} else if (seq > j->acked_seq) {
 		j->acked_seq = seq;
+		j->retire_want = true;
 		/*
 		 * The oldest pending record is now seq + 1, committed no
 		 * earlier than the one tracked so far: keep that time, an

@@ -55,6 +55,17 @@ static uint64_t get64(const uint8_t *p)
 #define FIELD(base, type, member) \
 	((const uint8_t *)(base) + offsetof(type, member))
 
+int kml_seg_unused(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	size_t i, n = len < PRESTO_KML_HDR_SIZE ? len : PRESTO_KML_HDR_SIZE;
+
+	for (i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
 int kml_decode_header(const void *buf, size_t len, struct kml_seg_header *h,
 		      const char **why)
 {

@@ -58,6 +58,15 @@ enum kml_result {
 uint32_t kml_crc(const void *buf, size_t len);
 
 /*
+ * Is a segment whose file holds @len bytes starting with @buf one presto
+ * made and never began: empty (a spare preallocated with its size kept at
+ * zero) or with a header of zeros (a spare zeroed ahead of use, or the
+ * newest segment of a crash that kept its size but not its header)? Its
+ * readers skip it; KML.md.
+ */
+int kml_seg_unused(const void *buf, size_t len);
+
+/*
  * Decode a segment header from @len bytes. Returns 0, or -1 with a reason
  * in @why.
  */

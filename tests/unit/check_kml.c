@@ -664,6 +664,25 @@ static void header(uint8_t *p, uint64_t first_seq)
 	memcpy(p, &h, sizeof(h));
 }
 
+START_TEST(unused_segment)
+{
+	memset(buf, 0, PRESTO_KML_HDR_SIZE + 64);
+	/* Empty, or zeros where the header goes: a spare never begun. */
+	ck_assert_int_eq(kml_seg_unused(buf, 0), 1);
+	ck_assert_int_eq(kml_seg_unused(buf, 100), 1);
+	ck_assert_int_eq(kml_seg_unused(buf, PRESTO_KML_HDR_SIZE + 64), 1);
+	/* Anything in the header block, even past the header itself. */
+	buf[PRESTO_KML_HDR_SIZE - 1] = 1;
+	ck_assert_int_eq(kml_seg_unused(buf, PRESTO_KML_HDR_SIZE + 64), 0);
+	header(buf, 42);
+	ck_assert_int_eq(kml_seg_unused(buf, PRESTO_KML_HDR_SIZE), 0);
+	/* Bytes past the header block do not count: records, or damage. */
+	memset(buf, 0, PRESTO_KML_HDR_SIZE);
+	buf[PRESTO_KML_HDR_SIZE] = 1;
+	ck_assert_int_eq(kml_seg_unused(buf, PRESTO_KML_HDR_SIZE + 64), 1);
+}
+END_TEST
+
 START_TEST(segment_header)
 {
 	struct presto_kml_seg_hdr *raw = (struct presto_kml_seg_hdr *)buf;
@@ -743,6 +762,7 @@ static Suite *kml_suite(void)
 	tcase_add_loop_test(tc, recovered_refused_on_changes, 1,
 			    PRESTO_KML_STORE + 1);
 	tcase_add_loop_test(tc, recovery_damage_is_refused, 0, 34);
+	tcase_add_test(tc, unused_segment);
 	tcase_add_test(tc, segment_header);
 	tcase_add_test(tc, run_of_records);
 	suite_add_tcase(s, tc);

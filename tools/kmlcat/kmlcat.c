@@ -307,7 +307,7 @@ static int cat_segment(const char *path, const struct options *o,
 		fprintf(stderr, "kmlcat: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	if (len == 0) {		/* a spare never used */
+	if (kml_seg_unused(buf, len)) {	/* a spare never used */
 		free(buf);
 		return 0;
 	}
