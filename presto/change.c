@@ -481,13 +481,12 @@ int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w)
 	struct inode *inode = file_inode(file);
 	struct super_block *sb = inode->i_sb;
 	struct presto_mark *m;
-	struct file *lower;
 	int err;
 
 	/* The writer's lower file, which the data mark goes by. */
-	lower = presto_lower_get(file);
-	if (IS_ERR(lower))
-		return PTR_ERR(lower);
+	err = PTR_ERR_OR_ZERO(presto_lower_get(file));
+	if (err)
+		return err;
 	w->mode = presto_lower_inode(inode)->i_mode;
 	w->permit = presto_lower_inode(inode)->i_nlink;
 	if (w->permit) {

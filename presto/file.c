@@ -120,17 +120,17 @@ struct file *presto_lower_get(struct file *file)
 }
 
 /*
- * May @file's open leave its lower file for later? If the file is new (an
- * empty file the caller just made, so the lower open could refuse nothing
- * but a read-only lower) and the lower's FMODE_NOWAIT is known.
+ * May @file, open for writing, leave its lower file for later? If the file
+ * is new (an empty file the caller just made, so the lower open could
+ * refuse nothing but a read-only lower) and the lower's FMODE_NOWAIT is
+ * known.
  */
 static bool presto_open_later(struct file *file)
 {
 	struct super_block *sb = file_inode(file)->i_sb;
 	int nowait = READ_ONCE(presto_sb(sb)->lower_nowait);
 
-	if (!(file->f_mode & FMODE_CREATED) || !(file->f_mode & FMODE_WRITE) ||
-	    !nowait)
+	if (!(file->f_mode & FMODE_CREATED) || !nowait)
 		return false;
 	if (nowait == PRESTO_NOWAIT_YES)
 		file->f_mode |= FMODE_NOWAIT;
@@ -199,15 +199,18 @@ out:
 
 static int presto_release(struct inode *inode, struct file *file)
 {
+	struct file *lower = presto_lower_file(file);
+
 	presto_cb_close(inode);
 	if (file->f_mode & FMODE_WRITE) {
 		/* The STORE of what this file wrote, if nobody logged it. */
 		presto_store(file, true);
-		if (presto_lower_file(file))
-			fput(presto_lower_file(file));
+		/* None if the file was never used (presto_open_later()). */
+		if (lower)
+			fput(lower);
 		kfree(file->private_data);
 	} else if (!presto_file_is_shared(file)) {
-		fput(presto_lower_file(file));
+		fput(lower);
 	}
 	return 0;
 }
