@@ -238,7 +238,9 @@ class Presto:
         spec = importlib.util.spec_from_loader("lento_run", loader)
         self.lr = lr = importlib.util.module_from_spec(spec)
         loader.exec_module(lr)
-        lr.LENTO = os.path.join(TOP, "tools", "bin", "lento")
+        # LENTO_BIN: another build, to compare (as bench/guest.py).
+        lr.LENTO = os.environ.get("LENTO_BIN") or os.path.join(
+            TOP, "tools", "bin", "lento")
         tmp = f"{EXT}/a-presto"
         os.makedirs(tmp)
         self.t = lr.Test("andrew", tmp)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
@@ -545,11 +546,10 @@ static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 	return ckpt_start(c, path, err, errlen);
 }
 
-/* Leftovers of a crash in .lento/tmp: nobody refers to them. */
-static int empty_tmp(struct cache *c)
+/* The files in directory @sub (a crash's leftovers): nobody wants them. */
+static int empty_dir(struct cache *c, const char *sub)
 {
-	int fd = openat(c->dirfd, ".lento/tmp", O_RDONLY | O_DIRECTORY |
-			O_CLOEXEC);
+	int fd = openat(c->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct dirent *de;
 	DIR *d;
 
@@ -567,10 +567,34 @@ static int empty_tmp(struct cache *c)
 	return 0;
 }
 
+/*
+ * .lento/tmp emptied; .lento/shadow, where lento before 2026-11-26 kept
+ * named copies of the bodies it reintegrated, removed.
+ */
+static int empty_tmp(struct cache *c, const char *dir, char *err,
+		     size_t errlen)
+{
+	int e = empty_dir(c, ".lento/tmp");
+
+	if (e) {
+		snprintf(err, errlen, "%s/.lento/tmp: %s", dir, strerror(-e));
+		return e;
+	}
+	e = empty_dir(c, ".lento/shadow");
+	if (!e && unlinkat(c->dirfd, ".lento/shadow", AT_REMOVEDIR))
+		e = -errno;
+	if (e && e != -ENOENT) {
+		snprintf(err, errlen, "%s/.lento/shadow: %s", dir,
+			 strerror(-e));
+		return e;
+	}
+	return 0;
+}
+
 static int make_dirs(const char *dir, char *err, size_t errlen)
 {
 	static const char *const sub[] = { "", "/.lento", "/.lento/tmp",
-					   "/.lento/shadow", "/.lento/names" };
+					   "/.lento/names" };
 	char path[CACHE_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
@@ -611,12 +635,8 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 		return e;
 	}
 	e = db_open(c, dir, err, errlen);
-	if (!e) {
-		e = empty_tmp(c);
-		if (e)
-			snprintf(err, errlen, "%s/.lento/tmp: %s", dir,
-				 strerror(-e));
-	}
+	if (!e)
+		e = empty_tmp(c, dir, err, errlen);
 	if (e) {
 		cache_close(c);
 		return e;
@@ -1372,12 +1392,20 @@ int cache_tmpfile(struct cache *c, char *path)
 
 int cache_copy_fd(int in, int out, off_t size)
 {
+	bool splice = false;	/* across file systems: by sendfile() */
 	int err = 0;
 
 	for (off_t left = size; !err && left > 0;) {
-		ssize_t k = copy_file_range(in, NULL, out, NULL, (size_t)left,
+		ssize_t k = splice ? sendfile(out, in, NULL, (size_t)left) :
+			    copy_file_range(in, NULL, out, NULL, (size_t)left,
 					    0);
 
+		if (k < 0 && !splice && (errno == EXDEV || errno == EINVAL ||
+					 errno == EOPNOTSUPP ||
+					 errno == ENOSYS)) {
+			splice = true;
+			continue;
+		}
 		if (k <= 0)
 			err = k < 0 ? -errno : -EIO;
 		left -= k > 0 ? k : 0;

@@ -10,8 +10,9 @@
  *                           tables below; durable at each commit, or
  *                           with cache_commit_lazy() at a later sync
  *   DIR/.lento/tmp/         temporary files (fetched bodies before they
- *                           are renamed into place); emptied at open
- *   DIR/.lento/shadow/      shadow copies of bodies being reintegrated
+ *                           are renamed into place, large shadow copies
+ *                           of bodies being reintegrated: O_TMPFILE);
+ *                           emptied at open
  *
  * Tables (besides the CML's):
  *

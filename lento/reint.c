@@ -31,12 +31,16 @@
  * cache holds the versions the server answered with.
  *
  * Bodies. A STORE's body is sent from a shadow copy taken when the batch
- * is made (.lento/shadow/VOLUME.SHIPNO), never from the file that may be
- * written meanwhile; the copy stays until the record is acknowledged, so
- * a batch sent again after a crash sends the same bytes. (Lost in a
- * crash, a shadow is taken again from the file as it is then.) The file
- * is found by the names the cache's database holds, which are the CML's:
- * behind the cache when lento has not consumed all presto journaled. So
+ * is made, never from the file that may be written meanwhile: a file
+ * written during the send would reach the server torn. The copy has no
+ * name (in memory, or an O_TMPFILE in the cache for a large body) and
+ * goes with the batch: a batch sent again -- after a lost connection or
+ * a crash -- takes its bodies again from the files as they are then.
+ * That is safe because the server skips the records it applied, and one
+ * it did not apply may carry newer bytes: a later STORE of them is in the
+ * log behind it. The file is found by the names the cache's database
+ * holds, which are the CML's: behind the cache when lento has not
+ * consumed all presto journaled. So
  * the file found must be the record's object (its inode, as presto
  * named it); one that is not there or not it has moved on since, and
  * presto's journal is consumed to its end (KML_SYNC) before the batch is
@@ -61,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,7 +92,6 @@ struct batch {
 	uint64_t *recnos;	/* their CML record numbers */
 	int *fds;		/* STORE: its shadow, open; else -1 */
 	uint32_t stores;	/* how many STOREs */
-	bool resend;		/* sent before: the shadows may be there */
 	struct shadow_job *job;	/* making the shadows */
 	uint64_t first;		/* ship number of recs[0] */
 	uint32_t cur;		/* the STORE whose body is being sent */
@@ -112,29 +116,22 @@ static bool is_create(uint16_t op)
 	       op == LENTO_OP_MKNOD || op == LENTO_OP_SYMLINK;
 }
 
-#define SHADOW_NAME_MAX	64
-
-static void shadow_name(char *buf, size_t size, uint32_t volume,
-			uint64_t shipno)
-{
-	snprintf(buf, size, ".lento/shadow/%" PRIu32 ".%" PRIu64, volume,
-		 shipno);
-}
-
 /* ------------------------------------------------------------- shadows */
 
 /*
  * A STORE's body is sent from its shadow (see Bodies above), made on the
- * worker's thread: copying a file and syncing it may take seconds on a
- * busy disk, and the loop must not wait for it.
+ * worker's thread: copying a large file may take seconds on a busy disk,
+ * and the loop must not wait for it.
  *
- * A shadow is made under a temporary name, synced and renamed into place,
- * so that one under its own name after a crash is whole: a batch sent
- * again sends the bytes it sent before, or (the shadow gone) the file as
- * it is then -- never a torn copy under the old numbers.
+ * A shadow is an unnamed file that lives as long as its batch: a memfd
+ * for a small body (no inode, no journal, no writeback in the cache's
+ * file system), an O_TMPFILE in the cache's .lento/tmp once a body or the
+ * job's memory passes its bound. Nothing is synced and nothing is left
+ * behind by a crash.
  */
-#define SHADOW_INODES	4
-#define SHADOW_SYNC_EACH_MAX	8	/* more: one syncfs for all */
+#define SHADOW_INODES		4
+#define SHADOW_MEM_BODY_MAX	(1 << 20)	/* a body in memory at most */
+#define SHADOW_MEM_JOB_MAX	(32 << 20)	/* a job's bodies in memory */
 
 /* A lower inode presto named an object by (its handles). */
 struct inode_id {
@@ -144,9 +141,7 @@ struct inode_id {
 struct shadow {
 	uint32_t rec;		/* its record in the batch */
 	char *src;		/* the cache's file; NULL: no name left */
-	char name[SHADOW_NAME_MAX];	/* under the cache's directory */
 	int fd;
-	bool made;		/* copied now, under name + ".new" */
 	bool moot;		/* no body: made empty */
 	uint64_t size;
 	/* The inodes src may be (none known: not checked). */
@@ -158,19 +153,13 @@ struct shadow_job {
 	struct wk_job wk;
 	struct batch *b;	/* NULL once the batch is gone */
 	int dirfd;
-	bool reuse;
 	bool gone_ok;		/* a body moved on is moot (given up) */
-	bool synced;		/* every copy made durable at once */
+	uint64_t mem;		/* bytes of its shadows in memory */
 	uint32_t n;
 	struct shadow *s;
 	int err;		/* -ESTALE: a body moved on */
 	uint32_t failed;	/* the shadow that failed, if err */
 };
-
-static void tmp_name(char *buf, size_t size, const struct shadow *s)
-{
-	snprintf(buf, size, "%s.new", s->name);
-}
 
 /* Whether @in (status @sb) is the object's inode (-ESTALE if not). */
 static int shadow_is_it(const struct shadow *s, int in,
@@ -189,8 +178,26 @@ static int shadow_is_it(const struct shadow *s, int in,
 	return -ESTALE;
 }
 
-/* The object's body from the cache's file into @out. */
-static int shadow_copy(struct shadow_job *j, struct shadow *s, int out)
+/* An unnamed file for a body of @size bytes, in memory while it fits. */
+static int shadow_open(struct shadow_job *j, struct shadow *s, off_t size)
+{
+	if (size <= SHADOW_MEM_BODY_MAX &&
+	    j->mem + (uint64_t)size <= SHADOW_MEM_JOB_MAX) {
+		s->fd = memfd_create("lento-shadow", MFD_CLOEXEC);
+		if (s->fd >= 0) {
+			j->mem += (uint64_t)size;
+			return 0;
+		}
+		if (errno != ENOMEM && errno != EMFILE && errno != ENFILE)
+			return -errno;
+	}
+	s->fd = openat(j->dirfd, ".lento/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC,
+		       0600);
+	return s->fd >= 0 ? 0 : -errno;
+}
+
+/* The object's body from the cache's file into a new shadow. */
+static int shadow_copy(struct shadow_job *j, struct shadow *s)
 {
 	int in = openat(j->dirfd, s->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat sb;
@@ -199,55 +206,31 @@ static int shadow_copy(struct shadow_job *j, struct shadow *s, int out)
 	if (in < 0)	/* the name moved on: not this object's any more */
 		return errno == ENOENT || errno == ELOOP ? -ESTALE : -errno;
 	err = fstat(in, &sb) ? -errno : shadow_is_it(s, in, &sb);
-	err = err ?: cache_copy_fd(in, out, sb.st_size);
+	err = err ?: shadow_open(j, s, sb.st_size);
+	err = err ?: cache_copy_fd(in, s->fd, sb.st_size);
 	close(in);
 	return err;
 }
 
-/* The shadow opened (reused) or copied under its temporary name. */
+/* The shadow made: a copy, or empty when the body is moot. */
 static int shadow_make(struct shadow_job *j, struct shadow *s)
 {
-	char tmp[sizeof(s->name) + 4];
 	int err = 0;
 
-	if (j->reuse) {
-		s->fd = openat(j->dirfd, s->name, O_RDONLY | O_CLOEXEC);
-		if (s->fd >= 0 || errno != ENOENT)
-			return s->fd >= 0 ? 0 : -errno;
-	}
-	tmp_name(tmp, sizeof(tmp), s);
-	s->fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		       0600);
-	if (s->fd < 0)
-		return -errno;
-	s->made = true;
 	s->moot = !s->src;
 	if (s->src)
-		err = shadow_copy(j, s, s->fd);
+		err = shadow_copy(j, s);
 	if (err == -ESTALE && j->gone_ok) {
 		s->moot = true;
-		err = ftruncate(s->fd, 0) ? -errno : 0;
+		err = 0;
 	}
-	/* Its writeback starts now, with the others': one wait for all. */
-	if (!err && sync_file_range(s->fd, 0, 0, SYNC_FILE_RANGE_WRITE))
-		err = -errno;
+	if (!err && s->moot) {
+		if (s->fd >= 0)
+			close(s->fd);
+		s->fd = -1;
+		err = shadow_open(j, s, 0);
+	}
 	return err;
-}
-
-/* A made copy durable (unless all are), then under its own name. */
-static int shadow_install(struct shadow_job *j, struct shadow *s)
-{
-	char tmp[sizeof(s->name) + 4];
-
-	if (!s->made)
-		return 0;
-	if (!j->synced && fdatasync(s->fd))
-		return -errno;
-	tmp_name(tmp, sizeof(tmp), s);
-	if (renameat(j->dirfd, tmp, j->dirfd, s->name))
-		return -errno;
-	s->made = false;
-	return 0;
 }
 
 /* The body as it is in the copy: its size is what ships. */
@@ -273,42 +256,20 @@ static void shadow_step(struct shadow_job *j,
 	}
 }
 
-/*
- * All copies first, so their writeback overlaps; then each made durable.
- * An fdatasync is a cache flush at least: hundreds of small bodies (a
- * tree unpacked) are one syncfs of the cache's file system instead --
- * which writes what else is dirty there too, so not for a few.
- */
 static void shadow_run(struct wk_job *wk)
 {
 	struct shadow_job *j = (struct shadow_job *)wk;
 
 	shadow_step(j, shadow_make);
-	if (!j->err && j->n > SHADOW_SYNC_EACH_MAX) {
-		/* s[0].fd: syncfs() takes no O_PATH descriptor. */
-		if (syncfs(j->s[0].fd))
-			j->err = -errno;
-		j->synced = true;
-	}
-	shadow_step(j, shadow_install);
 	shadow_step(j, shadow_size);
 }
 
 static void shadow_job_free(struct shadow_job *j)
 {
-	char tmp[sizeof(j->s[0].name) + 4];
-
 	for (uint32_t i = 0; i < j->n; i++) {
-		struct shadow *s = &j->s[i];
-
-		if (s->fd >= 0)
-			close(s->fd);
-		/* Never left for a resend to take as whole. */
-		if (s->made) {
-			tmp_name(tmp, sizeof(tmp), s);
-			unlinkat(j->dirfd, tmp, 0);
-		}
-		free(s->src);
+		if (j->s[i].fd >= 0)
+			close(j->s[i].fd);
+		free(j->s[i].src);
 	}
 	free(j->s);
 	free(j);
@@ -406,7 +367,6 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 	j->wk.done = shadow_done;
 	j->b = b;
 	j->dirfd = cache_dirfd(cl->cache);
-	j->reuse = b->resend;
 	j->gone_ok = v->moved_on >= REINT_MOVED_ON_MAX;
 	j->s = calloc(b->stores, sizeof(*j->s));
 	if (!j->s)
@@ -419,9 +379,7 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 		s = &j->s[j->n++];
 		s->rec = i;
 		s->fd = -1;
-		shadow_name(s->name, sizeof(s->name), b->volume,
-			    b->recs[i].recno);
-		/* No name (src NULL): a resend may still find its shadow. */
+		/* No name left: a later record removes it (src NULL). */
 		err = cache_path(cl->cache, &b->recs[i].obj, path,
 				 sizeof(path));
 		if (!err) {
@@ -440,31 +398,6 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 	b->job = j;
 	wk_submit(cl->wk, &j->wk);
 	return 0;
-}
-
-/* Shadows no longer wanted, removed by the worker (after their making). */
-struct unlink_job {
-	struct wk_job wk;
-	int dirfd;
-	uint32_t n;
-	char (*names)[SHADOW_NAME_MAX];
-};
-
-static void unlink_run(struct wk_job *wk)
-{
-	struct unlink_job *j = (struct unlink_job *)wk;
-
-	for (uint32_t i = 0; i < j->n; i++)
-		unlinkat(j->dirfd, j->names[i], 0);
-}
-
-static void unlink_done(struct wk_job *wk, bool ran)
-{
-	struct unlink_job *j = (struct unlink_job *)wk;
-
-	(void)ran;		/* left behind: space only */
-	free(j->names);
-	free(j);
 }
 
 static void pred_free(struct pred *p);
@@ -573,7 +506,6 @@ static int take_shipped(void *arg, const struct lento_rec *rec,
 		return -EUCLEAN;	/* the numbers must follow */
 	if (!b->n)
 		b->first = shipno;
-	b->resend = true;
 	return batch_add(b, rec, shipno);
 }
 
@@ -838,28 +770,6 @@ static int64_t age_ms_of(const struct cml_stats *cs)
 	       wall_ms() - cs->oldest_ns / 1000000 : 0;
 }
 
-static void remove_shadows(struct client *cl, struct batch *b, uint64_t upto)
-{
-	struct unlink_job *j = calloc(1, sizeof(*j));
-
-	if (j)
-		j->names = calloc(b->stores ? b->stores : 1,
-				  sizeof(*j->names));
-	if (!j || !j->names) {
-		free(j);
-		return;		/* left behind: space only */
-	}
-	j->wk.run = unlink_run;
-	j->wk.done = unlink_done;
-	j->dirfd = cache_dirfd(cl->cache);
-	for (uint32_t i = 0; i < b->n; i++)
-		if (b->recs[i].op == LENTO_OP_STORE &&
-		    b->recs[i].recno <= upto)
-			shadow_name(j->names[j->n++], sizeof(*j->names),
-				    b->volume, b->recs[i].recno);
-	wk_submit(cl->wk, &j->wk);
-}
-
 /*
  * The new versions of the objects the batch changed, into the cache. One
  * that is not what the batch's records leave was changed at the server by
@@ -933,8 +843,8 @@ static void break_moved(struct client *cl, uint32_t volume,
  * after a crash before the answer was read (the resend case of
  * tests/lento/run). Nothing outside the cache acts on it first: the next
  * batch waits for a later commit's sync (the WAL keeps their order), and
- * a shadow removed early is copied again for the resend, whose body the
- * server skips.
+ * the resend takes its bodies again (Bodies above), which the server
+ * skips.
  */
 static int settle(struct client *cl, struct batch *b, struct vol *v,
 		  const struct lp_reint_reply *m)
@@ -976,7 +886,6 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 	break_moved(cl, b->volume, moved, nmoved);
 	free(moved);
 	client_sync_want(cl);
-	remove_shadows(cl, b, m->code == LP_OK ? m->applied : UINT64_MAX);
 	return 0;
 }
 
@@ -1219,8 +1128,8 @@ static void batch_start(struct client *cl, struct vol *v)
 		  b->first + b->n - 1);
 	/*
 	 * What the server takes must survive a crash here: the records and
-	 * their numbers (a batch sent again is the same one), the fids, the
-	 * STOREs' bodies.
+	 * their numbers (a batch sent again is the same one) and the fids.
+	 * The bodies are taken again (Bodies above).
 	 */
 	b->gen = cache_gen(cl->cache);
 	b->waiting = true;

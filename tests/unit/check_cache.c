@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -86,16 +87,24 @@ static void add_volume(struct cache *c)
 START_TEST(open_makes_layout)
 {
 	struct cache *c = open_cache();
-	char path[128];
+	char path[128], old[128];
 	struct stat sb;
 	int64_t v = 0;
 
 	snprintf(path, sizeof(path), "%s/.lento/tmp/leftover", dir);
 	cache_close(c);
 	ck_assert_int_eq(close(open(path, O_CREAT | O_WRONLY, 0600)), 0);
+	snprintf(old, sizeof(old), "%s/.lento/shadow", dir);
+	ck_assert_int_eq(mkdir(old, 0700), 0);
+	snprintf(old, sizeof(old), "%s/.lento/shadow/1.5", dir);
+	ck_assert_int_eq(close(open(old, O_CREAT | O_WRONLY, 0600)), 0);
 	c = open_cache();
 	/* A crash's leftovers in tmp go at open. */
 	ck_assert_int_eq(stat(path, &sb), -1);
+	/* So do an older lento's named shadow copies, and their directory. */
+	snprintf(old, sizeof(old), "%s/.lento/shadow", dir);
+	ck_assert_int_eq(stat(old, &sb), -1);
+	ck_assert_int_eq(errno, ENOENT);
 	snprintf(path, sizeof(path), "%s/.lento/client.db", dir);
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_int_eq(cache_meta_get(c, "format", &v), 0);
@@ -664,6 +673,41 @@ START_TEST(hidden_names)
 }
 END_TEST
 
+/* A body copied whole, also to a file of another file system (a memfd). */
+START_TEST(copy_across)
+{
+	char path[128], buf[70000], got[sizeof(buf)];
+	int in, out[2];
+	struct stat sb;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)(i * 7 + i / 251);
+	snprintf(path, sizeof(path), "%s/body", dir);
+	in = open(path, O_CREAT | O_RDWR, 0600);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_eq(write(in, buf, sizeof(buf)), (int)sizeof(buf));
+	out[0] = open(dir, O_TMPFILE | O_RDWR, 0600);
+	out[1] = memfd_create("copy", MFD_CLOEXEC);
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_ge(out[k], 0);
+		ck_assert_int_eq(lseek(in, 0, SEEK_SET), 0);
+		ck_assert_int_eq(cache_copy_fd(in, out[k], sizeof(buf)), 0);
+		ck_assert_int_eq(fstat(out[k], &sb), 0);
+		ck_assert_int_eq(sb.st_size, sizeof(buf));
+		ck_assert_int_eq(pread(out[k], got, sizeof(got), 0),
+				 (int)sizeof(got));
+		ck_assert(!memcmp(got, buf, sizeof(buf)));
+		close(out[k]);
+	}
+	/* A file shorter than its status said: an error, not a hang. */
+	out[0] = memfd_create("copy", MFD_CLOEXEC);
+	ck_assert_int_eq(lseek(in, 0, SEEK_SET), 0);
+	ck_assert_int_eq(cache_copy_fd(in, out[0], sizeof(buf) + 10), -EIO);
+	close(out[0]);
+	close(in);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -682,6 +726,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, materialise);
 	tcase_add_test(tc, hidden_names);
 	tcase_add_test(tc, xattrs);
+	tcase_add_test(tc, copy_across);
 	suite_add_tcase(s, tc);
 	return s;
 }
