@@ -220,6 +220,7 @@ struct wr {
 void lp_buf_free(struct lp_buf *b)
 {
 	free(b->p);
+	ZSTD_freeCCtx(b->zc);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -1276,9 +1277,18 @@ int lp_encode_data(struct lp_buf *b, uint32_t tag, const struct lp_data *d,
 	at = b->len;
 	put32(&w, 0);		/* zlen, once known */
 	z = room(&w, bound);
-	if (z) {
-		zlen = ZSTD_compress(z, bound, raw_len ? raw : "", raw_len,
-				     LP_ZSTD_LEVEL);
+	/*
+	 * One context per buffer: a new one per chunk (ZSTD_compress) costs
+	 * an allocation of its tables and their page faults every time.
+	 */
+	if (z && !b->zc) {
+		b->zc = ZSTD_createCCtx();
+		if (!b->zc)
+			w.err = -ENOMEM;
+	}
+	if (z && b->zc) {
+		zlen = ZSTD_compressCCtx(b->zc, z, bound, raw_len ? raw : "",
+					 raw_len, LP_ZSTD_LEVEL);
 		if (ZSTD_isError(zlen)) {
 			w.err = -ENOMEM;	/* its only failure here */
 		} else {

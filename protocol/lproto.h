@@ -159,9 +159,10 @@ struct lp_buf {
 	uint8_t *p;
 	size_t len, cap;
 	const char *why;	/* the last -EINVAL's reason */
+	void *zc;		/* DATA's ZSTD_CCtx: made once, used again */
 };
 
-void lp_buf_free(struct lp_buf *b);	/* and zero it */
+void lp_buf_free(struct lp_buf *b);	/* its context too, and zero it */
 
 /* --------------------------------------------------------------- frames */
 
