@@ -1048,6 +1048,7 @@ static void client_free(struct client *cl)
 	lo_loop_free(cl->loop);	/* file I/O in flight is cancelled */
 	jobs_free(cl);
 	cache_close(cl->cache);
+	lp_zd_free(&cl->zd);
 	while (cl->vols) {
 		struct vol *v = cl->vols;
 

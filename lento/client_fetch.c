@@ -1134,7 +1134,7 @@ static int body_chunk(struct job *j, const struct lp_frame *f,
 		b->err = -ENOMEM;
 		return 0;
 	}
-	if (lp_chunk_decompress(&d, w->buf, d.raw_len, why)) {
+	if (lp_chunk_decompress(&d, w->buf, d.raw_len, why, &j->cl->zd)) {
 		free(w->buf);
 		free(w);
 		return -EBADMSG;

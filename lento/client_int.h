@@ -173,6 +173,7 @@ struct client {
 	struct op *ops;
 	struct batch *batch;	/* the REINTEGRATE on the wire, if any */
 	struct worker *wk;	/* file work off the loop (worker.h) */
+	void *zd;		/* bodies' ZSTD_DCtx (lp_zd_free) */
 	struct client_stats st;
 	bool full_of_dirty;	/* reported once per episode */
 	/* Uses for the LRU, written once a tick: not an fsync per read. */

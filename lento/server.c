@@ -132,6 +132,7 @@ struct server {
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
+	void *zd;			/* DATA's ZSTD_DCtx (lp_zd_free) */
 	struct worker *wk;		/* bodies' syncs off the loop */
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
@@ -1321,7 +1322,8 @@ static void do_data(struct session *s, const struct lp_frame *f)
 	}
 	if (lp_decode_data(f, &d, &why) ||
 	    (r = lp_stream_data(&ri->stream, &d, &why)) < 0 ||
-	    lp_chunk_decompress(&d, ri->chunk, LP_CHUNK_MAX, &why)) {
+	    lp_chunk_decompress(&d, ri->chunk, LP_CHUNK_MAX, &why,
+				&s->srv->zd)) {
 		sess_close(s, -EBADMSG, "DATA: %s", why ? why : "bad chunk");
 		return;
 	}
@@ -2099,6 +2101,7 @@ static void server_free(struct server *srv)
 	lo_loop_free(srv->loop);	/* the sessions go with it */
 	store_close(srv->st);
 	lp_buf_free(&srv->out);
+	lp_zd_free(&srv->zd);
 }
 
 int server_main(const struct server_opts *o)

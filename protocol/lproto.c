@@ -1325,8 +1325,14 @@ int lp_decode_data(const struct lp_frame *f, struct lp_data *d,
 	return done(&r, why);
 }
 
+void lp_zd_free(void **zd)
+{
+	ZSTD_freeDCtx(*zd);
+	*zd = NULL;
+}
+
 int lp_chunk_decompress(const struct lp_data *d, void *dst, size_t cap,
-			const char **why)
+			const char **why, void **zd)
 {
 	size_t got;
 
@@ -1342,7 +1348,11 @@ int lp_chunk_decompress(const struct lp_data *d, void *dst, size_t cap,
 	if (*why)
 		return -EBADMSG;
 	/* Never room for more than raw_len: a lying frame fails here. */
-	got = ZSTD_decompress(dst, d->raw_len, d->z, d->zlen);
+	if (zd && !*zd)
+		*zd = ZSTD_createDCtx();
+	got = zd && *zd ? ZSTD_decompressDCtx(*zd, dst, d->raw_len, d->z,
+					      d->zlen) :
+	      ZSTD_decompress(dst, d->raw_len, d->z, d->zlen);
 	if (ZSTD_isError(got) || got != d->raw_len) {
 		*why = "zstd data corrupt or not of its declared size";
 		return -EBADMSG;

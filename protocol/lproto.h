@@ -386,10 +386,13 @@ int lp_decode_data(const struct lp_frame *f, struct lp_data *d,
  * Decompress a decoded chunk into @dst (@cap bytes): exactly d->raw_len
  * bytes or -EBADMSG. The zstd data must be one frame whose declared size
  * is raw_len, and never more than raw_len is written: a chunk that would
- * grow beyond what it declares (a zip bomb) is refused.
+ * grow beyond what it declares (a zip bomb) is refused. @zd is where the
+ * caller keeps a decompression context from one chunk to the next (made
+ * at the first; NULL: one for this chunk only); lp_zd_free() frees it.
  */
 int lp_chunk_decompress(const struct lp_data *d, void *dst, size_t cap,
-			const char **why);
+			const char **why, void **zd);
+void lp_zd_free(void **zd);	/* and sets *zd NULL */
 
 /*
  * A receiver's check of one body's chunks: offsets follow one another,

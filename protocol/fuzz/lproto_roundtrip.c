@@ -100,13 +100,13 @@ static enum lp_rt data(const struct lp_frame *f, struct lp_buf *out,
 
 	if (lp_decode_data(f, &d, why))
 		return LP_RT_BAD;
-	if (lp_chunk_decompress(&d, chunk, sizeof(chunk), why))
+	if (lp_chunk_decompress(&d, chunk, sizeof(chunk), why, NULL))
 		return LP_RT_DATA;	/* a well-formed frame, bad zstd */
 	if (lp_encode_data(out, f->tag, &d, chunk, d.raw_len))
 		return again(-EINVAL, why);
 	if (lp_frame_parse(out->p + at, out->len - at, &f2, why) <= 0 ||
 	    lp_decode_data(&f2, &d2, why) ||
-	    lp_chunk_decompress(&d2, chunk2, sizeof(chunk2), why) ||
+	    lp_chunk_decompress(&d2, chunk2, sizeof(chunk2), why, NULL) ||
 	    d2.rec != d.rec || d2.flags != d.flags || d2.offset != d.offset ||
 	    d2.raw_len != d.raw_len || d2.more != d.more ||
 	    memcmp(chunk, chunk2, d.raw_len)) {

@@ -990,6 +990,7 @@ START_TEST(fetch_body)
 	struct lp_frame f;
 	struct lp_data d;
 	const char *why;
+	void *zd = NULL;
 	size_t at = 0;
 	int last = 0;
 
@@ -1017,13 +1018,18 @@ START_TEST(fetch_body)
 		ck_assert_int_eq(lp_decode_data(&f, &d, &why), 0);
 		last = lp_stream_data(&s, &d, &why);
 		ck_assert_int_ge(last, 0);
+		/* One context for every chunk, as lento keeps one. */
 		ck_assert_int_eq(lp_chunk_decompress(&d, got + d.offset,
-						     size - d.offset, &why), 0);
+						     size - d.offset, &why,
+						     &zd), 0);
+		ck_assert_ptr_nonnull(zd);
 	}
 	ck_assert_uint_eq(at, b.len);
 	ck_assert_mem_eq(got, body, size);
 	/* Nothing may follow a complete body. */
 	ck_assert_int_eq(lp_stream_data(&s, &d, &why), -EBADMSG);
+	lp_zd_free(&zd);
+	ck_assert_ptr_null(zd);
 	free(body);
 	free(got);
 }
@@ -1043,7 +1049,7 @@ START_TEST(empty_body)
 	ck_assert_int_eq(lp_decode_data(&f, &d, &why), 0);
 	lp_stream_init(&s, 0, 0, true);
 	ck_assert_int_eq(lp_stream_data(&s, &d, &why), 1);
-	ck_assert_int_eq(lp_chunk_decompress(&d, &one, 0, &why), 0);
+	ck_assert_int_eq(lp_chunk_decompress(&d, &one, 0, &why, NULL), 0);
 }
 END_TEST
 
@@ -1880,7 +1886,7 @@ static const char *inflate_verdict(size_t cap)
 	const char *why;
 
 	ck_assert_int_eq(lp_decode_data(&f, &d, &why), 0);
-	return lp_chunk_decompress(&d, out, cap, &why) ? why : NULL;
+	return lp_chunk_decompress(&d, out, cap, &why, NULL) ? why : NULL;
 }
 
 /* A DATA frame around zstd bytes of our own making. */
