@@ -40,12 +40,12 @@
  * it did not apply may carry newer bytes: a later STORE of them is in the
  * log behind it. The file is found by the names the cache's database
  * holds, which are the CML's: behind the cache when lento has not
- * consumed all presto journaled. So
- * the file found must be the record's object (its inode, as presto
- * named it); one that is not there or not it has moved on since, and
- * presto's journal is consumed to its end (KML_SYNC) before the batch is
- * made again. An object with no name left in the database is removed by
- * a later record: its body is moot and the STORE goes with none.
+ * consumed all presto journaled. So the file found must be the record's
+ * object (its inode, as presto named it); one that is not there or not it
+ * has moved on since, and presto's journal is consumed to its end
+ * (KML_SYNC) before the batch is made again. An object with no name left
+ * in the database is removed by a later record: its body is moot and the
+ * STORE goes with none.
  *
  * Answers. Applied: the records go from the log (cml_ack), the cache
  * takes the new versions and the volume's stamp. A conflict or another
@@ -224,12 +224,9 @@ static int shadow_make(struct shadow_job *j, struct shadow *s)
 		s->moot = true;
 		err = 0;
 	}
-	if (!err && s->moot) {
-		if (s->fd >= 0)
-			close(s->fd);
-		s->fd = -1;
+	/* No shadow yet: a body moves on before its copy is opened. */
+	if (!err && s->moot)
 		err = shadow_open(j, s, 0);
-	}
 	return err;
 }
 
