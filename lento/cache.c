@@ -1197,6 +1197,30 @@ int cache_path(struct cache *c, const struct lento_fid *fid, char *buf,
 	return 0;
 }
 
+int cache_path_near(struct cache *c, const struct lento_fid *fid,
+		    struct cache_path_memo *m, char *buf, size_t size)
+{
+	char name[LENTO_NAME_MAX + 1];
+	struct lento_fid dir;
+	int err = cache_name_of(c, fid, &dir, name), n;
+
+	/* A root has no name: its path is the volume's. */
+	if (err == -ENOENT)
+		return cache_path(c, fid, buf, size);
+	if (err)
+		return err;
+	if (!m->known || !lento_fid_eq(&m->dir, &dir)) {
+		m->known = false;
+		err = cache_path(c, &dir, m->path, sizeof(m->path));
+		if (err)
+			return err;
+		m->dir = dir;
+		m->known = true;
+	}
+	n = snprintf(buf, size, "%s/%s", m->path, name);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
 /* ----------------------------------------------------- shipped numbers */
 
 int cache_ship_add(struct cache *c, uint32_t volume, uint64_t shipno,

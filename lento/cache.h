@@ -216,6 +216,20 @@ int cache_names(struct cache *c, const struct lento_fid *fid,
 int cache_path(struct cache *c, const struct lento_fid *fid, char *buf,
 	       size_t size);
 
+/*
+ * cache_path() for many objects in a row that share directories (a
+ * batch's): the path of the last directory met is kept in @m, zeroed
+ * before the first call. Only while no name in the cache changes.
+ */
+struct cache_path_memo {
+	bool known;
+	struct lento_fid dir;
+	char path[CACHE_PATH_MAX];
+};
+
+int cache_path_near(struct cache *c, const struct lento_fid *fid,
+		    struct cache_path_memo *m, char *buf, size_t size);
+
 /* ----------------------------------------------------- shipped numbers */
 
 int cache_ship_add(struct cache *c, uint32_t volume, uint64_t shipno,

@@ -213,11 +213,12 @@ static int start_reading(struct client *cl, struct fset *fs, struct vol *v)
 static void flags_of_made(struct client *cl, struct fset *fs)
 {
 	struct kapply *ka = &fs->j.ka;
+	struct cache_path_memo m = { 0 };
 	char path[CACHE_PATH_MAX];
 
 	for (size_t i = 0; fs->epoch && i < ka->nmade; i++) {
-		int err = cache_path(cl->cache, &ka->made[i], path,
-				     sizeof(path));
+		int err = cache_path_near(cl->cache, &ka->made[i], &m, path,
+					  sizeof(path));
 
 		/* Removed again in the same batch: nothing to mark. */
 		err = err ?: flags_write(cl, path, PRESTO_CB_ALL, fs->epoch);

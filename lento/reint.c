@@ -352,6 +352,7 @@ static int take_id(void *arg, int type, const void *handle, size_t len)
 static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 {
 	struct shadow_job *j;
+	struct cache_path_memo m = { 0 };
 	char path[CACHE_PATH_MAX];
 	int err = 0;
 
@@ -377,8 +378,8 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 		s->rec = i;
 		s->fd = -1;
 		/* No name left: a later record removes it (src NULL). */
-		err = cache_path(cl->cache, &b->recs[i].obj, path,
-				 sizeof(path));
+		err = cache_path_near(cl->cache, &b->recs[i].obj, &m, path,
+				      sizeof(path));
 		if (!err) {
 			s->src = strdup(path);
 			err = s->src ? 0 : -ENOMEM;

@@ -286,6 +286,48 @@ START_TEST(listings_and_paths)
 }
 END_TEST
 
+/* Paths of a batch's objects: the directory's path is kept between them. */
+START_TEST(paths_near)
+{
+	struct cache *c = open_cache();
+	struct lento_fid root = fid(1, 1), d = fid(1, 2), e = fid(1, 3),
+			 f = fid(1, 4), g = fid(1, 5), h = fid(1, 6),
+			 lost = fid(1, 7);
+	struct cache_obj od = obj(d, LENTO_T_DIR, 1), oe = obj(e, LENTO_T_DIR,
+								1);
+	struct cache_path_memo m = { 0 };
+	char path[64];
+
+	add_volume(c);
+	ck_assert_int_eq(cache_obj_put(c, &od, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_put(c, &oe, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &root, "d", &d), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &d, "e", &e), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e, "f", &f), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e, "g", &g), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &root, "h", &h), 0);
+	ck_assert_int_eq(cache_path_near(c, &f, &m, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol/d/e/f");
+	ck_assert(m.known && lento_fid_eq(&m.dir, &e));
+	ck_assert_int_eq(cache_path_near(c, &g, &m, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol/d/e/g");
+	/* Another directory, a root, a directory itself, none, too long. */
+	ck_assert_int_eq(cache_path_near(c, &h, &m, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol/h");
+	ck_assert_int_eq(cache_path_near(c, &root, &m, path, sizeof(path)),
+			 0);
+	ck_assert_str_eq(path, "vol");
+	ck_assert_int_eq(cache_path_near(c, &e, &m, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "vol/d/e");
+	ck_assert_int_eq(cache_path_near(c, &lost, &m, path, sizeof(path)),
+			 -ENOENT);
+	ck_assert_int_eq(cache_path_near(c, &f, &m, path, 9), -ENAMETOOLONG);
+	ck_assert_int_eq(cache_path_near(c, &f, &m, path, 10), 0);
+	ck_assert_str_eq(path, "vol/d/e/f");
+	cache_close(c);
+}
+END_TEST
+
 START_TEST(ship_numbers)
 {
 	struct cache *c = open_cache();
@@ -718,6 +760,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, volumes);
 	tcase_add_test(tc, objects);
 	tcase_add_test(tc, listings_and_paths);
+	tcase_add_test(tc, paths_near);
 	tcase_add_test(tc, ship_numbers);
 	tcase_add_test(tc, stats_lru_purge);
 	tcase_add_test(tc, transactions);
