@@ -22,8 +22,11 @@
  * the rest of a block: numbers have gaps, as the optimiser leaves anyway.
  *
  * Statistics. cml_stats() would read the whole log; a volume's figures
- * are kept here once read, moved by each append and read again after
- * anything else changes its log (or a transaction is rolled back).
+ * are kept here once read and moved by what changes the log: an append,
+ * a batch shipped or requeued, an acknowledgement (whose DELETE returns
+ * what it removed). The oldest record's time alone is read again when an
+ * acknowledgement removed the record that had it. The optimiser, a
+ * record dropped or a rollback make all of them be read anew.
  */
 #include "blob.h"
 #include "cml.h"
@@ -56,6 +59,7 @@ enum stmt {
 	S_REQUEUE,
 	S_ACK,
 	S_STATS,
+	S_OLDEST,
 	S_WINDOW,
 	S_BASES,
 	S_UPDATE,
@@ -101,10 +105,12 @@ static const char *const sql[S_COUNT] = {
 	[S_SHIP] = "UPDATE cml SET state = 1 WHERE volume = ?1 AND state = 0 "
 		   "AND recno BETWEEN ?2 AND ?3",
 	[S_REQUEUE] = "UPDATE cml SET state = 0 WHERE volume = ?1 AND state = 1",
-	[S_ACK] = "DELETE FROM cml WHERE volume = ?1 AND recno <= ?2",
+	[S_ACK] = "DELETE FROM cml WHERE volume = ?1 AND recno <= ?2 "
+		  "RETURNING " REC_BYTES ", state, time",
 	[S_STATS] = "SELECT count(*), coalesce(sum(" REC_BYTES "), 0), "
 		    "coalesce(sum(state <> 0), 0), coalesce(min(time), 0) "
 		    "FROM cml WHERE volume = ?1",
+	[S_OLDEST] = "SELECT coalesce(min(time), 0) FROM cml WHERE volume = ?1",
 	[S_WINDOW] = "SELECT " REC_COLS " FROM cml WHERE volume = ?1 "
 		     "AND state = 0 AND recno > (SELECT coalesce(max(recno), 0) "
 		     "FROM cml WHERE volume = ?1 AND state <> 0) ORDER BY recno",
@@ -164,6 +170,7 @@ struct block {
 struct cml_vol {
 	uint32_t volume;
 	bool stats_known;
+	bool oldest_known;	/* stats.oldest_ns, when stats_known */
 	struct cml_stats stats;
 	struct block fidseq;
 };
@@ -805,8 +812,12 @@ static void count_append(struct cml *cml, const struct lento_rec *rec,
 
 	if (!v || !v->stats_known)
 		return;
-	if (!v->stats.records || rec->time_ns < v->stats.oldest_ns)
+	if (!v->stats.records) {
 		v->stats.oldest_ns = rec->time_ns;
+		v->oldest_known = true;
+	} else if (rec->time_ns < v->stats.oldest_ns) {
+		v->stats.oldest_ns = rec->time_ns;
+	}
 	v->stats.records++;
 	v->stats.bytes += cml_rec_bytes(rec, body_size);
 }
@@ -941,10 +952,10 @@ static int walk(struct cml *cml, enum stmt s, uint32_t volume,
 int cml_batch(struct cml *cml, uint32_t volume, uint32_t max_records,
 	      uint64_t max_bytes, cml_rec_fn *fn, void *arg)
 {
-	uint64_t first = 0, last = 0;
+	uint64_t first = 0, last = 0, shipped = 0;
+	struct cml_vol *v;
 	int n, err;
 
-	stats_forget(cml, volume);
 	err = begin(cml);
 	if (err)
 		return err;
@@ -959,7 +970,12 @@ int cml_batch(struct cml *cml, uint32_t volume, uint32_t max_records,
 		sqlite3_bind_int64(st, 3, (sqlite3_int64)last);
 		err = run(cml, S_SHIP);
 	}
+	if (!err && n > 0)
+		shipped = (uint64_t)sqlite3_changes(cml->db);
 	err = end(cml, err);
+	v = err ? NULL : vol_of(cml, volume, false);
+	if (v && v->stats_known)
+		v->stats.shipped += shipped;
 	return err ?: n;
 }
 
@@ -970,9 +986,17 @@ int cml_list(struct cml *cml, uint32_t volume, cml_rec_fn *fn, void *arg)
 
 int cml_requeue(struct cml *cml, uint32_t volume)
 {
-	stats_forget(cml, volume);
+	struct cml_vol *v = vol_of(cml, volume, false);
+	int err;
+
 	sqlite3_bind_int64(cml->st[S_REQUEUE], 1, volume);
-	return run(cml, S_REQUEUE);
+	err = run(cml, S_REQUEUE);
+	/* Nothing is left taken by a batch. */
+	if (err)
+		stats_forget(cml, volume);
+	else if (v)
+		v->stats.shipped = 0;
+	return err;
 }
 
 int cml_drop(struct cml *cml, uint64_t recno)
@@ -1001,17 +1025,50 @@ int cml_rebase(struct cml *cml, uint32_t volume, const struct lento_fid *fid,
 	return err ?: sqlite3_changes(cml->db);
 }
 
+/* A record acknowledged and deleted: out of its volume's figures. */
+static void count_ack(struct cml_vol *v, sqlite3_stmt *st)
+{
+	uint64_t bytes = (uint64_t)sqlite3_column_int64(st, 0);
+	bool shipped = sqlite3_column_int64(st, 1) != 0;
+
+	if (!v->stats_known)
+		return;
+	if (!v->stats.records || v->stats.bytes < bytes ||
+	    v->stats.shipped < shipped) {
+		v->stats_known = false;		/* not what was counted */
+		return;
+	}
+	v->stats.records--;
+	v->stats.bytes -= bytes;
+	v->stats.shipped -= shipped;
+	if (sqlite3_column_int64(st, 2) <= v->stats.oldest_ns)
+		v->oldest_known = false;
+	if (!v->stats.records) {
+		v->stats.oldest_ns = 0;
+		v->oldest_known = true;
+	}
+}
+
 int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)
 {
-	int err;
+	sqlite3_stmt *st = cml->st[S_ACK];
+	struct cml_vol *v = vol_of(cml, volume, false);
+	int rc, n = 0, err;
 
 	if (upto > INT64_MAX)
 		upto = INT64_MAX;
-	stats_forget(cml, volume);
-	sqlite3_bind_int64(cml->st[S_ACK], 1, volume);
-	sqlite3_bind_int64(cml->st[S_ACK], 2, (sqlite3_int64)upto);
-	err = run(cml, S_ACK);
-	return err ?: sqlite3_changes(cml->db);
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)upto);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		n++;
+		if (v)
+			count_ack(v, st);
+	}
+	err = rc == SQLITE_DONE ? 0 : sql_err(rc) ?: -EIO;
+	done(cml, S_ACK);
+	if (err)
+		stats_forget(cml, volume);
+	return err ?: n;
 }
 
 int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
@@ -1020,6 +1077,20 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 	struct cml_vol *v = vol_of(cml, volume, true);
 	int rc, err = 0;
 
+	if (v && v->stats_known && !v->oldest_known) {
+		st = cml->st[S_OLDEST];
+		sqlite3_bind_int64(st, 1, volume);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW) {
+			v->stats.oldest_ns = sqlite3_column_int64(st, 0);
+			v->oldest_known = true;
+		} else {
+			err = sql_err(rc) ?: -EIO;
+		}
+		done(cml, S_OLDEST);
+		if (err)
+			return err;
+	}
 	if (v && v->stats_known) {
 		*out = v->stats;
 		return 0;
@@ -1039,6 +1110,7 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 	if (!err && v) {
 		v->stats = *out;
 		v->stats_known = true;
+		v->oldest_known = true;
 	}
 	return err;
 }

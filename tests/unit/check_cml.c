@@ -1204,6 +1204,28 @@ START_TEST(stats_follow_the_log)
 	r = setattr_rec(VOL, 20);
 	ck_assert_int_eq(cml_append(c, &r, 0), 0);
 	stats_right(c, "appended after");
+	/* Acknowledgements one batch at a time, the oldest anywhere. */
+	for (int i = 0; i < 4; i++) {
+		r = setattr_rec(VOL, 40 + (uint64_t)i);
+		r.time_ns = i == 2 ? 5 : 20000 + i;
+		ck_assert_int_eq(cml_append(c, &r, 0), 0);
+		recno[i] = r.recno;
+	}
+	stats_right(c, "appended more");
+	while (cml_batch(c, VOL, 2, 0, take_none, NULL) > 0) {
+		stats_right(c, "shipped again");
+		ck_assert_int_eq(cml_ack(c, VOL, 0), 0);
+		stats_right(c, "nothing acknowledged");
+	}
+	ck_assert_int_gt(cml_ack(c, VOL, recno[0]), 1);
+	stats_right(c, "acknowledged, the oldest stays");
+	ck_assert_int_eq(cml_ack(c, VOL, recno[2]), 2);
+	stats_right(c, "acknowledged the oldest");
+	ck_assert_int_eq(cml_ack(c, VOL, UINT64_MAX), 1);
+	stats_right(c, "acknowledged all");
+	r = setattr_rec(VOL, 50);
+	ck_assert_int_eq(cml_append(c, &r, 0), 0);
+	stats_right(c, "appended to an empty log");
 	cml_close(c);
 }
 END_TEST
