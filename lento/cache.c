@@ -91,13 +91,13 @@ static const char *const sql[S_COUNT] = {
 	[S_OBJ_GET] = "SELECT " OBJ_COLS " FROM cache WHERE fid = ?1",
 	/*
 	 * A symlink's target stays when none is given; the dirty count is
-	 * cache_dirty_add()'s alone (0 for a new row).
+	 * cache_dirty_add()'s alone (0 for a new row). The volume is the
+	 * fid's: not set again, so its index is not rewritten.
 	 */
 	[S_OBJ_PUT] = "INSERT INTO cache(volume, " OBJ_COLS ") "
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
 		      "?12, ?13, ?14, ?15, ?16, 0, ?18, ?19) "
-		      "ON CONFLICT(fid) DO UPDATE SET volume = excluded.volume, "
-		      "type = excluded.type, nlink = excluded.nlink, "
+		      "ON CONFLICT(fid) DO UPDATE SET type = excluded.type, nlink = excluded.nlink, "
 		      "a_valid = excluded.a_valid, mode = excluded.mode, "
 		      "uid = excluded.uid, gid = excluded.gid, "
 		      "size = excluded.size, atime = excluded.atime, "
@@ -177,7 +177,14 @@ static const char schema[] =
 	"  dirty INTEGER NOT NULL, used INTEGER NOT NULL, target BLOB)"
 	"  WITHOUT ROWID;"
 	"CREATE INDEX IF NOT EXISTS cache_volume ON cache(volume);"
-	"CREATE INDEX IF NOT EXISTS cache_lru ON cache(type, data, dirty, used);"
+	/*
+	 * The eviction order holds the clean cached files alone: a row
+	 * changed while dirty (every row a journal batch writes) leaves it
+	 * alone. Until 2026-11 an index of every row: dropped.
+	 */
+	"DROP INDEX IF EXISTS cache_lru;"
+	"CREATE INDEX IF NOT EXISTS cache_clean ON cache(used) "
+	"  WHERE type = 1 AND data <> 0 AND dirty = 0;"
 	"CREATE TABLE IF NOT EXISTS dirents("
 	"  dir BLOB NOT NULL, name BLOB NOT NULL, fid BLOB NOT NULL,"
 	"  PRIMARY KEY(dir, name)) WITHOUT ROWID;"

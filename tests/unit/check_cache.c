@@ -84,6 +84,39 @@ static void add_volume(struct cache *c)
 	ck_assert_int_eq(cache_obj_put(c, &root, NULL, 0), 0);
 }
 
+/* Whether the database at @path has the index @name. */
+static bool has_index(const char *path, const char *name)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	bool has;
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master "
+					    "WHERE type = 'index' AND "
+					    "name = ?1", -1, &st, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	has = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return has;
+}
+
+/* The database at @path as an older lento left it: cache_lru, not ours. */
+static void index_old(const char *path)
+{
+	sqlite3 *db;
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "DROP INDEX cache_clean; "
+				      "CREATE INDEX cache_lru ON cache(type, "
+				      "data, dirty, used);", NULL, NULL,
+				      NULL), SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert(has_index(path, "cache_lru"));
+}
+
 START_TEST(open_makes_layout)
 {
 	struct cache *c = open_cache();
@@ -98,7 +131,12 @@ START_TEST(open_makes_layout)
 	ck_assert_int_eq(mkdir(old, 0700), 0);
 	snprintf(old, sizeof(old), "%s/.lento/shadow/1.5", dir);
 	ck_assert_int_eq(close(open(old, O_CREAT | O_WRONLY, 0600)), 0);
+	snprintf(old, sizeof(old), "%s/.lento/client.db", dir);
+	index_old(old);
 	c = open_cache();
+	/* An older lento's index of every row for the LRU goes. */
+	ck_assert(!has_index(old, "cache_lru"));
+	ck_assert(has_index(old, "cache_clean"));
 	/* A crash's leftovers in tmp go at open. */
 	ck_assert_int_eq(stat(path, &sb), -1);
 	/* So do an older lento's named shadow copies, and their directory. */
@@ -390,6 +428,13 @@ START_TEST(stats_lru_purge)
 	ck_assert_int_eq(cache_lru_walk(c, first_lru, &first), 1);
 	ck_assert(lento_fid_eq(&first, &b.fid));
 	ck_assert_int_eq(cache_obj_touch(c, &b.fid, 300), 0);
+	ck_assert_int_eq(cache_lru_walk(c, first_lru, &first), 1);
+	ck_assert(lento_fid_eq(&first, &a.fid));
+	/* Out of the order while it has changes pending, back after. */
+	ck_assert_int_eq(cache_dirty_add(c, &a.fid, 2), 0);
+	ck_assert_int_eq(cache_lru_walk(c, first_lru, &first), 1);
+	ck_assert(lento_fid_eq(&first, &b.fid));
+	ck_assert_int_eq(cache_dirty_add(c, &a.fid, -2), 0);
 	ck_assert_int_eq(cache_lru_walk(c, first_lru, &first), 1);
 	ck_assert(lento_fid_eq(&first, &a.fid));
 	/* No name and no pending change: forgotten. */
