@@ -758,6 +758,19 @@ void cache_rollback(struct cache *c)
 		sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+bool cache_read_begin(struct cache *c)
+{
+	return sqlite3_get_autocommit(c->db) &&
+	       sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+void cache_read_end(struct cache *c, bool began)
+{
+	/* Nothing written: its end cannot lose anything. */
+	if (began && sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL))
+		cache_rollback(c);
+}
+
 int cache_meta_get(struct cache *c, const char *key, int64_t *v)
 {
 	sqlite3_bind_text(stmt(c, S_META_GET), 1, key, -1, SQLITE_STATIC);

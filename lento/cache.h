@@ -88,6 +88,14 @@ int cache_begin(struct cache *c);
 int cache_commit(struct cache *c);
 int cache_commit_lazy(struct cache *c);
 void cache_rollback(struct cache *c);
+/*
+ * Many reads in a row in one read transaction: one snapshot and one round
+ * of SQLite's file locks, not one per statement. cache_read_begin() says
+ * whether it began one (none inside another transaction, or if BEGIN
+ * failed: the reads then go one by one); cache_read_end() ends it if so.
+ */
+bool cache_read_begin(struct cache *c);
+void cache_read_end(struct cache *c, bool began);
 /* Transactions committed since the cache was opened, and of those, durable. */
 uint64_t cache_gen(const struct cache *c);
 uint64_t cache_durable_gen(const struct cache *c);

@@ -215,6 +215,7 @@ static void flags_of_made(struct client *cl, struct fset *fs)
 	struct kapply *ka = &fs->j.ka;
 	struct cache_path_memo m = { 0 };
 	char path[CACHE_PATH_MAX];
+	bool rd = fs->epoch && ka->nmade && cache_read_begin(cl->cache);
 
 	for (size_t i = 0; fs->epoch && i < ka->nmade; i++) {
 		int err = cache_path_near(cl->cache, &ka->made[i], &m, path,
@@ -226,6 +227,7 @@ static void flags_of_made(struct client *cl, struct fset *fs)
 			log_warn("fileset %s: the flags of %s: %s", fs->name,
 				 path, strerror(-err));
 	}
+	cache_read_end(cl->cache, rd);
 	kapply_batch_end(ka);
 }
 

@@ -36,6 +36,9 @@ struct who {
 	int64_t time_ns;
 };
 
+/* Records applied between two looks at the clock (a system call in a VM). */
+#define KAPPLY_CLOCK_EVERY	8
+
 static int64_t wall_ms_now(void)
 {
 	struct timespec ts;
@@ -1555,7 +1558,10 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 	int rc = 0, err = cache_begin(ka->cache);
 
 	*why = NULL;
-	while (!err && n < max && (!n || !until_ms || lo_now_ms() < until_ms) &&
+	/* The clock: after the first record, then every few. */
+	while (!err && n < max && (!n || !until_ms ||
+				   (n - 1) % KAPPLY_CLOCK_EVERY ||
+				   lo_now_ms() < until_ms) &&
 	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
 		err = apply_record(ka, &r);
 		if (err == KAPPLY_UNMAPPED)

@@ -103,11 +103,12 @@ void kapply_free(struct kapply *ka);
  * most @max of them, applied in one transaction that also stores the
  * position -- the last record consumed -- in cache_meta @poskey and
  * *@pos, committed lazily: durable once cache_durable_gen() reaches
- * cache_gen() as it is on return. The batch ends early once the loop's clock reaches @until_ms
- * (0: no limit), after the record at hand: the caller holds the loop. A
- * recovery listing still gathering DIRENTs changes nothing yet, so the
- * position stored stops before its RESYNC_DIR: a lento that
- * restarts reads the listing again. Returns the records read (0: none
+ * cache_gen() as it is on return. The batch ends early once the loop's
+ * clock reaches @until_ms (0: no limit): after its first record, and
+ * then looked at every few records (KAPPLY_CLOCK_EVERY, 8), as the caller
+ * holds the loop. A recovery listing still gathering DIRENTs changes
+ * nothing yet, so the position stored stops before its RESYNC_DIR: a
+ * lento that restarts reads the listing again. Returns the records read (0: none
  * now; kread_busy() says whether @more will run), or -errno: then
  * nothing of the batch is kept, and the caller reads again from *@pos
  * with a new reader (kapply_reset()). @why may say more of an error.

@@ -354,6 +354,7 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 	struct shadow_job *j;
 	struct cache_path_memo m = { 0 };
 	char path[CACHE_PATH_MAX];
+	bool rd;
 	int err = 0;
 
 	if (!b->stores)
@@ -369,6 +370,7 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 	j->s = calloc(b->stores, sizeof(*j->s));
 	if (!j->s)
 		err = -ENOMEM;
+	rd = cache_read_begin(cl->cache);
 	for (uint32_t i = 0; !err && i < b->n; i++) {
 		struct shadow *s;
 
@@ -389,6 +391,7 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 		err = err ?: cache_handles(cl->cache, &b->recs[i].obj,
 					   take_id, s);
 	}
+	cache_read_end(cl->cache, rd);
 	if (err) {
 		shadow_job_free(j);
 		return err;

@@ -465,6 +465,23 @@ START_TEST(transactions)
 	cache_close(c);
 	c = open_cache();
 	ck_assert_int_eq(cache_obj_get(c, &a.fid, &got, NULL, 0), 0);
+	/* Reads in one: none begun inside a transaction, none left open. */
+	{
+		uint64_t gen = cache_gen(c);
+		bool began = cache_read_begin(c);
+
+		ck_assert(began);
+		ck_assert(!cache_read_begin(c));
+		ck_assert_int_eq(cache_obj_get(c, &a.fid, &got, NULL, 0), 0);
+		cache_read_end(c, false);
+		ck_assert(!sqlite3_get_autocommit(cache_db(c)));
+		cache_read_end(c, began);
+		ck_assert(sqlite3_get_autocommit(cache_db(c)));
+		ck_assert_uint_eq(cache_gen(c), gen);
+		ck_assert_int_eq(cache_begin(c), 0);
+		ck_assert(!cache_read_begin(c));
+		cache_rollback(c);
+	}
 	cache_close(c);
 }
 END_TEST
