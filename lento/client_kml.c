@@ -35,7 +35,12 @@
 #include "cml.h"
 #include "log.h"
 
-#define KML_BATCH_MAX	64	/* records a transaction */
+/*
+ * Records a transaction. Each commit writes every page it touched to the
+ * WAL again, so a big batch writes less per record (a tar unpack's
+ * consumption: 10% less CPU at 256 than at 64); KML_RUN_MS bounds it.
+ */
+#define KML_BATCH_MAX	256
 /*
  * Consuming holds the event loop: after this long it lets the rest run
  * (permit renewals, upcalls) and goes on at the next tick.
