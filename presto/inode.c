@@ -112,12 +112,18 @@ void presto_copyattr(struct inode *inode)
 	spin_unlock(&inode->i_lock);
 }
 
-/* The cheap refresh for the data path: only the size can have changed. */
+/*
+ * The cheap refresh for the data path: the size, and the mode, whose
+ * set-id bits the lower write drops when the writer may not keep them.
+ * The VFS reads presto's copy for an exec's set-id and for the hardlink
+ * protection: a stale setuid bit would let a user's bytes run setuid.
+ */
 void presto_copysize(struct inode *inode)
 {
 	struct inode *lower = presto_lower_inode(inode);
 
 	spin_lock(&inode->i_lock);
+	inode->i_mode = lower->i_mode;
 	i_size_write(inode, i_size_read(lower));
 	inode->i_blocks = lower->i_blocks;
 	spin_unlock(&inode->i_lock);

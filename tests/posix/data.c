@@ -577,6 +577,15 @@ static void chown_clears_setuid(void)
 	CHECK_EQ(mode_of("d"), 02755);
 }
 
+/* A byte past the end: an executable still runs. */
+static void append_as_user(void *arg)
+{
+	int fd = CHECK_OK(open(arg, O_WRONLY | O_APPEND));
+
+	CHECK_EQ(write(fd, "", 1), 1);
+	close(fd);
+}
+
 static void write_as_user(void *arg)
 {
 	const char *path = arg;
@@ -607,6 +616,47 @@ static void write_clears_setuid(void)
 	write_as_user("root");
 	CHECK_EQ(mode_of("root"), 04777);
 	check_content("u", "y", 1);
+}
+
+/*
+ * The set-id bits a write dropped are gone for the VFS at once, while the
+ * writer still holds the file: the hardlink protection reads the mode
+ * (a setuid file may be linked by its owner only), and a link through
+ * /proc/self/fd/N meets no lookup that would refresh it.
+ */
+static void write_clears_setuid_at_once(void)
+{
+	char proc[64], old[8] = "";
+	int fd, wfd, pfd;
+	ssize_t n = -1;
+
+	/* The protection on, as Debian boots with it. */
+	pfd = CHECK_OK(open("/proc/sys/fs/protected_hardlinks", O_RDWR));
+	CHECK(pread(pfd, old, sizeof(old) - 1, 0) > 0);
+	CHECK_EQ(pwrite(pfd, "1", 1, 0), 1);
+	make_file("s", "x", 04777);
+	CHECK_OK(mkdir("d", 0755));
+	CHECK_OK(chmod("d", 0777));
+	fd = CHECK_OK(open("s", O_RDONLY));
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	/* As user 1000 (no CAP_FSETID), the file kept open for writing. */
+	CHECK_OK(setresuid(-1, 1000, -1));
+	wfd = open("s", O_WRONLY | O_APPEND);
+	if (wfd >= 0)
+		n = write(wfd, "y", 1);
+	CHECK_OK(setresuid(-1, 0, -1));
+	CHECK(wfd >= 0);
+	CHECK_EQ(n, 1);
+	CHECK_OK(setresuid(-1, 1000, -1));
+	n = linkat(AT_FDCWD, proc, AT_FDCWD, "d/s2", AT_SYMLINK_FOLLOW) ?
+	    errno : 0;
+	CHECK_OK(setresuid(-1, 0, -1));
+	CHECK_EQ(n, 0);
+	CHECK_EQ(mode_of("d/s2"), 0777);
+	close(wfd);
+	close(fd);
+	CHECK_EQ(pwrite(pfd, old, strlen(old), 0), (ssize_t)strlen(old));
+	close(pfd);
 }
 
 static void utimensat_values(void)
@@ -2691,6 +2741,13 @@ static void exec_setuid(void)
 	CHECK_OK(chmod("id", 04755));
 	CHECK_EQ(run(euid, 1000, out, sizeof(out)), 0);
 	CHECK(!strcmp(out, "2000\n"));
+	/* Another user's write drops the bit: what it wrote never runs setuid. */
+	CHECK_OK(chown("id", 0, 0));
+	CHECK_OK(chmod("id", 04777));
+	CHECK(as_user(1000, 1000, append_as_user, "id"));
+	CHECK_EQ(run(euid, 1000, out, sizeof(out)), 0);
+	CHECK(!strcmp(out, "1000\n"));
+	CHECK_EQ(mode_of("id"), 0777);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2951,6 +3008,7 @@ const struct posix_case data_cases[] = {
 	{ "attr-chown-chmod-permission", chown_chmod_permission, 0 },
 	{ "attr-chown-clears-setuid", chown_clears_setuid, 0 },
 	{ "attr-write-clears-setuid", write_clears_setuid, 0 },
+	{ "attr-write-clears-setuid-at-once", write_clears_setuid_at_once, 0 },
 	{ "attr-utimensat", utimensat_values, 0 },
 	{ "attr-utimensat-permission", utimensat_permission, 0 },
 	{ "attr-utimensat-nofollow", utimensat_nofollow, 0 },
