@@ -108,8 +108,8 @@ void kapply_free(struct kapply *ka);
  * then looked at every few records (KAPPLY_CLOCK_EVERY, 8), as the caller
  * holds the loop. A recovery listing still gathering DIRENTs changes
  * nothing yet, so the position stored stops before its RESYNC_DIR: a
- * lento that restarts reads the listing again. Returns the records read (0: none
- * now; kread_busy() says whether @more will run), or -errno: then
+ * lento that restarts reads the listing again. Returns the records read
+ * (0: none now; kread_busy() says whether @more will run), or -errno: then
  * nothing of the batch is kept, and the caller reads again from *@pos
  * with a new reader (kapply_reset()). @why may say more of an error.
  * Afterwards ka->made lists the objects the batch made, until
