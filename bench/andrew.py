@@ -40,7 +40,7 @@ PHASES = ("MakeDir", "Copy", "ScanDir", "ReadAll", "Make")
 # The I/O phases take 5 to 100 ms here: one round says little. Each
 # load runs them this many times (each round a run in the report); the
 # first round of a load on presto also takes the write-back permit.
-ROUNDS = 3
+ROUNDS = 5
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
