@@ -24,9 +24,10 @@
  * Statistics. cml_stats() would read the whole log; a volume's figures
  * are kept here once read and moved by what changes the log: an append,
  * a batch shipped or requeued, an acknowledgement (whose DELETE returns
- * what it removed). The oldest record's time alone is read again when an
- * acknowledgement removed the record that had it. The optimiser, a
- * record dropped or a rollback make all of them be read anew.
+ * what it removed), the optimiser's rewrite (from the records it loaded).
+ * The oldest record's time alone is read again when an acknowledgement
+ * or the rewrite removed or moved the record that had it. A record
+ * dropped or a rollback make all of them be read anew.
  */
 #include "blob.h"
 #include "cml.h"
@@ -1117,10 +1118,18 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 
 /* The optimiser's load and store --------------------------------------- */
 
+/* What a node counted for in its volume's figures, as loaded. */
+struct loaded {
+	uint64_t bytes;		/* cml_rec_bytes() */
+	uint64_t fixed;		/* of those, not its names' (data, body) */
+	int64_t time_ns;
+};
+
 struct window {
 	struct cml_onode *nodes;
 	char **names;		/* per node: name and name2, one allocation */
 	struct lento_fid (*was)[CML_NSLOT];	/* per node: fids as loaded */
+	struct loaded *loaded;	/* per node: what its figures were */
 	uint32_t n, cap;
 };
 
@@ -1131,6 +1140,7 @@ static void window_free(struct window *w)
 	free(w->names);
 	free(w->nodes);
 	free(w->was);
+	free(w->loaded);
 }
 
 static int window_grow(struct window *w)
@@ -1150,6 +1160,10 @@ static int window_grow(struct window *w)
 	if (!p)
 		return -ENOMEM;
 	w->was = p;
+	p = realloc(w->loaded, cap * sizeof(*w->loaded));
+	if (!p)
+		return -ENOMEM;
+	w->loaded = p;
 	w->cap = cap;
 	return 0;
 }
@@ -1166,6 +1180,7 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 	sqlite3_bind_int64(st, 1, volume);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct cml_onode *o;
+		uint64_t body_size;
 		size_t l1, l2;
 		char *names;
 
@@ -1174,7 +1189,7 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 			break;
 		}
 		err = w->n == w->cap ? window_grow(w) : 0;
-		err = err ?: col_rec(st, rec, NULL);
+		err = err ?: col_rec(st, rec, &body_size);
 		if (err)
 			break;
 		l1 = strlen(rec->name);
@@ -1208,6 +1223,11 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 			o->base_slot[s] = (uint8_t)s;
 		}
 		memcpy(w->was[w->n], o->fid, sizeof(o->fid));
+		w->loaded[w->n] = (struct loaded){
+			.bytes = cml_rec_bytes(rec, body_size),
+			.fixed = rec->data_len + body_size,
+			.time_ns = rec->time_ns,
+		};
 		w->n++;
 	}
 	if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -1411,6 +1431,43 @@ int cml_count_names(const struct lento_rec *recs, size_t n, int64_t sign,
 	return err;
 }
 
+/*
+ * The rewrite's change to the volume's figures (kept, if known): a node
+ * dropped leaves them, one rewritten may have other names. Every node of
+ * the window is unshipped, so the shipped count stays. The oldest time
+ * is read again if the rewrite dropped or moved a record that had it.
+ */
+static void window_figures(struct cml_vol *v, const struct window *w)
+{
+	struct cml_stats *fig = v ? &v->stats : NULL;
+
+	for (uint32_t i = 0; fig && v->stats_known && i < w->n; i++) {
+		const struct cml_onode *o = &w->nodes[i];
+		const struct loaded *l = &w->loaded[i];
+		uint64_t now = 0;
+
+		if (!o->dead && !o->dirty)
+			continue;
+		if (!o->dead)
+			now = CML_REC_HDR_BYTES + l->fixed +
+			      strnlen(o->name, LENTO_NAME_MAX + 1) +
+			      strnlen(o->name2, LENTO_NAME_MAX + 1);
+		if (fig->bytes < l->bytes || (o->dead && !fig->records)) {
+			v->stats_known = false;	/* not what was counted */
+			break;
+		}
+		fig->bytes += now - l->bytes;
+		fig->records -= o->dead;
+		if (l->time_ns <= fig->oldest_ns ||
+		    (!o->dead && o->time_ns < fig->oldest_ns))
+			v->oldest_known = false;
+	}
+	if (fig && v->stats_known && !fig->records) {
+		fig->oldest_ns = 0;
+		v->oldest_known = true;
+	}
+}
+
 int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st,
 		 cml_count_fn *counted, void *arg)
 {
@@ -1419,7 +1476,6 @@ int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st,
 	int err;
 
 	memset(&local, 0, sizeof(local));
-	stats_forget(cml, volume);
 	err = begin(cml);
 	if (err)
 		return err;
@@ -1431,6 +1487,8 @@ int cml_optimise(struct cml *cml, uint32_t volume, struct cml_opt_stats *st,
 	if (!err && w.n && counted)
 		err = window_counted(&w, counted, arg);
 	err = end(cml, err);
+	if (!err)
+		window_figures(vol_of(cml, volume, false), &w);
 	window_free(&w);
 	if (!err && st)
 		*st = local;
