@@ -90,13 +90,14 @@ static const char *const sql[S_COUNT] = {
 		       "ORDER BY id",
 	[S_OBJ_GET] = "SELECT " OBJ_COLS " FROM cache WHERE fid = ?1",
 	/*
-	 * A symlink's target stays when none is given; the dirty count is
-	 * cache_dirty_add()'s alone (0 for a new row). The volume is the
-	 * fid's: not set again, so its index is not rewritten.
+	 * A symlink's target stays when none is given; the dirty count
+	 * moves by ?17, as cache_dirty_add() moves it (from 0 for a new
+	 * row). The volume is the fid's: not set again, so its index is
+	 * not rewritten.
 	 */
 	[S_OBJ_PUT] = "INSERT INTO cache(volume, " OBJ_COLS ") "
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-		      "?12, ?13, ?14, ?15, ?16, 0, ?18, ?19) "
+		      "?12, ?13, ?14, ?15, ?16, max(?17, 0), ?18, ?19) "
 		      "ON CONFLICT(fid) DO UPDATE SET type = excluded.type, "
 		      "nlink = excluded.nlink, a_valid = excluded.a_valid, "
 		      "mode = excluded.mode, uid = excluded.uid, gid = excluded.gid, "
@@ -104,13 +105,14 @@ static const char *const sql[S_COUNT] = {
 		      "mtime = excluded.mtime, ctime = excluded.ctime, "
 		      "rdev = excluded.rdev, vv = excluded.vv, "
 		      "valid = excluded.valid, data = excluded.data, "
-		      "used = excluded.used, "
+		      "dirty = max(dirty + ?17, 0), used = excluded.used, "
 		      "target = coalesce(excluded.target, target)",
 	[S_OBJ_DEL] = "DELETE FROM cache WHERE fid = ?1",
 	[S_OBJ_DEL_NAMES] = "DELETE FROM dirents WHERE fid = ?1 OR dir = ?1",
 	[S_OBJ_DEL_HANDLES] = "DELETE FROM handles WHERE fid = ?1",
 	[S_OBJ_STATE] = "UPDATE cache SET valid = ?2, data = ?3 WHERE fid = ?1",
-	[S_OBJ_VV] = "UPDATE cache SET vv = ?2 WHERE fid = ?1",
+	[S_OBJ_VV] = "UPDATE cache SET vv = ?2, valid = valid AND NOT ?3 "
+		     "WHERE fid = ?1",
 	[S_OBJ_TOUCH] = "UPDATE cache SET used = ?2 WHERE fid = ?1",
 	[S_OBJ_WALK] = "SELECT " OBJ_COLS " FROM cache WHERE volume = ?1 "
 		       "ORDER BY fid",
@@ -919,8 +921,8 @@ int cache_obj_get(struct cache *c, const struct lento_fid *fid,
 	return err;
 }
 
-int cache_obj_put(struct cache *c, const struct cache_obj *o,
-		  const char *target, size_t target_len)
+static int obj_put(struct cache *c, const struct cache_obj *o,
+		   const char *target, size_t target_len, int dirty_delta)
 {
 	sqlite3_stmt *st = stmt(c, S_OBJ_PUT);
 	const struct lento_attr *a = &o->attr;
@@ -941,6 +943,7 @@ int cache_obj_put(struct cache *c, const struct cache_obj *o,
 	bind_vv(st, 14, &o->vv);
 	sqlite3_bind_int(st, 15, o->valid);
 	sqlite3_bind_int(st, 16, o->data);
+	sqlite3_bind_int(st, 17, dirty_delta);
 	sqlite3_bind_int64(st, 18, o->used_ms);
 	if (target)
 		sqlite3_bind_blob(st, 19, target, (int)target_len,
@@ -948,6 +951,18 @@ int cache_obj_put(struct cache *c, const struct cache_obj *o,
 	else
 		sqlite3_bind_null(st, 19);
 	return run(c, S_OBJ_PUT);
+}
+
+int cache_obj_put(struct cache *c, const struct cache_obj *o,
+		  const char *target, size_t target_len)
+{
+	return obj_put(c, o, target, target_len, 0);
+}
+
+int cache_obj_put_dirty(struct cache *c, const struct cache_obj *o,
+			int dirty_delta)
+{
+	return obj_put(c, o, NULL, 0, dirty_delta);
 }
 
 static int fid_run(struct cache *c, enum stmt s, const struct lento_fid *fid)
@@ -975,13 +990,16 @@ int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
 }
 
 int cache_obj_set_vv(struct cache *c, const struct lento_fid *fid,
-		     const struct lento_vv *vv)
+		     const struct lento_vv *vv, bool stale)
 {
 	sqlite3_stmt *st = stmt(c, S_OBJ_VV);
+	int err;
 
 	bind_fid(st, 1, fid);
 	bind_vv(st, 2, vv);
-	return run(c, S_OBJ_VV);
+	sqlite3_bind_int(st, 3, stale);
+	err = run(c, S_OBJ_VV);
+	return err ?: sqlite3_changes(c->db) > 0;
 }
 
 int cache_obj_touch(struct cache *c, const struct lento_fid *fid,

@@ -161,12 +161,19 @@ int cache_obj_get(struct cache *c, const struct lento_fid *fid,
 /* Insert or replace; @target: a symlink's (NULL: the one it has). */
 int cache_obj_put(struct cache *c, const struct cache_obj *o,
 		  const char *target, size_t target_len);
+/* The same, keeping the target, and cache_dirty_add(@dirty_delta) too. */
+int cache_obj_put_dirty(struct cache *c, const struct cache_obj *o,
+			int dirty_delta);
 /* The row, its names in listings and its handles. */
 int cache_obj_del(struct cache *c, const struct lento_fid *fid);
 int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
 			bool valid, bool data);
+/*
+ * @fid's version, and not valid if @stale (else its validity stays): 1,
+ * or 0 if it is not cached.
+ */
 int cache_obj_set_vv(struct cache *c, const struct lento_fid *fid,
-		     const struct lento_vv *vv);
+		     const struct lento_vv *vv, bool stale);
 int cache_obj_touch(struct cache *c, const struct lento_fid *fid,
 		    int64_t used_ms);
 

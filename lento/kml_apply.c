@@ -222,25 +222,35 @@ static int obj_put(struct kapply *ka, const struct cache_obj *o,
 	return 0;
 }
 
+/* The count of @fid's records in the batch, taken (0 if none). */
+static int count_take(struct kapply *ka, const struct lento_fid *fid)
+{
+	int n;
+
+	for (size_t i = ka->ncounts; i-- > 0;)
+		if (lento_fid_eq(&ka->counts[i].fid, fid)) {
+			n = ka->counts[i].n;
+			ka->counts[i].n = 0;
+			return n;
+		}
+	return 0;
+}
+
+/* Each row rewritten carries its count; the rest are counted alone. */
 static int rows_write(struct kapply *ka)
 {
 	int err = 0;
 
 	for (size_t i = 0; !err && i < ka->nrows; i++)
 		if (ka->rows[i].changed)
-			err = cache_obj_put(ka->cache, &ka->rows[i].o, NULL,
-					    0);
+			err = cache_obj_put_dirty(ka->cache, &ka->rows[i].o,
+						  count_take(ka,
+							     &ka->rows[i].o.fid));
 	ka->nrows = 0;
-	return err;
-}
-
-static int counts_write(struct kapply *ka)
-{
-	int err = 0;
-
 	for (size_t i = 0; !err && i < ka->ncounts; i++)
-		err = cache_dirty_add(ka->cache, &ka->counts[i].fid,
-				      ka->counts[i].n);
+		if (ka->counts[i].n)
+			err = cache_dirty_add(ka->cache, &ka->counts[i].fid,
+					      ka->counts[i].n);
 	ka->ncounts = 0;
 	return err;
 }
@@ -1574,9 +1584,7 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		/* A listing not yet complete is read again after a restart. */
 		last = ka->listing && ka->list_seq <= last ? ka->list_seq - 1 :
 		       last;
-		/* The rows first: the counts update them. */
 		err = rows_write(ka);
-		err = err ?: counts_write(ka);
 		err = err ?: cache_meta_set(ka->cache, poskey, (int64_t)last);
 		err = err ?: cache_commit_lazy(ka->cache);
 	}

@@ -785,15 +785,13 @@ static int take_versions(struct client *cl, const struct batch *b,
 {
 	struct lp_list l = m->versions;
 	struct lp_fidvv fv;
-	struct cache_obj o;
 	int err = 0;
 
 	while (!err && lp_next_fidvv(&l, &fv) == 1) {
 		bool stale = false;
 		size_t i = 0;
+		int cached;
 
-		if (cache_obj_get(cl->cache, &fv.fid, &o, NULL, 0))
-			continue;
 		if (b->pred) {
 			i = pred_slot(b->pred, &fv.fid);
 			stale = !lento_fid_is_null(&b->pred->fid[i]) &&
@@ -802,12 +800,12 @@ static int take_versions(struct client *cl, const struct batch *b,
 		/*
 		 * Its version, not its validity: one known stale stays so.
 		 * Moved on by another: the version of what is here, which the
-		 * validation will find old.
+		 * validation will find old. Not cached: nothing to do.
 		 */
-		o.vv = stale ? b->pred->vv[i] : fv.vv;
-		o.valid = o.valid && !stale;
-		err = cache_obj_put(cl->cache, &o, NULL, 0);
-		if (err || !stale)
+		cached = cache_obj_set_vv(cl->cache, &fv.fid, stale ?
+					  &b->pred->vv[i] : &fv.vv, stale);
+		err = cached < 0 ? cached : 0;
+		if (cached <= 0 || !stale)
 			continue;
 		if (!(*nmoved & (*nmoved + 1))) {	/* 0, 1, 3, 7...: grow */
 			void *p = realloc(*moved, 2 * (*nmoved + 1) *

@@ -309,9 +309,9 @@ static int apply(struct ctl_req *r, struct client *cl, struct vol *v,
 	if (c == C_LOCAL) {
 		err = cml_rebase(cache_cml(cl->cache), v->cv.id, &w->fid,
 				 &v->last.current);
-		if (err >= 0 && !cache_obj_get(cl->cache, &w->fid, &o, NULL, 0))
+		if (err >= 0)
 			err = cache_obj_set_vv(cl->cache, &w->fid,
-					       &v->last.current);
+					       &v->last.current, false);
 		return err < 0 ? err : 0;
 	}
 	if (c == C_BOTH) {

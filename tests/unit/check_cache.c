@@ -194,6 +194,7 @@ START_TEST(objects)
 {
 	struct cache *c = open_cache();
 	struct cache_obj o = obj(fid(1, 2), LENTO_T_SYMLINK, 3), got;
+	struct lento_fid f;
 	char target[64];
 
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), -ENOENT);
@@ -216,12 +217,20 @@ START_TEST(objects)
 	ck_assert_int_eq(got.nlink, 4);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, target, 3),
 			 -ENAMETOOLONG);
-	ck_assert_int_eq(cache_obj_set_state(c, &o.fid, false, true), 0);
+	/* A version taken keeps the validity, unless it is stale. */
+	o.vv.v[0] = 8;
+	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv, false), 1);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(got.valid && !got.data);
+	ck_assert_int_eq(got.vv.v[0], 8);
+	ck_assert_int_eq(cache_obj_set_state(c, &o.fid, true, true), 0);
 	o.vv.v[0] = 9;
-	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv), 0);
+	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv, true), 1);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
 	ck_assert(!got.valid && got.data);
 	ck_assert_int_eq(got.vv.v[0], 9);
+	f = fid(1, 77);
+	ck_assert_int_eq(cache_obj_set_vv(c, &f, &o.vv, true), 0);
 	ck_assert_int_eq(cache_volume_invalidate(c, 1), 0);
 	/* Dirty while records name it: counted, not set by a put. */
 	ck_assert_int_eq(cache_dirty_add(c, &o.fid, 1), 0);
@@ -234,6 +243,20 @@ START_TEST(objects)
 	ck_assert_int_eq(cache_dirty_add(c, &o.fid, -1), 0);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
 	ck_assert(!got.dirty);
+	/* A put that counts moves it as cache_dirty_add() does. */
+	ck_assert_int_eq(cache_obj_put_dirty(c, &o, 2), 0);
+	ck_assert_int_eq(cache_obj_put_dirty(c, &o, -1), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, target,
+				       sizeof(target)), 0);
+	ck_assert(got.dirty);
+	ck_assert_str_eq(target, "there");
+	ck_assert_int_eq(cache_obj_put_dirty(c, &o, -5), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(!got.dirty);
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, 1), 0);
+	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
+	ck_assert(got.dirty);
+	ck_assert_int_eq(cache_dirty_add(c, &o.fid, -1), 0);
 	ck_assert_int_eq(cache_dirty_add(c, &o.fid, 3), 0);
 	ck_assert_int_eq(cache_dirty_clear(c, 1), 0);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);

@@ -9,12 +9,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blob.h"
 #include "cache.h"
 #include "cml.h"
 #include "kml_apply.h"
@@ -270,6 +273,42 @@ static struct lento_fid at(const struct lento_fid *d, const char *name)
 	return f;
 }
 
+/* Each cached object's dirty count: the slots of the CML's records naming it. */
+static void dirty_counts_right(void)
+{
+	sqlite3_stmt *st;
+	int rows = 0;
+
+	list_cml();
+	ck_assert_int_eq(sqlite3_prepare_v2(cache_db(c), "SELECT fid, dirty "
+					    "FROM cache", -1, &st, NULL),
+			 SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct lento_fid f;
+		int64_t want = 0;
+
+		ck_assert_int_eq(fid_decode(sqlite3_column_blob(st, 0),
+					    (size_t)sqlite3_column_bytes(st, 0),
+					    &f), 0);
+		for (int i = 0; i < nrecs; i++) {
+			const struct lento_fid *s[4] = { &recs[i].dir,
+				&recs[i].obj, &recs[i].dir2, &recs[i].target };
+
+			for (int k = 0; k < 4; k++)
+				want += lento_fid_eq(s[k], &f);
+		}
+		ck_assert_msg(sqlite3_column_int64(st, 1) == want,
+			      "object %" PRIu32 ".%" PRIu32 ".%" PRIu64
+			      ": dirty %lld, named %lld times", f.volume,
+			      f.client, f.seq,
+			      (long long)sqlite3_column_int64(st, 1),
+			      (long long)want);
+		rows++;
+	}
+	sqlite3_finalize(st);
+	ck_assert_int_gt(rows, 1);
+}
+
 /* ------------------------------------------------------------- tests */
 
 START_TEST(namespace_and_content)
@@ -289,6 +328,7 @@ START_TEST(namespace_and_content)
 	ck_assert_uint_eq(run.pos, 7);
 	ck_assert_int_ge(run.batches, 2);	/* 4 a batch */
 	ck_assert_msg(run.unmapped == 0, "%s", run.why);
+	dirty_counts_right();
 	list_cml();
 	ck_assert_int_eq(nrecs, 7);
 	n = at(&root, "n");
