@@ -805,22 +805,52 @@ static void col_attr(sqlite3_stmt *st, int col, struct lento_attr *a)
 	a->rdev = (uint64_t)sqlite3_column_int64(st, col + 8);
 }
 
-/* An appended record counted in its volume's figures, if they are kept. */
-static void count_append(struct cml *cml, const struct lento_rec *rec,
-			 uint64_t body_size)
+/* A record of @bytes, at @time_ns, in @v's figures, if they are kept. */
+static void figures_add(struct cml_vol *v, uint64_t bytes, int64_t time_ns)
 {
-	struct cml_vol *v = vol_of(cml, rec->obj.volume, false);
-
 	if (!v || !v->stats_known)
 		return;
 	if (!v->stats.records) {
-		v->stats.oldest_ns = rec->time_ns;
+		v->stats.oldest_ns = time_ns;
 		v->oldest_known = true;
-	} else if (rec->time_ns < v->stats.oldest_ns) {
-		v->stats.oldest_ns = rec->time_ns;
+	} else if (time_ns < v->stats.oldest_ns) {
+		v->stats.oldest_ns = time_ns;
 	}
 	v->stats.records++;
-	v->stats.bytes += cml_rec_bytes(rec, body_size);
+	v->stats.bytes += bytes;
+}
+
+/*
+ * A record of @bytes (@shipped or not), at @time_ns, out of @v's figures,
+ * if they are kept. The oldest time is read again if it was the record's.
+ */
+static void figures_drop(struct cml_vol *v, uint64_t bytes, bool shipped,
+			 int64_t time_ns)
+{
+	if (!v || !v->stats_known)
+		return;
+	if (!v->stats.records || v->stats.bytes < bytes ||
+	    v->stats.shipped < shipped) {
+		v->stats_known = false;		/* not what was counted */
+		return;
+	}
+	v->stats.records--;
+	v->stats.bytes -= bytes;
+	v->stats.shipped -= shipped;
+	if (time_ns <= v->stats.oldest_ns)
+		v->oldest_known = false;
+	if (!v->stats.records) {
+		v->stats.oldest_ns = 0;
+		v->oldest_known = true;
+	}
+}
+
+/* An appended record counted in its volume's figures. */
+static void count_append(struct cml *cml, const struct lento_rec *rec,
+			 uint64_t body_size)
+{
+	figures_add(vol_of(cml, rec->obj.volume, false),
+		    cml_rec_bytes(rec, body_size), rec->time_ns);
 }
 
 int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
@@ -1026,30 +1056,6 @@ int cml_rebase(struct cml *cml, uint32_t volume, const struct lento_fid *fid,
 	return err ?: sqlite3_changes(cml->db);
 }
 
-/* A record acknowledged and deleted: out of its volume's figures. */
-static void count_ack(struct cml_vol *v, sqlite3_stmt *st)
-{
-	uint64_t bytes = (uint64_t)sqlite3_column_int64(st, 0);
-	bool shipped = sqlite3_column_int64(st, 1) != 0;
-
-	if (!v->stats_known)
-		return;
-	if (!v->stats.records || v->stats.bytes < bytes ||
-	    v->stats.shipped < shipped) {
-		v->stats_known = false;		/* not what was counted */
-		return;
-	}
-	v->stats.records--;
-	v->stats.bytes -= bytes;
-	v->stats.shipped -= shipped;
-	if (sqlite3_column_int64(st, 2) <= v->stats.oldest_ns)
-		v->oldest_known = false;
-	if (!v->stats.records) {
-		v->stats.oldest_ns = 0;
-		v->oldest_known = true;
-	}
-}
-
 int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)
 {
 	sqlite3_stmt *st = cml->st[S_ACK];
@@ -1060,10 +1066,12 @@ int cml_ack(struct cml *cml, uint32_t volume, uint64_t upto)
 		upto = INT64_MAX;
 	sqlite3_bind_int64(st, 1, volume);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)upto);
+	/* Each record deleted leaves its volume's figures. */
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		n++;
-		if (v)
-			count_ack(v, st);
+		figures_drop(v, (uint64_t)sqlite3_column_int64(st, 0),
+			     sqlite3_column_int64(st, 1) != 0,
+			     sqlite3_column_int64(st, 2));
 	}
 	err = rc == SQLITE_DONE ? 0 : sql_err(rc) ?: -EIO;
 	done(cml, S_ACK);
@@ -1432,39 +1440,24 @@ int cml_count_names(const struct lento_rec *recs, size_t n, int64_t sign,
 }
 
 /*
- * The rewrite's change to the volume's figures (kept, if known): a node
- * dropped leaves them, one rewritten may have other names. Every node of
- * the window is unshipped, so the shipped count stays. The oldest time
- * is read again if the rewrite dropped or moved a record that had it.
+ * The rewrite's change to the volume's figures: a node dropped leaves
+ * them, one rewritten counts again with its names and time as they are
+ * now. Every node of the window is unshipped.
  */
 static void window_figures(struct cml_vol *v, const struct window *w)
 {
-	struct cml_stats *fig = v ? &v->stats : NULL;
-
-	for (uint32_t i = 0; fig && v->stats_known && i < w->n; i++) {
+	for (uint32_t i = 0; i < w->n; i++) {
 		const struct cml_onode *o = &w->nodes[i];
 		const struct loaded *l = &w->loaded[i];
-		uint64_t now = 0;
 
 		if (!o->dead && !o->dirty)
 			continue;
+		figures_drop(v, l->bytes, false, l->time_ns);
 		if (!o->dead)
-			now = CML_REC_HDR_BYTES + l->fixed +
-			      strnlen(o->name, LENTO_NAME_MAX + 1) +
-			      strnlen(o->name2, LENTO_NAME_MAX + 1);
-		if (fig->bytes < l->bytes || (o->dead && !fig->records)) {
-			v->stats_known = false;	/* not what was counted */
-			break;
-		}
-		fig->bytes += now - l->bytes;
-		fig->records -= o->dead;
-		if (l->time_ns <= fig->oldest_ns ||
-		    (!o->dead && o->time_ns < fig->oldest_ns))
-			v->oldest_known = false;
-	}
-	if (fig && v->stats_known && !fig->records) {
-		fig->oldest_ns = 0;
-		v->oldest_known = true;
+			figures_add(v, CML_REC_HDR_BYTES + l->fixed +
+				    strnlen(o->name, LENTO_NAME_MAX + 1) +
+				    strnlen(o->name2, LENTO_NAME_MAX + 1),
+				    o->time_ns);
 	}
 }
 
