@@ -1067,6 +1067,12 @@ int client_main(const struct client_opts *o)
 	cl.age_ms = o->age_ms ? o->age_ms : CLIENT_AGE_MS;
 	cl.watch_ms = o->watch_ms_set ? o->watch_ms : CLIENT_WATCH_MS;
 	cl.cache_size = o->cache_size ? o->cache_size : CLIENT_CACHE_SIZE;
+	/* A batch holds a descriptor for each body: a quarter at most. */
+	cl.batch_records = (o->fds ? o->fds : 1024) / 4;
+	if (cl.batch_records > BATCH_RECORDS_MAX)
+		cl.batch_records = BATCH_RECORDS_MAX;
+	if (cl.batch_records < BATCH_RECORDS_MIN)
+		cl.batch_records = BATCH_RECORDS_MIN;
 	cl.crash_after_send = crash && *crash && strcmp(crash, "0");
 	e = client_start(&cl, err, sizeof(err));
 	if (e) {

@@ -32,6 +32,7 @@ struct client_opts {
 	uint32_t watch_ms;		/* if watch_ms_set; else CLIENT_WATCH_MS */
 	bool watch_ms_set;
 	uint64_t cache_size;		/* 0: CLIENT_CACHE_SIZE */
+	unsigned int fds;		/* descriptors it may open (0: 1024) */
 };
 
 /* Runs until SIGTERM or SIGINT; returns the process's exit status. */

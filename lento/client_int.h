@@ -45,6 +45,7 @@
  * ASan on the development host), and a silent server is soon gone.
  */
 #define BATCH_RECORDS_MAX	1024
+#define BATCH_RECORDS_MIN	8	/* however few descriptors it may open */
 #define BATCH_BYTES_MAX		(16ull << 20)	/* bodies included */
 #define BODY_QUEUE_LOW		(4u << 20)	/* queue more DATA below */
 #define OP_WAIT			1	/* a step's "parked, run me later" */
@@ -86,6 +87,9 @@ struct vol {
 	bool stuck;		/* refused: waits for "lentoctl reintegrate" */
 	uint64_t retry_at_ms;	/* after a failure that may pass */
 	uint32_t backoff_ms;	/* the server's refusals in a row: the wait */
+	/* Why the last batch could not be made or sent here, and when. */
+	int local_err;
+	int64_t local_err_ms;
 	/*
 	 * A STORE's body moved on in the cache (its CML behind presto's
 	 * journal): the batch waits for the journal's end consumed, this
@@ -167,6 +171,7 @@ struct client {
 	uint32_t age_ms;
 	uint32_t watch_ms;	/* a watched fileset revalidated after (0: no) */
 	uint64_t cache_size;
+	uint32_t batch_records;	/* records a batch carries at most */
 	struct vol *vols;
 	struct job *jobs;
 	uint64_t next_job_id;

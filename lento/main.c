@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include "client.h"
 #include "log.h"
 #include "server.h"
@@ -85,6 +86,58 @@ static int push_arg(const char **list, int *n, int max, const char *opt)
 	return 0;
 }
 
+static int run_role(const char *role, const char *logfile,
+		    enum log_level level, int (*fn)(const void *), const void *o)
+{
+	int e = log_open(role, logfile, level);
+
+	if (e) {
+		fprintf(stderr, "lento: cannot log to %s: %s\n", logfile,
+			strerror(-e));
+		return 1;
+	}
+	e = fn(o);
+	log_close();
+	return e;
+}
+
+static int run_server(const void *o)
+{
+	return server_main(o);
+}
+
+static int run_client(const void *o)
+{
+	return client_main(o);
+}
+
+/*
+ * How many descriptors the process may have open: its soft limit raised
+ * to the hard one first (lento uses no select(), so a high limit costs
+ * nothing). A server holds a descriptor for each body of the batches its
+ * clients send, a client one for each body of its batch; the default
+ * soft limit of 1024 is soon reached by a server of a few clients.
+ */
+#define FD_LIMIT_MAX	(1u << 20)	/* Linux's default nr_open */
+
+static unsigned int fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = rl;
+
+		up.rlim_cur = rl.rlim_max < FD_LIMIT_MAX ? rl.rlim_max :
+			      FD_LIMIT_MAX;
+		if (up.rlim_cur > rl.rlim_cur && !setrlimit(RLIMIT_NOFILE, &up))
+			rl = up;
+	}
+	return rl.rlim_cur < FD_LIMIT_MAX ? (unsigned int)rl.rlim_cur :
+	       FD_LIMIT_MAX;
+}
+
 static int server_cmd(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -101,7 +154,7 @@ static int server_cmd(int argc, char **argv)
 	struct server_opts o = { 0 };
 	const char *logfile = NULL;
 	enum log_level level = LOG_INFO;
-	int c, e;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -142,15 +195,8 @@ static int server_cmd(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	e = log_open("server", logfile, level);
-	if (e) {
-		fprintf(stderr, "lento: cannot log to %s: %s\n", logfile,
-			strerror(-e));
-		return 1;
-	}
-	e = server_main(&o);
-	log_close();
-	return e;
+	o.fds = fd_limit();
+	return run_role("server", logfile, level, run_server, &o);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -174,26 +220,6 @@ static int parse_size(const char *s, uint64_t *out)
 	}
 	*out = (uint64_t)v << shift;
 	return 0;
-}
-
-static int run_role(const char *role, const char *logfile,
-		    enum log_level level, int (*fn)(const void *), const void *o)
-{
-	int e = log_open(role, logfile, level);
-
-	if (e) {
-		fprintf(stderr, "lento: cannot log to %s: %s\n", logfile,
-			strerror(-e));
-		return 1;
-	}
-	e = fn(o);
-	log_close();
-	return e;
-}
-
-static int run_client(const void *o)
-{
-	return client_main(o);
 }
 
 static int client_cmd(int argc, char **argv)
@@ -269,6 +295,7 @@ static int client_cmd(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	o.fds = fd_limit();
 	return run_role("client", logfile, level, run_client, &o);
 }
 

@@ -1058,7 +1058,7 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	err = cache_begin(cl->cache);
 	if (err)
 		return err;
-	n = cml_batch(cml, v->cv.id, BATCH_RECORDS_MAX, BATCH_BYTES_MAX,
+	n = cml_batch(cml, v->cv.id, cl->batch_records, BATCH_BYTES_MAX,
 		      take_new, b);
 	err = n < 0 ? n : 0;
 	/* Objects the rewrite left unnamed and clean are forgotten. */
@@ -1155,11 +1155,13 @@ void reint_durable(struct client *cl)
 		return;		/* shadow_done() comes back */
 	b->waiting = false;
 	err = err ?: batch_send(cl, b);
+	v = vol_by_id(cl, b->volume);
+	if (v)
+		v->local_err = err == -ESTALE ? 0 : err;
 	if (!err) {
 		pump(cl, b);
 		return;
 	}
-	v = vol_by_id(cl, b->volume);
 	if (err == -ESTALE && v) {
 		/* Made again once the CML has caught up with the cache. */
 		v->moved_on++;
@@ -1168,8 +1170,10 @@ void reint_durable(struct client *cl)
 	} else {
 		log_err("volume %" PRIu32 ": cannot send a batch: %s",
 			b->volume, strerror(-err));
-		if (v)
+		if (v) {
 			v->retry_at_ms = lo_now_ms() + REINT_RETRY_MS;
+			v->local_err_ms = wall_ms();
+		}
 	}
 	cl->batch = NULL;
 	batch_free(b);
@@ -1367,6 +1371,15 @@ static int sync_volume(struct op *op, struct vol *v)
 			  v->cv.name, cs.records, lp_err_name(v->last.code),
 			  v->last.msg, v->backoff_ms / 1000);
 		return -lp_err_to_errno(v->last.code);
+	}
+	/* Failed here since this sync began (no descriptor, no memory). */
+	if (v->local_err && v->local_err_ms >= op->started_ms) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: a batch could not be made and sent "
+			  "(%s); lento tries again in %d s", v->cv.name,
+			  cs.records, strerror(-v->local_err),
+			  REINT_RETRY_MS / 1000);
+		return v->local_err;
 	}
 	if (!connected(cl)) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "

@@ -83,6 +83,8 @@ struct fetch_out {
 
 /* Bodies whose writes one job waits for (bodies_wait). */
 #define BODY_WAIT_MAX	64
+/* Descriptors bodies may hold however low the process's limit. */
+#define BODY_FDS_MIN	8
 
 /* A REINTEGRATE whose bodies are arriving. */
 struct reint_in {
@@ -134,6 +136,9 @@ struct server {
 	struct lp_buf out;		/* the frames being made */
 	void *zd;			/* DATA's ZSTD_DCtx (lp_zd_free) */
 	struct worker *wk;		/* bodies' syncs off the loop */
+	/* Descriptors of whole bodies held for their writeback, and how
+	 * many may be (half of what the process may have open). */
+	unsigned int body_fds, body_fds_max;
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
 	struct ctl_server ctl;
@@ -965,12 +970,25 @@ static void do_permit(struct session *s, const struct lp_frame *f)
  * the other (400 bodies on a disk with 150 ms writes took 41 s one by
  * one), and a group holds few descriptors. Data only (sync_file_range):
  * the store's one syncfs at the apply (store.c) commits the metadata of
- * all the batch's bodies at once.
+ * all the batch's bodies at once. That syncfs also writes and waits for
+ * any body no job waited for, so the descriptors held for the early
+ * writeback are bounded (srv->body_fds_max): past the bound a body is
+ * closed as it comes, and only its writeback waits for the apply. Many
+ * clients sending many small bodies to a busy disk would otherwise run
+ * the server out of descriptors, and refuse batches for it.
  */
 struct body_start {
 	struct wk_job wk;
+	struct server *srv;
 	int fd;				/* the job's own: a dup */
 };
+
+/* A descriptor held for a body's writeback is closed. */
+static void body_fd_close(struct server *srv, int fd)
+{
+	close(fd);
+	srv->body_fds--;
+}
 
 static void body_start_run(struct wk_job *wk)
 {
@@ -985,12 +1003,13 @@ static void body_start_done(struct wk_job *wk, bool ran)
 	struct body_start *j = (struct body_start *)wk;
 
 	(void)ran;
-	close(j->fd);
+	body_fd_close(j->srv, j->fd);
 	free(j);
 }
 
 struct body_wait {
 	struct wk_job wk;
+	struct server *srv;
 	struct body_wait *next;		/* ri->waiting */
 	struct reint_in *ri;		/* NULL once the batch is gone */
 	int fd[BODY_WAIT_MAX];		/* the job's */
@@ -1020,7 +1039,7 @@ static void body_wait_done(struct wk_job *wk, bool ran)
 	uint32_t i;
 
 	for (i = 0; i < j->n; i++)
-		close(j->fd[i]);
+		body_fd_close(j->srv, j->fd[i]);
 	if (ri) {
 		for (pp = &ri->waiting; *pp != j; pp = &(*pp)->next)
 			;
@@ -1045,9 +1064,10 @@ static void bodies_wait(struct session *s, struct reint_in *ri)
 
 	if (!j) {
 		while (ri->nwhole)
-			close(ri->whole[--ri->nwhole]);
+			body_fd_close(s->srv, ri->whole[--ri->nwhole]);
 		return;
 	}
+	j->srv = s->srv;
 	memcpy(j->fd, ri->whole, ri->nwhole * sizeof(*j->fd));
 	j->n = ri->nwhole;
 	ri->nwhole = 0;
@@ -1059,18 +1079,33 @@ static void bodies_wait(struct session *s, struct reint_in *ri)
 	wk_submit(s->srv->wk, &j->wk);
 }
 
-/* The body in @ri->fd is whole: its writeback starts, @ri keeps it. */
+/*
+ * The body in @ri->fd is whole: its writeback starts and @ri keeps it
+ * for the wait, as far as descriptors allow (the apply's syncfs writes
+ * the rest).
+ */
 static void body_whole(struct session *s, struct reint_in *ri)
 {
-	struct body_start *j = calloc(1, sizeof(*j));
+	struct server *srv = s->srv;
+	struct body_start *j;
 
+	if (srv->body_fds >= srv->body_fds_max) {
+		close(ri->fd);
+		ri->fd = -1;
+		return;
+	}
+	j = srv->body_fds + 2 <= srv->body_fds_max ?
+	    calloc(1, sizeof(*j)) : NULL;
 	if (j && (j->fd = dup(ri->fd)) >= 0) {
+		j->srv = srv;
 		j->wk.run = body_start_run;
 		j->wk.done = body_start_done;
-		wk_submit(s->srv->wk, &j->wk);
+		srv->body_fds++;
+		wk_submit(srv->wk, &j->wk);
 	} else {	/* the wait writes it anyway */
 		free(j);
 	}
+	srv->body_fds++;
 	ri->whole[ri->nwhole++] = ri->fd;
 	ri->fd = -1;
 	if (ri->nwhole == BODY_WAIT_MAX)
@@ -1096,7 +1131,7 @@ static void reint_free(struct reint_in *ri)
 	if (ri->fd >= 0)
 		close(ri->fd);
 	for (i = 0; i < ri->nwhole; i++)
-		close(ri->whole[i]);
+		body_fd_close(ri->s->srv, ri->whole[i]);
 	for (struct body_wait *j = ri->waiting; j; j = j->next)
 		j->ri = NULL;
 	for (i = 0; i < ri->n; i++) {
@@ -2112,6 +2147,9 @@ int server_main(const struct server_opts *o)
 
 	srv.lease_ms = o->lease_ms ? o->lease_ms : SERVER_LEASE_MS;
 	srv.heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : LP_PING_MS;
+	srv.body_fds_max = (o->fds ? o->fds : 1024) / 2;
+	if (srv.body_fds_max < BODY_FDS_MIN)
+		srv.body_fds_max = BODY_FDS_MIN;
 	srv.gone_ms = 3 * srv.heartbeat_ms;
 	e = store_open(o->store, &srv.st, err, sizeof(err));
 	if (e) {

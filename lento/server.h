@@ -19,6 +19,7 @@ struct server_opts {
 	const char *control;		/* NULL: STORE/control.sock */
 	uint32_t lease_ms;		/* 0: SERVER_LEASE_MS */
 	uint32_t heartbeat_ms;		/* 0: LP_PING_MS */
+	unsigned int fds;		/* descriptors it may open (0: 1024) */
 };
 
 /* Runs until SIGTERM or SIGINT; returns the process's exit status. */
