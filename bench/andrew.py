@@ -21,7 +21,9 @@ seconds over a load are taken from /proc (the lento server process; the
 nfsd threads), per client.
 
     python3 bench/andrew.py OUT [LOADS] [CONFIGS]
-    (LOADS default 1,2,4,8; CONFIGS default ext4,nfs,presto)
+    (LOADS default 1,2,4,8; CONFIGS default ext4,nfs,presto; also
+    journal: presto mounts with no lento, the kernel journal alone, and
+    overlayfs: the in-kernel stacking peer, each client a mount of its own)
 
 Writes one JSON object per measurement to OUT (bench/report.py reads them).
 """
@@ -289,7 +291,48 @@ class Presto:
             print("# " + p.splitlines()[0], flush=True)
 
 
-CONFIGS = {"ext4": Ext4, "nfs": Nfs, "presto": Presto}
+class Journal(Ext4):
+    """presto with no lento: each client a plain presto mount (the kernel
+    journal alone), to tell presto's cost from lento's."""
+    name = "journal"
+
+    def setup(self):
+        for k in range(Presto.MAX):
+            lower = f"{EXT}/a-journal/k{k}"
+            sh(f"mkdir -p {lower}/.presto /mnt/journal{k} && "
+               f"mount -t presto -o lower={lower} presto /mnt/journal{k}")
+
+    def dirs(self, load, tag):
+        return [f"/mnt/journal{k}/{tag}" for k in range(load)]
+
+    def teardown(self):
+        for k in range(Presto.MAX):
+            sh(f"umount /mnt/journal{k}")
+
+
+class Overlay(Ext4):
+    """overlayfs, each client an overlay whose upper layer is on the
+    ext4 (every change goes there), as bench/guest.py's."""
+    name = "overlayfs"
+
+    def setup(self):
+        sh("modprobe overlay")
+        for k in range(Presto.MAX):
+            b = f"{EXT}/a-overlayfs/k{k}"
+            sh(f"mkdir -p {b}/l {b}/u {b}/w /mnt/overlayfs{k} && "
+               f"mount -t overlay -o lowerdir={b}/l,upperdir={b}/u,"
+               f"workdir={b}/w overlay /mnt/overlayfs{k}")
+
+    def dirs(self, load, tag):
+        return [f"/mnt/overlayfs{k}/{tag}" for k in range(load)]
+
+    def teardown(self):
+        for k in range(Presto.MAX):
+            sh(f"umount /mnt/overlayfs{k}")
+
+
+CONFIGS = {"ext4": Ext4, "nfs": Nfs, "presto": Presto, "journal": Journal,
+           "overlayfs": Overlay}
 
 
 # ------------------------------------------------------------ running
