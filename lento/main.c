@@ -111,6 +111,8 @@ static int run_client(const void *o)
 	return client_main(o);
 }
 
+#define FD_LIMIT_MAX	(1u << 20)	/* Linux's default nr_open */
+
 /*
  * How many descriptors the process may have open: its soft limit raised
  * to the hard one first (lento uses no select(), so a high limit costs
@@ -118,8 +120,6 @@ static int run_client(const void *o)
  * clients send, a client one for each body of its batch; the default
  * soft limit of 1024 is soon reached by a server of a few clients.
  */
-#define FD_LIMIT_MAX	(1u << 20)	/* Linux's default nr_open */
-
 static unsigned int fd_limit(void)
 {
 	struct rlimit rl;

@@ -1372,6 +1372,13 @@ static int sync_volume(struct op *op, struct vol *v)
 			  v->last.msg, v->backoff_ms / 1000);
 		return -lp_err_to_errno(v->last.code);
 	}
+	if (!connected(cl)) {
+		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
+			  "reintegrated: disconnected from %s (%s)", v->cv.name,
+			  cs.records, conn_addr(cl->conn),
+			  conn_last_error(cl->conn));
+		return -ENOTCONN;
+	}
 	/* Failed here since this sync began (no descriptor, no memory). */
 	if (v->local_err && v->local_err_ms >= op->started_ms) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
@@ -1380,13 +1387,6 @@ static int sync_volume(struct op *op, struct vol *v)
 			  cs.records, strerror(-v->local_err),
 			  REINT_RETRY_MS / 1000);
 		return v->local_err;
-	}
-	if (!connected(cl)) {
-		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
-			  "reintegrated: disconnected from %s (%s)", v->cv.name,
-			  cs.records, conn_addr(cl->conn),
-			  conn_last_error(cl->conn));
-		return -ENOTCONN;
 	}
 	/* Refused before it: this sync tries again now, not after a wait. */
 	if (v->last.code && v->last.when_ms < op->started_ms)
