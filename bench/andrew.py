@@ -291,44 +291,46 @@ class Presto:
             print("# " + p.splitlines()[0], flush=True)
 
 
-class Journal(Ext4):
+class Mounts(Ext4):
+    """Each client a mount of its own, /mnt/NAMEk, made by mount(k)."""
+
+    def setup(self):
+        for k in range(Presto.MAX):
+            self.mount(k, f"/mnt/{self.name}{k}")
+
+    def dirs(self, load, tag):
+        return [f"/mnt/{self.name}{k}/{tag}" for k in range(load)]
+
+    def teardown(self):
+        for k in range(Presto.MAX):
+            sh(f"umount /mnt/{self.name}{k}")
+
+
+class Journal(Mounts):
     """presto with no lento: each client a plain presto mount (the kernel
     journal alone), to tell presto's cost from lento's."""
     name = "journal"
 
-    def setup(self):
-        for k in range(Presto.MAX):
-            lower = f"{EXT}/a-journal/k{k}"
-            sh(f"mkdir -p {lower}/.presto /mnt/journal{k} && "
-               f"mount -t presto -o lower={lower} presto /mnt/journal{k}")
-
-    def dirs(self, load, tag):
-        return [f"/mnt/journal{k}/{tag}" for k in range(load)]
-
-    def teardown(self):
-        for k in range(Presto.MAX):
-            sh(f"umount /mnt/journal{k}")
+    def mount(self, k, mnt):
+        lower = f"{EXT}/a-journal/k{k}"
+        sh(f"mkdir -p {lower}/.presto {mnt} && "
+           f"mount -t presto -o lower={lower} presto {mnt}")
 
 
-class Overlay(Ext4):
+class Overlay(Mounts):
     """overlayfs, each client an overlay whose upper layer is on the
     ext4 (every change goes there), as bench/guest.py's."""
     name = "overlayfs"
 
     def setup(self):
         sh("modprobe overlay")
-        for k in range(Presto.MAX):
-            b = f"{EXT}/a-overlayfs/k{k}"
-            sh(f"mkdir -p {b}/l {b}/u {b}/w /mnt/overlayfs{k} && "
-               f"mount -t overlay -o lowerdir={b}/l,upperdir={b}/u,"
-               f"workdir={b}/w overlay /mnt/overlayfs{k}")
+        super().setup()
 
-    def dirs(self, load, tag):
-        return [f"/mnt/overlayfs{k}/{tag}" for k in range(load)]
-
-    def teardown(self):
-        for k in range(Presto.MAX):
-            sh(f"umount /mnt/overlayfs{k}")
+    def mount(self, k, mnt):
+        b = f"{EXT}/a-overlayfs/k{k}"
+        sh(f"mkdir -p {b}/l {b}/u {b}/w {mnt} && "
+           f"mount -t overlay -o lowerdir={b}/l,upperdir={b}/u,"
+           f"workdir={b}/w overlay {mnt}")
 
 
 CONFIGS = {"ext4": Ext4, "nfs": Nfs, "presto": Presto, "journal": Journal,
