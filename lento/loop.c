@@ -673,21 +673,44 @@ static void lo_accept_done(struct lo_listener *l, int res)
 	lo_listener_arm(l);
 }
 
+/*
+ * A lento killed with its accept still queued in io_uring keeps its listening
+ * socket until the kernel's asynchronous ring teardown drops the request's
+ * file reference, a few milliseconds after the process is reaped (longer
+ * under load); SO_REUSEADDR does not cover a socket that still listens. A
+ * restart therefore retries, for a bounded time, a bind that finds its
+ * address in use and a control socket that still answers.
+ */
+#define LO_BIND_RETRY_MS	3000
+#define LO_BIND_STEP_MS		50
+
+static void lo_bind_pause(void)
+{
+	const struct timespec step = { 0, LO_BIND_STEP_MS * 1000000L };
+
+	nanosleep(&step, NULL);
+}
+
 /* A stale socket file (nobody listening) may be replaced. */
 static int lo_unix_reclaim(const struct sockaddr_storage *sa, socklen_t len)
 {
 	const struct sockaddr_un *un = (const void *)sa;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int err = 0;
+	int fd, e, waited;
 
-	if (fd < 0)
-		return -errno;
-	if (!connect(fd, (const struct sockaddr *)sa, len))
-		err = -EADDRINUSE;
-	else if (errno == ECONNREFUSED)
-		unlink(un->sun_path);
-	close(fd);
-	return err;
+	for (waited = 0;; waited += LO_BIND_STEP_MS) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		e = connect(fd, (const struct sockaddr *)sa, len) ? errno : 0;
+		close(fd);
+		if (e == ECONNREFUSED)
+			unlink(un->sun_path);
+		if (e)
+			return 0;
+		if (waited >= LO_BIND_RETRY_MS)
+			return -EADDRINUSE;
+		lo_bind_pause();
+	}
 }
 
 static void lo_listener_name(struct lo_listener *l)
@@ -702,6 +725,20 @@ static void lo_listener_name(struct lo_listener *l)
 	if (getsockname(l->fd, (struct sockaddr *)&sa, &len))
 		return;
 	lo_peer_name(&sa, l->addr, sizeof(l->addr));
+}
+
+static int lo_bind(int fd, const struct sockaddr_storage *sa, socklen_t len)
+{
+	int waited;
+
+	for (waited = 0;; waited += LO_BIND_STEP_MS) {
+		if (!bind(fd, (const struct sockaddr *)sa, len))
+			return 0;
+		if (errno != EADDRINUSE || sa->ss_family == AF_UNIX ||
+		    waited >= LO_BIND_RETRY_MS)
+			return -errno;
+		lo_bind_pause();
+	}
 }
 
 int lo_listen(struct lo_loop *loop, const char *addr, lo_accept_fn fn,
@@ -729,8 +766,9 @@ int lo_listen(struct lo_loop *loop, const char *addr, lo_accept_fn fn,
 	}
 	if (sa.ss_family != AF_UNIX)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
-		e = -errno;
+	e = lo_bind(fd, &sa, len);
+	if (e || listen(fd, 128)) {
+		e = e ? e : -errno;
 		close(fd);
 		errf(err, errlen, "cannot listen on %s: %s", addr, -e);
 		return e;
