@@ -179,6 +179,86 @@ START_TEST(stop_hands_back)
 }
 END_TEST
 
+/*
+ * Many hand-offs, both ways at once: each done() submits more jobs while
+ * the worker runs the earlier ones. A wake-up lost on either side (a job
+ * queued while the worker went to sleep, a job finished while the loop
+ * took the queue) leaves a job undone and the guard stops the loop.
+ */
+#define STRESS_JOBS 20000
+
+struct stress {
+	struct worker *w;
+	struct lo_loop *loop;
+	struct sjob {
+		struct wk_job wk;
+		struct stress *s;
+	} *jobs;
+	int submitted, ran, done;
+	bool in_order;
+};
+
+static void s_run(struct wk_job *wk)
+{
+	struct sjob *j = (struct sjob *)wk;
+
+	/* The worker's own count: read by the loop after wk_stop(). */
+	if (j - j->s->jobs != j->s->ran++)
+		j->s->in_order = false;
+}
+
+static void s_done(struct wk_job *wk, bool ran);
+
+static void s_submit(struct stress *s, int n)
+{
+	for (; n > 0 && s->submitted < STRESS_JOBS; n--) {
+		struct sjob *j = &s->jobs[s->submitted++];
+
+		j->wk = (struct wk_job){ .run = s_run, .done = s_done };
+		j->s = s;
+		wk_submit(s->w, &j->wk);
+	}
+}
+
+static void s_done(struct wk_job *wk, bool ran)
+{
+	struct sjob *j = (struct sjob *)wk;
+	struct stress *s = j->s;
+
+	(void)ran;
+	if (++s->done == STRESS_JOBS)
+		lo_stop(s->loop);
+	s_submit(s, s->done % 3 + 1);
+}
+
+START_TEST(no_lost_wakeups)
+{
+	struct stress s = { .in_order = true };
+	int ticks = 0;
+
+	s.jobs = calloc(STRESS_JOBS, sizeof(*s.jobs));
+	ck_assert_ptr_nonnull(s.jobs);
+	ck_assert_int_eq(lo_loop_new(&s.loop), 0);
+	ck_assert_int_eq(wk_start(s.loop, &s.w), 0);
+	ck_assert_int_eq(lo_timer(s.loop, 20, guard, &ticks), 0);
+	for (int i = 0; i < 4; i++) {
+		struct sjob *j = &s.jobs[s.submitted++];
+
+		j->wk = (struct wk_job){ .run = s_run, .done = s_done };
+		j->s = &s;
+		wk_submit(s.w, &j->wk);
+	}
+	ck_assert_int_eq(lo_run(s.loop), 0);
+	ck_assert_int_le(ticks, 500);
+	ck_assert_int_eq(s.done, STRESS_JOBS);
+	wk_stop(s.w);
+	ck_assert_int_eq(s.ran, STRESS_JOBS);
+	ck_assert(s.in_order);
+	lo_loop_free(s.loop);
+	free(s.jobs);
+}
+END_TEST
+
 static Suite *worker_suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -188,6 +268,7 @@ static Suite *worker_suite(void)
 	tcase_add_test(tc, runs_in_order);
 	tcase_add_test(tc, blocked_job_frees_loop);
 	tcase_add_test(tc, stop_hands_back);
+	tcase_add_test(tc, no_lost_wakeups);
 	suite_add_tcase(s, tc);
 	return s;
 }
