@@ -147,11 +147,18 @@ struct lo_loop {
 	void *stall_arg;
 };
 
+/*
+ * The coarse clock (a tick's resolution, a few ms) is read from the vDSO
+ * page whatever the clocksource; CLOCK_MONOTONIC is a system call where
+ * the TSC is not usable (a VM's HPET): a fifth of a busy lento's CPU, read
+ * twice per completion for the stall check. Leases, timeouts and stalls
+ * are counted in hundreds of ms or more.
+ */
 uint64_t lo_now_ms(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -1155,15 +1162,20 @@ void lo_set_stall(struct lo_loop *loop, unsigned int ms, lo_stall_fn fn,
  * What @op is, for a stall report: a static name, or the peer of a
  * connection copied into @buf (before it runs: it may be freed).
  */
-static const char *lo_op_name(const struct lo_op *op, char *buf,
-			      size_t size)
+/*
+ * What @op is, for a stall report: the completion may free it, so the
+ * peer's name is copied before (a plain copy; formatted only if stalled).
+ */
+struct lo_op_what {
+	enum lo_kind kind;
+	char peer[sizeof(((struct lo_conn *)0)->peer)];
+};
+
+static void lo_op_what(const struct lo_op *op, struct lo_op_what *w)
 {
-	static const char *const names[] = {
-		[K_ACCEPT] = "accept", [K_TIMER] = "timer",
-		[K_SIGNAL] = "signal", [K_FILE] = "file", [K_POLL] = "poll",
-	};
 	const struct lo_conn *c;
 
+	w->kind = op->kind;
 	switch (op->kind) {
 	case K_RECV:
 		c = container_of(op, struct lo_conn, recv_op);
@@ -1178,10 +1190,30 @@ static const char *lo_op_name(const struct lo_op *op, char *buf,
 		c = container_of(op, struct lo_conn, connect_op);
 		break;
 	default:
-		return names[op->kind];
+		return;
 	}
-	snprintf(buf, size, "connection %s", c->peer);
-	return buf;
+	memcpy(w->peer, c->peer, sizeof(w->peer));
+}
+
+static const char *lo_op_name(const struct lo_op_what *w, char *buf,
+			      size_t size)
+{
+	static const char *const names[] = {
+		[K_ACCEPT] = "accept", [K_TIMER] = "timer",
+		[K_SIGNAL] = "signal", [K_FILE] = "file", [K_POLL] = "poll",
+	};
+
+	switch (w->kind) {
+	case K_RECV:
+	case K_AGAIN:
+	case K_SEND:
+	case K_CONNECT:
+		snprintf(buf, size, "connection %.*s", (int)sizeof(w->peer),
+			 w->peer);
+		return buf;
+	default:
+		return names[w->kind];
+	}
 }
 
 static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
@@ -1246,20 +1278,21 @@ static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 
 static void lo_dispatch(struct lo_loop *loop, struct lo_op *op, int res)
 {
+	struct lo_op_what what;
 	uint64_t t0, took;
-	const char *what;
 	char buf[160];
 
 	if (!loop->stall_ms) {
 		lo_complete(loop, op, res);
 		return;
 	}
-	what = lo_op_name(op, buf, sizeof(buf));
+	lo_op_what(op, &what);
 	t0 = lo_now_ms();
 	lo_complete(loop, op, res);
 	took = lo_now_ms() - t0;
 	if (took >= loop->stall_ms)
-		loop->stall_fn(loop->stall_arg, what, took);
+		loop->stall_fn(loop->stall_arg,
+			       lo_op_name(&what, buf, sizeof(buf)), took);
 }
 
 int lo_run(struct lo_loop *loop)
