@@ -1159,10 +1159,6 @@ void lo_set_stall(struct lo_loop *loop, unsigned int ms, lo_stall_fn fn,
 }
 
 /*
- * What @op is, for a stall report: a static name, or the peer of a
- * connection copied into @buf (before it runs: it may be freed).
- */
-/*
  * What @op is, for a stall report: the completion may free it, so the
  * peer's name is copied before (a plain copy; formatted only if stalled).
  */
