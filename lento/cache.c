@@ -1346,6 +1346,11 @@ int cache_stats(struct cache *c, struct cache_stats *out)
 	return err;
 }
 
+int64_t cache_changes(const struct cache *c)
+{
+	return sqlite3_total_changes64(c->db);
+}
+
 int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg)
 {
 	return obj_rows(c, S_LRU, fn, arg);

@@ -270,6 +270,11 @@ struct cache_stats {
 	uint64_t dirty_bytes;	/* content of dirty regular files */
 };
 int cache_stats(struct cache *c, struct cache_stats *st);
+/*
+ * Rows changed through the cache's connection since it opened (rolled
+ * back ones too): equal counts mean cache_stats() would say the same.
+ */
+int64_t cache_changes(const struct cache *c);
 
 /*
  * Regular files whose content may be evicted (cached, clean), least

@@ -857,6 +857,7 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 	kv_uint(w, "listings", cl->st.listings);
 	kv_uint(w, "evictions", cl->st.evictions);
 	kv_uint(w, "xattrs_skipped", cl->st.xattrs_skipped);
+	kv_uint(w, "size_counts", cl->st.size_counts);
 	/* The database's transactions since start, and how many are durable. */
 	kv_uint(w, "commits", cache_gen(cl->cache));
 	kv_uint(w, "commits_durable", cache_durable_gen(cl->cache));
@@ -942,8 +943,7 @@ static void tick(struct lo_loop *loop, void *arg)
 	tick_took("reintegration", now);
 	ops_reap(cl);
 	if (now >= cl->evict_check_ms) {
-		cl->evict_check_ms = now + 1000;
-		evict_check(cl);
+		evict_check(cl, now);
 		tick_took("eviction", now);
 	}
 }
@@ -1067,6 +1067,7 @@ int client_main(const struct client_opts *o)
 	cl.age_ms = o->age_ms ? o->age_ms : CLIENT_AGE_MS;
 	cl.watch_ms = o->watch_ms_set ? o->watch_ms : CLIENT_WATCH_MS;
 	cl.cache_size = o->cache_size ? o->cache_size : CLIENT_CACHE_SIZE;
+	cl.evict_changes = -1;
 	/* A batch holds a descriptor for each body: a quarter at most. */
 	cl.batch_records = (o->fds ? o->fds : 1024) / 4;
 	if (cl.batch_records > BATCH_RECORDS_MAX)

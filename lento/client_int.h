@@ -152,6 +152,7 @@ struct client_stats {
 	uint64_t hits, misses, fetches, fetched_bytes, evictions;
 	uint64_t listings;
 	uint64_t xattrs_skipped;	/* the cache could not take them */
+	uint64_t size_counts;		/* evict_check()'s scans of the cache */
 };
 
 struct batch;
@@ -186,6 +187,8 @@ struct client {
 	int ntouched;
 	bool kicking, kick_again;	/* reint_kick() runs, and again */
 	uint64_t evict_check_ms;
+	/* cache_changes() at the last count that found it within its size. */
+	int64_t evict_changes;	/* -1: count at the next check */
 	int stop_signal;
 	bool crash_after_send;	/* LENTO_TEST_CRASH_AFTER_SEND */
 	/* The sync of the cache's lazy commits on the ring: up to sync_gen. */
@@ -230,7 +233,8 @@ void job_end(struct job *j, int err);
 void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
 void jobs_break_volume(struct client *cl, uint32_t volume);
 void jobs_free(struct client *cl);
-void evict_check(struct client *cl);
+/* Once a second: count the cache's size, evict if it is over. */
+void evict_check(struct client *cl, uint64_t now);
 /* Replace a file's content by a sparse placeholder: not cached now. */
 int evict_obj(struct client *cl, const struct cache_obj *o);
 
