@@ -142,6 +142,7 @@ struct lo_loop {
 	struct lo_sig *sigs;
 	struct lo_file *files;
 	struct lo_poll *polls;
+	struct lo_defer *deferred;
 	unsigned int stall_ms;
 	lo_stall_fn stall_fn;
 	void *stall_arg;
@@ -1291,6 +1292,40 @@ static void lo_dispatch(struct lo_loop *loop, struct lo_op *op, int res)
 			       lo_op_name(&what, buf, sizeof(buf)), took);
 }
 
+void lo_defer(struct lo_loop *loop, struct lo_defer *d)
+{
+	if (d->queued)
+		return;
+	d->queued = true;
+	d->next = loop->deferred;
+	loop->deferred = d;
+}
+
+void lo_defer_cancel(struct lo_loop *loop, struct lo_defer *d)
+{
+	struct lo_defer **pp;
+
+	if (!d->queued)
+		return;
+	for (pp = &loop->deferred; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			*pp = d->next;
+			break;
+		}
+	d->queued = false;
+}
+
+static void lo_run_deferred(struct lo_loop *loop)
+{
+	struct lo_defer *d;
+
+	while ((d = loop->deferred)) {
+		loop->deferred = d->next;
+		d->queued = false;
+		d->fn(d->arg);
+	}
+}
+
 int lo_run(struct lo_loop *loop)
 {
 	struct io_uring_cqe *cqe;
@@ -1299,6 +1334,9 @@ int lo_run(struct lo_loop *loop)
 
 	loop->stop = false;
 	while (!loop->stop) {
+		lo_run_deferred(loop);
+		if (loop->stop)
+			break;
 		err = io_uring_submit_and_wait(&loop->ring, 1);
 		if (err < 0 && err != -EINTR && err != -EAGAIN &&
 		    err != -EBUSY)

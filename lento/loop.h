@@ -13,6 +13,7 @@
 #define LENTO_LOOP_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -57,8 +58,24 @@ void lo_loop_free(struct lo_loop *loop);
 /* Runs until lo_stop(); returns 0, or -errno if io_uring failed. */
 int lo_run(struct lo_loop *loop);
 void lo_stop(struct lo_loop *loop);
-/* The loop's clock: CLOCK_MONOTONIC in milliseconds. */
+/* The loop's clock: CLOCK_MONOTONIC_COARSE in milliseconds. */
 uint64_t lo_now_ms(void);
+
+/*
+ * A call made once the completions at hand are handled, before the loop
+ * waits again: for what each of a burst of completions may ask for and
+ * is cheaper done once (waking a thread). The struct is its owner's, set
+ * up with fn and arg; queued again before it ran, it runs once. An owner
+ * that goes away cancels it first.
+ */
+struct lo_defer {
+	void (*fn)(void *arg);
+	void *arg;
+	struct lo_defer *next;	/* the loop's */
+	bool queued;		/* the loop's */
+};
+void lo_defer(struct lo_loop *loop, struct lo_defer *d);
+void lo_defer_cancel(struct lo_loop *loop, struct lo_defer *d);
 
 /*
  * A callback that holds the loop for @ms milliseconds or more is reported

@@ -6,8 +6,9 @@
  *
  * Each hand-off wakes a thread only when one waits, and after the lock
  * is dropped, so that the thread woken does not block on it: the worker
- * is signalled only while it sleeps, and the eventfd is written only
- * when the finished queue was empty -- the loop takes the whole queue.
+ * is signalled once a turn of the loop (lo_defer()), for all the jobs
+ * the turn submitted, and only while it sleeps; the eventfd is written
+ * only when the finished queue was empty -- the loop takes it whole.
  * A server taking many clients' small bodies at once otherwise spent
  * much of its time switching between the two threads.
  */
@@ -37,6 +38,7 @@ struct worker {
 	struct wk_queue todo, finished;	/* under lock */
 	bool stop;			/* under lock */
 	bool sleeping;			/* under lock: in cond_wait */
+	struct lo_defer kick;		/* wk_kick(), once a turn */
 	unsigned int pending;		/* the loop's */
 };
 
@@ -132,6 +134,19 @@ static void readable(void *arg, int res)
 	run_done(w, j, true);
 }
 
+/* After the loop's turn: one wake-up for all the jobs it submitted. */
+static void wk_kick(void *arg)
+{
+	struct worker *w = arg;
+	bool wake;
+
+	pthread_mutex_lock(&w->lock);
+	wake = w->sleeping && w->todo.head;
+	pthread_mutex_unlock(&w->lock);
+	if (wake)
+		pthread_cond_signal(&w->cond);
+}
+
 int wk_start(struct lo_loop *loop, struct worker **out)
 {
 	struct worker *w = calloc(1, sizeof(*w));
@@ -141,6 +156,8 @@ int wk_start(struct lo_loop *loop, struct worker **out)
 	if (!w)
 		return -ENOMEM;
 	w->loop = loop;
+	w->kick.fn = wk_kick;
+	w->kick.arg = w;
 	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (w->efd < 0) {
 		err = -errno;
@@ -174,14 +191,10 @@ out_efd:
 
 void wk_submit(struct worker *w, struct wk_job *j)
 {
-	bool wake;
-
 	pthread_mutex_lock(&w->lock);
 	q_add(&w->todo, j);
-	wake = w->sleeping;
 	pthread_mutex_unlock(&w->lock);
-	if (wake)
-		pthread_cond_signal(&w->cond);
+	lo_defer(w->loop, &w->kick);
 	w->pending++;
 }
 
@@ -194,6 +207,7 @@ void wk_stop(struct worker *w)
 {
 	if (!w)
 		return;
+	lo_defer_cancel(w->loop, &w->kick);
 	pthread_mutex_lock(&w->lock);
 	w->stop = true;
 	pthread_cond_signal(&w->cond);

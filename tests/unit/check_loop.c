@@ -698,6 +698,63 @@ START_TEST(file_write_fsync)
 }
 END_TEST
 
+/*
+ * A deferred call runs once per turn however often it was queued, after
+ * the turn's completions and before the loop waits; a cancelled one not.
+ */
+struct dtest {
+	struct lo_defer d, never;
+	int ticks, runs, never_runs;
+	bool late;
+};
+
+static void d_run(void *arg)
+{
+	((struct dtest *)arg)->runs++;
+}
+
+static void d_never(void *arg)
+{
+	((struct dtest *)arg)->never_runs++;
+}
+
+static void d_timer(struct lo_loop *loop, void *arg)
+{
+	struct dtest *t = arg;
+
+	/* The last turn's call ran before this turn's wait ended. */
+	if (t->runs != t->ticks)
+		t->late = true;
+	if (++t->ticks == 4) {
+		lo_stop(loop);
+		return;
+	}
+	lo_defer(loop, &t->d);
+	lo_defer(loop, &t->d);
+	if (t->ticks == 1) {
+		lo_defer(loop, &t->never);
+		lo_defer_cancel(loop, &t->never);
+	}
+}
+
+START_TEST(defer_once_a_turn)
+{
+	struct dtest t = { .d = { .fn = d_run, .arg = &t },
+			   .never = { .fn = d_never, .arg = &t } };
+	struct lo_loop *loop;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_timer(loop, 10, d_timer, &t), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(t.ticks, 4);
+	ck_assert_int_eq(t.runs, 3);
+	ck_assert(!t.late);
+	ck_assert_int_eq(t.never_runs, 0);
+	ck_assert(!t.never.queued);
+	lo_loop_free(loop);
+}
+END_TEST
+
 static Suite *loop_suite(void)
 {
 	Suite *s = suite_create("loop");
@@ -718,6 +775,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, unix_reclaim);
 	tcase_add_test(tc, timer_period);
 	tcase_add_test(tc, stall_reported);
+	tcase_add_test(tc, defer_once_a_turn);
 	tcase_add_test(tc, signal_stops);
 	tcase_add_test(tc, file_write_fsync);
 	tcase_add_test(tc, poll_readable);
