@@ -233,7 +233,10 @@ void job_end(struct job *j, int err);
 void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
 void jobs_break_volume(struct client *cl, uint32_t volume);
 void jobs_free(struct client *cl);
-/* Once a second: count the cache's size, evict if it is over. */
+/*
+ * From the tick, at most once a second: count the cache's size if it may
+ * have changed, evict if it is over (client_fetch.c says when it counts).
+ */
 void evict_check(struct client *cl, uint64_t now);
 /* Replace a file's content by a sparse placeholder: not cached now. */
 int evict_obj(struct client *cl, const struct cache_obj *o);

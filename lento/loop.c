@@ -1160,19 +1160,23 @@ void lo_set_stall(struct lo_loop *loop, unsigned int ms, lo_stall_fn fn,
 }
 
 /*
- * What @op is, for a stall report: the completion may free it, so the
- * peer's name is copied before (a plain copy; formatted only if stalled).
+ * What @op is, for a stall report: the completion may free it, so a
+ * connection's peer is copied before (a plain copy; formatted only if
+ * the completion stalled), and anything else has a static name.
  */
 struct lo_op_what {
-	enum lo_kind kind;
+	const char *name;	/* NULL: a connection, "connection PEER" */
 	char peer[sizeof(((struct lo_conn *)0)->peer)];
 };
 
 static void lo_op_what(const struct lo_op *op, struct lo_op_what *w)
 {
+	static const char *const names[] = {
+		[K_ACCEPT] = "accept", [K_TIMER] = "timer",
+		[K_SIGNAL] = "signal", [K_FILE] = "file", [K_POLL] = "poll",
+	};
 	const struct lo_conn *c;
 
-	w->kind = op->kind;
 	switch (op->kind) {
 	case K_RECV:
 		c = container_of(op, struct lo_conn, recv_op);
@@ -1187,30 +1191,20 @@ static void lo_op_what(const struct lo_op *op, struct lo_op_what *w)
 		c = container_of(op, struct lo_conn, connect_op);
 		break;
 	default:
+		w->name = names[op->kind];
 		return;
 	}
+	w->name = NULL;
 	memcpy(w->peer, c->peer, sizeof(w->peer));
 }
 
 static const char *lo_op_name(const struct lo_op_what *w, char *buf,
 			      size_t size)
 {
-	static const char *const names[] = {
-		[K_ACCEPT] = "accept", [K_TIMER] = "timer",
-		[K_SIGNAL] = "signal", [K_FILE] = "file", [K_POLL] = "poll",
-	};
-
-	switch (w->kind) {
-	case K_RECV:
-	case K_AGAIN:
-	case K_SEND:
-	case K_CONNECT:
-		snprintf(buf, size, "connection %.*s", (int)sizeof(w->peer),
-			 w->peer);
-		return buf;
-	default:
-		return names[w->kind];
-	}
+	if (w->name)
+		return w->name;
+	snprintf(buf, size, "connection %.*s", (int)sizeof(w->peer), w->peer);
+	return buf;
 }
 
 static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
