@@ -187,6 +187,16 @@ static const char schema[] =
 	"DROP INDEX IF EXISTS cache_lru;"
 	"CREATE INDEX IF NOT EXISTS cache_clean ON cache(used) "
 	"  WHERE type = 1 AND data <> 0 AND dirty = 0;"
+	/*
+	 * What every acknowledgement looks for (cache_purge(), and
+	 * cache_dirty_clear() once the log is empty): rows with no name
+	 * left, and rows still counted dirty. Both are few, and a scan of
+	 * the volume's rows each time cost as much as the cache is big.
+	 */
+	"CREATE INDEX IF NOT EXISTS cache_dead ON cache(volume) "
+	"  WHERE nlink = 0;"
+	"CREATE INDEX IF NOT EXISTS cache_dirty ON cache(volume) "
+	"  WHERE dirty <> 0;"
 	"CREATE TABLE IF NOT EXISTS dirents("
 	"  dir BLOB NOT NULL, name BLOB NOT NULL, fid BLOB NOT NULL,"
 	"  PRIMARY KEY(dir, name)) WITHOUT ROWID;"
