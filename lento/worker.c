@@ -191,10 +191,15 @@ out_efd:
 
 void wk_submit(struct worker *w, struct wk_job *j)
 {
+	bool stopped;
+
 	pthread_mutex_lock(&w->lock);
 	q_add(&w->todo, j);
+	stopped = w->stop;
 	pthread_mutex_unlock(&w->lock);
-	lo_defer(w->loop, &w->kick);
+	/* Submitted by a done() that wk_stop() runs: given back by it. */
+	if (!stopped)
+		lo_defer(w->loop, &w->kick);
 	w->pending++;
 }
 
@@ -214,7 +219,9 @@ void wk_stop(struct worker *w)
 	pthread_mutex_unlock(&w->lock);
 	pthread_join(w->thread, NULL);
 	run_done(w, q_take_all(&w->finished), true);
-	run_done(w, q_take_all(&w->todo), false);
+	/* A done() may submit more: each is given back, never run. */
+	while (w->todo.head)
+		run_done(w, q_take_all(&w->todo), false);
 	lo_poll_close(w->poll);
 	close(w->efd);
 	pthread_cond_destroy(&w->cond);

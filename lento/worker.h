@@ -38,7 +38,8 @@ void wk_submit(struct worker *w, struct wk_job *j);
 unsigned int wk_pending(const struct worker *w);
 /*
  * Waits for the job running (if any), runs done() of every job (those
- * never run with @ran false) and frees the worker. NULL is fine.
+ * never run with @ran false, also those a done() submits meanwhile) and
+ * frees the worker. NULL is fine. Before the loop is freed.
  */
 void wk_stop(struct worker *w);
 

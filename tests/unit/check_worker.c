@@ -23,6 +23,8 @@ struct tjob {
 	pthread_t loop_thread;
 	bool done_on_loop;
 	struct lo_loop *stop_loop;	/* done() stops it */
+	struct worker *w;
+	struct tjob *resubmit;	/* done() submits it to w */
 };
 
 static void t_run(struct wk_job *wk)
@@ -46,6 +48,8 @@ static void t_done(struct wk_job *wk, bool ran)
 	t->done_on_loop = pthread_equal(pthread_self(), t->loop_thread);
 	if (t->stop_loop)
 		lo_stop(t->stop_loop);
+	if (t->resubmit)
+		wk_submit(t->w, &t->resubmit->wk);
 }
 
 static void t_init(struct tjob *t, int id, int *order, int *norder)
@@ -179,6 +183,39 @@ START_TEST(stop_hands_back)
 }
 END_TEST
 
+static void stop_now(struct lo_loop *loop, void *arg)
+{
+	(void)arg;
+	lo_stop(loop);
+}
+
+/*
+ * A done() that wk_stop() runs submits another job: that one comes back
+ * unrun too, and the loop, run again, calls nothing of the freed worker.
+ */
+START_TEST(stop_takes_resubmitted)
+{
+	struct lo_loop *loop;
+	struct worker *w;
+	struct tjob t[2];
+	int order[2], norder = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(wk_start(loop, &w), 0);
+	t_init(&t[0], 0, order, &norder);
+	t_init(&t[1], 1, order, &norder);
+	t[0].w = w;
+	t[0].resubmit = &t[1];
+	wk_submit(w, &t[0].wk);
+	wk_stop(w);
+	ck_assert(t[0].done);
+	ck_assert(t[1].done && !t[1].done_ran && !t[1].ran);
+	ck_assert_int_eq(lo_timer(loop, 10, stop_now, NULL), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	lo_loop_free(loop);
+}
+END_TEST
+
 /*
  * Many hand-offs, both ways at once: each done() submits more jobs while
  * the worker runs the earlier ones. A wake-up lost on either side (a job
@@ -268,6 +305,7 @@ static Suite *worker_suite(void)
 	tcase_add_test(tc, runs_in_order);
 	tcase_add_test(tc, blocked_job_frees_loop);
 	tcase_add_test(tc, stop_hands_back);
+	tcase_add_test(tc, stop_takes_resubmitted);
 	tcase_add_test(tc, no_lost_wakeups);
 	suite_add_tcase(s, tc);
 	return s;
