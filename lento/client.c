@@ -396,9 +396,16 @@ static int renew_reply(void *arg, const struct lp_frame *f, int err,
 		return 0;
 	/* Counted from when it was asked: the lease began before. */
 	v->lease_ms = m.lease_ms;
-	v->expires_ms = v->renew_sent_ms + m.lease_ms;
+	v->expires_ms = lease_end(v->renew_sent_ms, m.lease_ms);
 	v->renew_at_ms = v->renew_sent_ms + m.lease_ms / 2;
 	return 0;
+}
+
+uint64_t lease_end(uint64_t asked_ms, uint32_t lease_ms)
+{
+	uint64_t slack = lo_clock_slack_ms();
+
+	return asked_ms + (lease_ms > slack ? lease_ms - slack : 0);
 }
 
 static void permit_renew(struct client *cl, struct vol *v)

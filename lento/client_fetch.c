@@ -1297,7 +1297,7 @@ static int permit_reply(void *arg, const struct lp_frame *f, int err,
 		v->revoked = false;
 		v->lease_ms = m.lease_ms;
 		/* From when it was asked: a conservative end. */
-		v->expires_ms = j->sent_ms + m.lease_ms;
+		v->expires_ms = lease_end(j->sent_ms, m.lease_ms);
 		v->renew_at_ms = j->sent_ms + m.lease_ms / 2;
 		v->last_change_ms = lo_now_ms();
 		log_info("volume %s: permit acquired, lease %" PRIu32 " ms",

@@ -201,6 +201,11 @@ struct client {
 struct vol *vol_by_id(struct client *cl, uint32_t id);
 struct vol *vol_by_name(struct client *cl, const char *name);
 int vol_add(struct client *cl, const struct cache_vol *cv, struct vol **out);
+/*
+ * When a lease of @lease_ms asked for at @asked_ms ends here: sooner than
+ * the server counts it, whatever each clock's lag (lo_clock_slack_ms()).
+ */
+uint64_t lease_end(uint64_t asked_ms, uint32_t lease_ms);
 bool connected(const struct client *cl);
 int64_t wall_ms(void);
 /* The job ended: its ops run again, or fail with its error. */

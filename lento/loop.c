@@ -153,7 +153,8 @@ struct lo_loop {
  * page whatever the clocksource; CLOCK_MONOTONIC is a system call where
  * the TSC is not usable (a VM's HPET): a fifth of a busy lento's CPU, read
  * twice per completion for the stall check. Leases, timeouts and stalls
- * are counted in hundreds of ms or more.
+ * are counted in hundreds of ms or more; leases allow for the lag of a
+ * reading on each side (lo_clock_slack_ms()).
  */
 uint64_t lo_now_ms(void)
 {
@@ -161,6 +162,20 @@ uint64_t lo_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t lo_clock_slack_ms(void)
+{
+	static uint64_t slack;
+	struct timespec res;
+
+	if (!slack) {
+		if (clock_getres(CLOCK_MONOTONIC_COARSE, &res))
+			res = (struct timespec){ .tv_nsec = 10000000 };
+		slack = 2 * (((uint64_t)res.tv_sec * 1000000000 +
+			      (uint64_t)res.tv_nsec + 999999) / 1000000);
+	}
+	return slack;
 }
 
 static void errf(char *err, size_t errlen, const char *fmt, const char *a,
@@ -633,9 +648,14 @@ static void lo_listener_free(struct lo_listener *l)
 			*pp = l->next;
 			break;
 		}
-	close(l->fd);
+	/*
+	 * The name first: a lento starting meanwhile finds it answering or
+	 * gone, never refused (which would let it take the name, and this
+	 * unlink then remove its socket's).
+	 */
 	if (l->unix_path[0])
 		unlink(l->unix_path);
+	close(l->fd);
 	free(l);
 }
 
@@ -706,14 +726,16 @@ static int lo_unix_reclaim(const struct sockaddr_storage *sa, socklen_t len)
 	int fd, e, waited;
 
 	for (waited = 0;; waited += LO_BIND_STEP_MS) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		/* Never blocks: a full backlog (EAGAIN) is a lento there. */
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    0);
 		if (fd < 0)
 			return -errno;
 		e = connect(fd, (const struct sockaddr *)sa, len) ? errno : 0;
 		close(fd);
 		if (e == ECONNREFUSED)
 			unlink(un->sun_path);
-		if (e)
+		if (e && e != EAGAIN)
 			return 0;
 		if (waited >= LO_BIND_RETRY_MS)
 			return -EADDRINUSE;
@@ -1323,7 +1345,7 @@ static void lo_run_deferred(struct lo_loop *loop)
 int lo_run(struct lo_loop *loop)
 {
 	struct io_uring_cqe *cqe;
-	unsigned int head, n;
+	unsigned int head;
 	int err;
 
 	loop->stop = false;
@@ -1335,20 +1357,17 @@ int lo_run(struct lo_loop *loop)
 		if (err < 0 && err != -EINTR && err != -EAGAIN &&
 		    err != -EBUSY)
 			return err;
-		n = 0;
 		io_uring_for_each_cqe(&loop->ring, head, cqe) {
 			struct lo_op *op = io_uring_cqe_get_data(cqe);
 			int res = cqe->res;
 
 			/* Advance first: a completion may submit more. */
 			io_uring_cqe_seen(&loop->ring, cqe);
-			n++;
 			if (op)
 				lo_dispatch(loop, op, res);
 			if (loop->stop)
 				break;
 		}
-		(void)n;
 	}
 	io_uring_submit(&loop->ring);
 	return 0;

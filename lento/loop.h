@@ -60,13 +60,21 @@ int lo_run(struct lo_loop *loop);
 void lo_stop(struct lo_loop *loop);
 /* The loop's clock: CLOCK_MONOTONIC_COARSE in milliseconds. */
 uint64_t lo_now_ms(void);
+/*
+ * How far a reading of lo_now_ms() may lag the true time, twice over (a
+ * tick each, for the two readings a lease is counted between): a lease's
+ * holder ends it this much sooner, its grantor this much later.
+ */
+uint64_t lo_clock_slack_ms(void);
 
 /*
  * A call made once the completions at hand are handled, before the loop
  * waits again: for what each of a burst of completions may ask for and
  * is cheaper done once (waking a thread). The struct is its owner's, set
- * up with fn and arg; queued again before it ran, it runs once. An owner
- * that goes away cancels it first.
+ * up with fn and arg; queued again before it ran, it runs once; queued
+ * again while it runs (by itself or another), it runs again before the
+ * loop waits. Calls run in no particular order. An owner that goes away
+ * cancels it first.
  */
 struct lo_defer {
 	void (*fn)(void *arg);

@@ -389,13 +389,22 @@ static void permit_free_holder(struct permit *p, const char *why)
 	permit_run_deferred(p);
 }
 
+/*
+ * A lease given or renewed now ends here: later than the holder counts
+ * it (from when it asked, less the slack), whatever each clock's lag.
+ */
+static uint64_t lease_expiry(const struct server *srv)
+{
+	return lo_now_ms() + srv->lease_ms + lo_clock_slack_ms();
+}
+
 static void permit_grant(struct server *srv, struct permit *p,
 			 struct session *s)
 {
 	bool had = p->holder == s->client;
 
 	p->holder = s->client;
-	p->expires_ms = lo_now_ms() + srv->lease_ms;
+	p->expires_ms = lease_expiry(srv);
 	if (!had) {
 		p->revoked = false;
 		log_info("volume %" PRIu32 ": permit granted to client %"
@@ -948,7 +957,7 @@ static void do_permit(struct session *s, const struct lp_frame *f)
 				   "'s permit", volume);
 			return;
 		}
-		p->expires_ms = lo_now_ms() + srv->lease_ms;
+		p->expires_ms = lease_expiry(srv);
 		send_permit(s, f->tag, volume, srv->lease_ms);
 		return;
 	default:		/* LP_PERMIT_RELEASE */
@@ -1337,7 +1346,7 @@ static void holder_alive(struct session *s, uint32_t volume)
 	struct permit *p = permit_get(s->srv, volume, false);
 
 	if (p && p->holder == s->client)
-		p->expires_ms = lo_now_ms() + s->srv->lease_ms;
+		p->expires_ms = lease_expiry(s->srv);
 }
 
 static void do_data(struct session *s, const struct lp_frame *f)
