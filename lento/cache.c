@@ -92,8 +92,9 @@ static const char *const sql[S_COUNT] = {
 	/*
 	 * A symlink's target stays when none is given; the dirty count
 	 * moves by ?17, as cache_dirty_add() moves it (from 0 for a new
-	 * row). The volume is the fid's: not set again, so its index is
-	 * not rewritten.
+	 * row). The volume is the fid's: not set again, so cache_volume is
+	 * not rewritten (the partial indexes on nlink and dirty are, when
+	 * the row enters or leaves them).
 	 */
 	[S_OBJ_PUT] = "INSERT INTO cache(volume, " OBJ_COLS ") "
 		      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "

@@ -1143,7 +1143,8 @@ void reint_durable(struct client *cl)
 	struct vol *v;
 	int err;
 
-	if (!b || !b->waiting)
+	/* No connection (lento stopping): the batch goes with it. */
+	if (!b || !b->waiting || !cl->conn)
 		return;
 	err = b->err ?: cache_sync_error(cl->cache);
 	/* The database's sync runs while the shadows are made. */
