@@ -194,6 +194,9 @@ class Ext4:
     def server_cpu(self):
         return None
 
+    def client_cpu(self, load):
+        return None
+
     def settle(self, load):
         pass
 
@@ -220,6 +223,9 @@ class Nfs:
 
     def server_cpu(self):
         return cpu_seconds(pids_named("nfsd"))
+
+    def client_cpu(self, load):
+        return None
 
     def settle(self, load):
         pass
@@ -279,6 +285,11 @@ class Presto:
 
     def server_cpu(self):
         return cpu_seconds([self.srv.p.pid])
+
+    def client_cpu(self, load):
+        """The lento clients' CPU seconds: the journal's consumption and
+        the reintegration, which share the vCPUs with the copies."""
+        return cpu_seconds([c.p.pid for c in self.clients[:load]])
 
     def settle(self, load):
         """Everything the load wrote reaches the server: its time."""
@@ -354,8 +365,9 @@ def one_copy(src, dst, barrier, results):
 
 def run_load(cfg, load, tag):
     """@load copies at once; {phase: [[seconds per round] per copy]},
-    server CPU s, the time the clients then take to sync."""
-    cpu0 = cfg.server_cpu()
+    server CPU s, the time the clients then take to sync, lento clients'
+    CPU s."""
+    cpu0, ccpu0 = cfg.server_cpu(), cfg.client_cpu(load)
     barrier, results = mp.Barrier(load), mp.Queue()
     procs = [mp.Process(target=one_copy, args=(SRC, d, barrier, results))
              for d in cfg.dirs(load, tag)]
@@ -372,8 +384,9 @@ def run_load(cfg, load, tag):
         for ph in PHASES:
             out[ph].append(phases[ph])
     settle = cfg.settle(load)
-    cpu1 = cfg.server_cpu()
-    return out, (None if cpu0 is None else cpu1 - cpu0), settle
+    cpu1, ccpu1 = cfg.server_cpu(), cfg.client_cpu(load)
+    return (out, None if cpu0 is None else cpu1 - cpu0, settle,
+            None if ccpu0 is None else ccpu1 - ccpu0)
 
 
 def prepare():
@@ -414,7 +427,8 @@ def main():
                 for cfg in configs[k:] + configs[:k]:
                     sh("sync")
                     time.sleep(1)
-                    got, cpu, settle = run_load(cfg, load, f"l{load}")
+                    got, cpu, settle, ccpu = run_load(cfg, load,
+                                                      f"l{load}")
                     for ph in PHASES:
                         for r in range(len(got[ph][0])):
                             emit({"config": cfg.name, "load": load,
@@ -428,6 +442,11 @@ def main():
                         emit({"config": cfg.name, "load": load,
                               "row": f"server CPU per client (load {load})",
                               "unit": "s", "value": cpu / load})
+                    if ccpu is not None:
+                        emit({"config": cfg.name, "load": load,
+                              "row": f"lento client CPU per client "
+                                     f"(load {load})",
+                              "unit": "s", "value": ccpu / load})
                     if settle is not None:
                         emit({"config": cfg.name, "load": load,
                               "row": f"sync to server (load {load})",
