@@ -34,7 +34,7 @@ struct conn {
 	uint32_t hello_tag, ping_tag;	/* 0: none in flight */
 	uint64_t since_ms;		/* the attempt began */
 	uint64_t heard_ms, pinged_ms;
-	size_t unacked;		/* lo_conn_unacked() at the last tick */
+	size_t unacked;		/* lo_conn_unacked() when last asked */
 	uint64_t ticked_ms;		/* the last conn_tick() */
 	uint64_t retry_at, backoff_ms;
 	uint32_t heartbeat_ms;
@@ -522,11 +522,15 @@ void conn_tick(struct conn *c, uint64_t now)
 		 * The server taking our bytes is not silent: on a slow line
 		 * our PING, and so its PONG, waits behind a batch's bodies.
 		 * (A dead server stops taking them, and then is silent.)
+		 * Asked (an ioctl) only once a heartbeat passed unheard: an
+		 * idle connection hears a PONG each heartbeat.
 		 */
-		unacked = lo_conn_unacked(c->lc);
-		if (unacked && unacked < c->unacked)
-			c->heard_ms = now;
-		c->unacked = unacked;
+		if (now - c->heard_ms > c->heartbeat_ms) {
+			unacked = lo_conn_unacked(c->lc);
+			if (unacked && unacked < c->unacked)
+				c->heard_ms = now;
+			c->unacked = unacked;
+		}
 		if (now - c->heard_ms > gone) {
 			snprintf(why, sizeof(why), "silent for %" PRIu64 " ms",
 				 now - c->heard_ms);
