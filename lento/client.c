@@ -459,6 +459,27 @@ static void permits_tick(struct client *cl, uint64_t now)
 	}
 }
 
+/* When permits_tick() next has something to do. */
+static uint64_t permits_due_ms(struct client *cl)
+{
+	uint64_t due = UINT64_MAX;
+
+	for (struct vol *v = cl->vols; v; v = v->next) {
+		if (!v->permit)
+			continue;
+		if (v->expires_ms < due)
+			due = v->expires_ms;
+		if (!connected(cl))
+			continue;
+		if (!v->renewing && v->renew_at_ms < due)
+			due = v->renew_at_ms;
+		if (!v->releasing && !v->acquiring &&
+		    v->last_change_ms + PERMIT_IDLE_MS < due)
+			due = v->last_change_ms + PERMIT_IDLE_MS;
+	}
+	return due;
+}
+
 /* -------------------------------------------------------- connection */
 
 static void on_hello(void *arg, struct lp_hello *m)
@@ -928,6 +949,42 @@ static void tick_took(const char *step, uint64_t t0)
 		log_warn("tick: %" PRIu64 " ms by the end of %s", took, step);
 }
 
+/*
+ * When the tick next has something to do: @now while anything is under
+ * way (its steps run from the tick, or wait on it), else the earliest
+ * time one of its parts keeps.
+ */
+static uint64_t client_due_ms(struct client *cl, uint64_t now)
+{
+	uint64_t due = cl->evict_check_ms, d;
+
+	if (cl->stop_signal || cl->ntouched || cl->ops || cl->jobs ||
+	    cl->batch || cl->syncing || cl->reint_waits)
+		return now;
+	d = conn_due_ms(cl->conn, now);
+	due = d < due ? d : due;
+	d = kclient_due_ms(cl, now);
+	due = d < due ? d : due;
+	d = permits_due_ms(cl);
+	return d < due ? d : due;
+}
+
+static void tick(struct lo_loop *loop, void *arg);
+
+/* Nothing to do for a while: the next tick comes later, unless woken. */
+static void tick_plan(struct client *cl, uint64_t now)
+{
+	uint64_t due = client_due_ms(cl, now);
+	uint64_t gap = due > now ? due - now : 0;
+
+	if (gap > CLIENT_IDLE_TICK_MS)
+		gap = CLIENT_IDLE_TICK_MS;
+	if (gap <= CLIENT_TICK_MS)
+		return;
+	conn_plan(cl->conn, now + gap);
+	lo_timer_idle(cl->loop, tick, cl, (unsigned int)gap);
+}
+
 static void tick(struct lo_loop *loop, void *arg)
 {
 	struct client *cl = arg;
@@ -955,6 +1012,7 @@ static void tick(struct lo_loop *loop, void *arg)
 		evict_check(cl, now);
 		tick_took("eviction", now);
 	}
+	tick_plan(cl, now);
 }
 
 /* Stop at the next tick: the waiting requests are answered first. */

@@ -29,6 +29,13 @@
 #include "lproto.h"
 
 #define CLIENT_TICK_MS		100
+/*
+ * A client with nothing to do before a known time (client_due_ms())
+ * ticks as seldom as this: an idle laptop wakes once a second, not ten
+ * times. Anything that happens (a message, a signal) brings the period
+ * back at once.
+ */
+#define CLIENT_IDLE_TICK_MS	1000
 #define PERMIT_IDLE_MS		30000	/* an unused permit is given back */
 #define REINT_RETRY_MS		5000	/* after a batch failed for a reason
 					 * that may pass (not a refusal) */
@@ -186,6 +193,7 @@ struct client {
 	struct lento_fid touched[TOUCH_MAX];
 	int ntouched;
 	bool kicking, kick_again;	/* reint_kick() runs, and again */
+	bool reint_waits;	/* the last kick left records to ship */
 	uint64_t evict_check_ms;
 	/* cache_changes() at the last count that found it within its size. */
 	int64_t evict_changes;	/* -1: count at the next check */
@@ -292,6 +300,8 @@ int cmd_removexattr(struct ctl_req *r, void *ctx, int argc, char **argv);
 int kclient_start(struct client *cl, char *err, size_t errlen);
 void kclient_free(struct client *cl);
 void kclient_tick(struct client *cl, uint64_t now_ms);
+/* When kclient_tick() next has something to do: @now_ms if it has now. */
+uint64_t kclient_due_ms(struct client *cl, uint64_t now_ms);
 /*
  * PROGRESS for the upcalls that have waited long: from the tick, and
  * from loops that hold the event loop long (a listing of 100,000).

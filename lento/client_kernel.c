@@ -1373,6 +1373,33 @@ void kclient_free(struct client *cl)
 	cl->k = NULL;
 }
 
+uint64_t kclient_due_ms(struct client *cl, uint64_t now)
+{
+	struct kclient *k = cl->k;
+	uint64_t due, d;
+
+	if (!k)
+		return UINT64_MAX;
+	due = kchan_due_ms(k->kc);
+	if (!kchan_is_up(k->kc))
+		return due;
+	if (k->upcalls)		/* their steps, PROGRESS */
+		return now;
+	for (struct fset *fs = k->fsets; fs; fs = fs->next) {
+		if (!fs->registered) {
+			if (!fs->registering && fs->register_at_ms < due)
+				due = fs->register_at_ms;
+			continue;
+		}
+		d = kml_due_ms(cl, fs, now);
+		if (fs->watched_at_ms && fs->watched_at_ms + cl->watch_ms < d)
+			d = fs->watched_at_ms + cl->watch_ms;
+		if (d < due)
+			due = d;
+	}
+	return due;
+}
+
 void kclient_tick(struct client *cl, uint64_t now)
 {
 	struct kclient *k = cl->k;

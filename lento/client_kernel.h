@@ -129,6 +129,8 @@ uint64_t kml_behind_ms(const struct fset *fs);
 void kml_stop(struct client *cl, struct fset *fs);
 void kml_free(struct fset *fs);
 void kml_tick(struct client *cl, struct fset *fs);
+/* When kml_tick() next has something to do: @now if it has now. */
+uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now);
 /* presto was granted the permit (a PERMIT upcall answered 0). */
 void kml_permit_granted(struct client *cl, struct fset *fs);
 /* The cache's sync began, and ended: what it made durable is acknowledged. */

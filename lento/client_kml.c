@@ -556,6 +556,33 @@ static void requests_again(struct client *cl, struct fset *fs)
 	}
 }
 
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
+{
+	const struct kjournal *j = &fs->j;
+	uint64_t due = UINT64_MAX;
+	struct vol *v;
+
+	if (!fset_live(fs) || !j->known)
+		return due;
+	if (j->pos > j->acked && j->pos > j->ack_sent)
+		return now;		/* to acknowledge */
+	if (j->pos < j->durable || j->catch_up)
+		due = j->retry_at_ms > now ? j->retry_at_ms : now;
+	if (j->revoke_req)
+		due = earlier(due, j->revoke_ms + KML_ANSWER_MS + 1);
+	if (j->sync_req)
+		due = earlier(due, j->sync_ms + KML_ANSWER_MS + 1);
+	v = j->presto_permit ? vol_by_name(cl, fs->volume) : NULL;
+	if (v && !v->permit)	/* permit_follow() */
+		due = earlier(due, v->retry_at_ms > now ? v->retry_at_ms : now);
+	return due;
+}
+
 void kml_tick(struct client *cl, struct fset *fs)
 {
 	fs->j.cl = cl;

@@ -36,6 +36,7 @@ struct conn {
 	uint64_t heard_ms, pinged_ms;
 	size_t unacked;		/* lo_conn_unacked() when last asked */
 	uint64_t ticked_ms;		/* the last conn_tick() */
+	uint64_t plan_ms;		/* the next is due by (conn_plan()) */
 	uint64_t retry_at, backoff_ms;
 	uint32_t heartbeat_ms;
 	struct pending *pend;
@@ -489,6 +490,34 @@ static void send_ping(struct conn *c, uint64_t now)
 		c->ping_tag = 0;
 }
 
+void conn_plan(struct conn *c, uint64_t at_ms)
+{
+	if (at_ms > c->plan_ms)
+		c->plan_ms = at_ms;
+}
+
+uint64_t conn_due_ms(const struct conn *c, uint64_t now)
+{
+	uint64_t gone = 3ull * c->heartbeat_ms, due;
+
+	if (c->closing)
+		return now;
+	switch (c->state) {
+	case CONN_IDLE:
+		return c->retry_at;
+	case CONN_CONNECTING:
+	case CONN_HANDSHAKE:
+		return c->since_ms + gone + 1;
+	case CONN_READY:
+		/* Unheard for a heartbeat: looked into at every tick. */
+		due = c->heard_ms + c->heartbeat_ms + 1;
+		if (!c->ping_tag && c->pinged_ms + c->heartbeat_ms < due)
+			due = c->pinged_ms + c->heartbeat_ms;
+		return due;
+	}
+	return now;
+}
+
 void conn_tick(struct conn *c, uint64_t now)
 {
 	uint64_t gone = 3ull * c->heartbeat_ms;
@@ -500,10 +529,10 @@ void conn_tick(struct conn *c, uint64_t now)
 	 * what the server sent meanwhile is still unread, so its silence
 	 * counts from now.
 	 */
-	if (c->ticked_ms && now - c->ticked_ms > CONN_STALL_MS &&
+	if (c->ticked_ms && now > c->plan_ms + CONN_STALL_MS &&
 	    c->heard_ms < now)
 		c->heard_ms = now;
-	c->ticked_ms = now;
+	c->ticked_ms = c->plan_ms = now;
 
 	if (c->closing)
 		return;

@@ -18,7 +18,8 @@
  * flight on it fails with -ENOTCONN.
  *
  * Timing runs off conn_tick(), which the owner calls often (every
- * CLIENT_TICK_MS); nothing here has timers of its own.
+ * CLIENT_TICK_MS, or by conn_due_ms()); nothing here has timers of its
+ * own.
  */
 #ifndef LENTO_CONN_H
 #define LENTO_CONN_H
@@ -30,7 +31,7 @@
 #include "loop.h"
 #include "lproto.h"
 
-/* Ticks this far apart: the process stood still, not the server. */
+/* A tick this late: the process stood still, not the server. */
 #define CONN_STALL_MS		500
 #define CONN_BACKOFF_MIN_MS	200
 #define CONN_BACKOFF_MAX_MS	10000
@@ -77,6 +78,17 @@ int conn_new(struct lo_loop *loop, const char *addr,
 void conn_free(struct conn *c);
 
 void conn_tick(struct conn *c, uint64_t now_ms);
+/*
+ * When conn_tick() next has something to do (a ping, a retry, a silence
+ * to look into): @now_ms if it has now.
+ */
+uint64_t conn_due_ms(const struct conn *c, uint64_t now_ms);
+/*
+ * The owner's next tick comes by @at_ms (after the tick that says so):
+ * only a tick later than that by CONN_STALL_MS means the process stood
+ * still. Without it the next tick is expected at once.
+ */
+void conn_plan(struct conn *c, uint64_t at_ms);
 enum conn_state conn_state(const struct conn *c);
 const char *conn_state_name(enum conn_state s);
 const char *conn_addr(const struct conn *c);

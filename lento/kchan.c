@@ -337,6 +337,21 @@ void kchan_free(struct kchan *k)
 	free(k);
 }
 
+uint64_t kchan_due_ms(const struct kchan *k)
+{
+	uint64_t due;
+
+	if (!k)
+		return UINT64_MAX;
+	due = k->next_ms;
+	if (!k->sk)
+		return due;
+	for (const struct pending *p = k->pend; p; p = p->next)
+		if (p->sent_ms + KCHAN_ACK_MS < due)
+			due = p->sent_ms + KCHAN_ACK_MS;
+	return due;
+}
+
 void kchan_tick(struct kchan *k, uint64_t now)
 {
 	struct pending **pp, *p;

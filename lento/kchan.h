@@ -147,6 +147,8 @@ int kchan_new(struct lo_loop *loop, const struct kchan_ops *ops, void *arg,
 /* Pending acks end with -ECANCELED. */
 void kchan_free(struct kchan *k);
 void kchan_tick(struct kchan *k, uint64_t now_ms);
+/* When kchan_tick() next has something to do. */
+uint64_t kchan_due_ms(const struct kchan *k);
 bool kchan_is_up(const struct kchan *k);
 /* Why it is not up ("" if it is). */
 const char *kchan_state(const struct kchan *k);

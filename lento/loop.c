@@ -93,7 +93,10 @@ struct lo_listener {
 struct lo_timer {
 	struct lo_op op;
 	struct lo_timer *next;
-	struct __kernel_timespec ts;
+	struct __kernel_timespec ts;	/* the period */
+	struct __kernel_timespec idle_ts;	/* lo_timer_idle()'s */
+	bool idle;		/* fire after idle_ts until something happens */
+	bool armed_idle;	/* the timeout on the ring is idle_ts */
 	lo_timer_fn fn;
 	void *arg;
 };
@@ -139,6 +142,7 @@ struct lo_loop {
 	struct lo_conn *conns;
 	struct lo_listener *listeners;
 	struct lo_timer *timers;
+	int nidle;		/* timers with idle set */
 	struct lo_sig *sigs;
 	struct lo_file *files;
 	struct lo_poll *polls;
@@ -905,7 +909,8 @@ static void lo_timer_arm(struct lo_loop *loop, struct lo_timer *t)
 
 	if (!sqe)
 		return;
-	io_uring_prep_timeout(sqe, &t->ts, 0, 0);
+	t->armed_idle = t->idle;
+	io_uring_prep_timeout(sqe, t->idle ? &t->idle_ts : &t->ts, 0, 0);
 	io_uring_sqe_set_data(sqe, &t->op);
 }
 
@@ -924,6 +929,55 @@ int lo_timer(struct lo_loop *loop, unsigned int ms, lo_timer_fn fn, void *arg)
 	loop->timers = t;
 	lo_timer_arm(loop, t);
 	return 0;
+}
+
+int lo_timer_idle(struct lo_loop *loop, lo_timer_fn fn, void *arg,
+		  unsigned int ms)
+{
+	struct lo_timer *t;
+
+	for (t = loop->timers; t; t = t->next)
+		if (t->fn == fn && t->arg == arg)
+			break;
+	if (!t)
+		return -ENOENT;
+	if ((uint64_t)ms * 1000000u <=
+	    (uint64_t)t->ts.tv_sec * 1000000000u + (uint64_t)t->ts.tv_nsec)
+		return 0;
+	t->idle_ts.tv_sec = ms / 1000;
+	t->idle_ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	if (!t->idle)
+		loop->nidle++;
+	t->idle = true;
+	return 0;
+}
+
+/*
+ * Something other than a timer happened: idle timers go back to their
+ * period, the one on the ring too (moved to fire a period from now). If
+ * it fired meanwhile, the update finds nothing (-ENOENT, ignored) and its
+ * next arming takes the period.
+ */
+static void lo_timers_wake(struct lo_loop *loop)
+{
+	struct io_uring_sqe *sqe;
+
+	for (struct lo_timer *t = loop->timers; t && loop->nidle;
+	     t = t->next) {
+		if (!t->idle)
+			continue;
+		t->idle = false;
+		loop->nidle--;
+		if (!t->armed_idle)
+			continue;
+		t->armed_idle = false;
+		sqe = lo_sqe(loop);
+		if (!sqe)
+			continue;	/* it fires late, once */
+		io_uring_prep_timeout_update(sqe, &t->ts,
+					     (uint64_t)(uintptr_t)&t->op, 0);
+		io_uring_sqe_set_data(sqe, NULL);
+	}
 }
 
 static void lo_signal_arm(struct lo_loop *loop, struct lo_sig *s)
@@ -1241,6 +1295,10 @@ static void lo_complete(struct lo_loop *loop, struct lo_op *op, int res)
 	case K_TIMER: {
 		struct lo_timer *t = container_of(op, struct lo_timer, op);
 
+		if (t->idle) {	/* the callback says it again if it still is */
+			t->idle = false;
+			loop->nidle--;
+		}
 		t->fn(loop, t->arg);
 		lo_timer_arm(loop, t);
 		return;
@@ -1363,6 +1421,8 @@ int lo_run(struct lo_loop *loop)
 
 			/* Advance first: a completion may submit more. */
 			io_uring_cqe_seen(&loop->ring, cqe);
+			if (op && op->kind != K_TIMER && loop->nidle)
+				lo_timers_wake(loop);
 			if (op)
 				lo_dispatch(loop, op, res);
 			if (loop->stop)

@@ -154,6 +154,17 @@ void lo_conn_close(struct lo_conn *c, int err, const char *reason);
 
 /* Calls @fn every @ms milliseconds until the loop is freed. */
 int lo_timer(struct lo_loop *loop, unsigned int ms, lo_timer_fn fn, void *arg);
+/*
+ * From the callback of the timer of @fn and @arg: it fires next after
+ * @ms instead of its period, unless the loop completes anything but a
+ * timer (I/O, a signal) meanwhile: then after its period, counted from
+ * that completion. For an owner with nothing to do until a known time;
+ * each firing goes back to the period unless its callback says this
+ * again. @ms at or below the period changes nothing. -ENOENT if there
+ * is no such timer.
+ */
+int lo_timer_idle(struct lo_loop *loop, lo_timer_fn fn, void *arg,
+		  unsigned int ms);
 /* Blocks @signo for the process and calls @fn from the loop when it arrives. */
 int lo_signal(struct lo_loop *loop, int signo, lo_signal_fn fn, void *arg);
 

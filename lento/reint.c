@@ -1225,17 +1225,23 @@ static void release(struct client *cl, struct vol *v)
 		job_start(cl, J_RELEASE, v->cv.id, NULL, NULL, NULL);
 }
 
-/* One volume's turn: ship, acquire, release, or nothing. */
-static bool kick_volume(struct client *cl, struct vol *v, uint64_t now)
+/*
+ * One volume's turn: ship, acquire, release, or nothing; @waits is set
+ * when records are left to ship (aging, or waiting on something).
+ */
+static bool kick_volume(struct client *cl, struct vol *v, uint64_t now,
+			bool *waits)
 {
 	struct cml_stats cs;
 
 	/* Revoked: presto's changes into the CML first, then shipped. */
+	*waits = true;
 	if (v->revoked && !kclient_permit_drained(cl, v))
 		return false;
 	if (cml_stats(cache_cml(cl->cache), v->cv.id, &cs))
 		return false;
 	if (!cs.records || v->stuck) {
+		*waits = false;
 		if (!cs.records)
 			v->force = false;
 		if (v->revoked)
@@ -1266,12 +1272,20 @@ void reint_kick(struct client *cl)
 	}
 	cl->kicking = true;
 	do {
+		bool waits = false;
+
 		cl->kick_again = false;
+		cl->reint_waits = false;
 		if (!connected(cl) || cl->batch)
 			break;
-		for (struct vol *v = cl->vols; v; v = v->next)
-			if (kick_volume(cl, v, now))
+		for (struct vol *v = cl->vols; v; v = v->next) {
+			bool w = false;
+
+			if (kick_volume(cl, v, now, &w))
 				break;
+			waits |= w;
+		}
+		cl->reint_waits = waits;
 	} while (cl->kick_again && !cl->batch);
 	cl->kicking = false;
 }

@@ -490,6 +490,100 @@ START_TEST(timer_period)
 }
 END_TEST
 
+/*
+ * An idle timer: a 10 ms period that goes idle (5 s) at each firing; a
+ * second timer every 100 ms raises a signal at its first firing, and
+ * stops the loop at its third.
+ */
+struct idle_t {
+	int fired, fired_at_signal, signals, other;
+	uint64_t t0, signal_ms, after_ms;
+};
+
+static void idle_timer(struct lo_loop *loop, void *arg)
+{
+	struct idle_t *it = arg;
+
+	it->fired++;
+	if (it->signals && !it->after_ms)
+		it->after_ms = lo_now_ms() - it->signal_ms;
+	ck_assert_int_eq(lo_timer_idle(loop, idle_timer, it, 5000), 0);
+}
+
+static void idle_other(struct lo_loop *loop, void *arg)
+{
+	struct idle_t *it = arg;
+
+	if (++it->other == 1 && it->signal_ms == 1) {
+		it->fired_at_signal = it->fired;
+		it->signal_ms = lo_now_ms();
+		kill(getpid(), SIGUSR1);
+	}
+	if (it->other == 3)
+		lo_stop(loop);
+}
+
+static void idle_signal(struct lo_loop *loop, int signo, void *arg)
+{
+	struct idle_t *it = arg;
+
+	(void)loop;
+	(void)signo;
+	it->signals++;
+}
+
+/* Idle (50 ms) at its first firing only. */
+static void idle_once(struct lo_loop *loop, void *arg)
+{
+	struct idle_t *it = arg;
+
+	if (++it->fired == 1)
+		ck_assert_int_eq(lo_timer_idle(loop, idle_once, it, 50), 0);
+}
+
+START_TEST(timer_idle_until_something_happens)
+{
+	struct lo_loop *loop;
+	struct idle_t quiet = { 0 }, woken = { .signal_ms = 1 };
+
+	/* Idle, nothing else happening: one firing in 300 ms, not 30. */
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_timer_idle(loop, idle_other, &quiet, 10),
+			 -ENOENT);
+	ck_assert_int_eq(lo_timer(loop, 10, idle_timer, &quiet), 0);
+	ck_assert_int_eq(lo_timer(loop, 100, idle_other, &quiet), 0);
+	/* At or below the period: no change. */
+	ck_assert_int_eq(lo_timer_idle(loop, idle_other, &quiet, 50), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(quiet.fired, 1);
+	lo_loop_free(loop);
+
+	/* A signal brings the period back: it fires 10 ms after it. */
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_signal(loop, SIGUSR1, idle_signal, &woken), 0);
+	ck_assert_int_eq(lo_timer(loop, 10, idle_timer, &woken), 0);
+	ck_assert_int_eq(lo_timer(loop, 100, idle_other, &woken), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(woken.signals, 1);
+	ck_assert_int_eq(woken.fired_at_signal, 1);
+	ck_assert_int_eq(woken.fired, 2);
+	ck_assert_uint_le(woken.after_ms, 150);
+	lo_loop_free(loop);
+
+	/*
+	 * Said once: the next firing is 50 ms on, the ones after it every
+	 * 10 ms again (about 25 in 300 ms; 6 if it stayed idle).
+	 */
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	memset(&quiet, 0, sizeof(quiet));
+	ck_assert_int_eq(lo_timer(loop, 10, idle_once, &quiet), 0);
+	ck_assert_int_eq(lo_timer(loop, 100, idle_other, &quiet), 0);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_ge(quiet.fired, 12);
+	lo_loop_free(loop);
+}
+END_TEST
+
 struct stall {
 	int ticks, reports;
 	char what[64];
@@ -774,6 +868,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, bad_addresses);
 	tcase_add_test(tc, unix_reclaim);
 	tcase_add_test(tc, timer_period);
+	tcase_add_test(tc, timer_idle_until_something_happens);
 	tcase_add_test(tc, stall_reported);
 	tcase_add_test(tc, defer_once_a_turn);
 	tcase_add_test(tc, signal_stops);
