@@ -971,17 +971,22 @@ static uint64_t client_due_ms(struct client *cl, uint64_t now)
 
 static void tick(struct lo_loop *loop, void *arg);
 
-/* Nothing to do for a while: the next tick comes later, unless woken. */
+/*
+ * Nothing to do for a while: the next tick comes later, unless woken.
+ * The gap counts from the tick's end, and one lag of the coarse clock
+ * more, so that the tick lands after the time, not just before it.
+ */
 static void tick_plan(struct client *cl, uint64_t now)
 {
 	uint64_t due = client_due_ms(cl, now);
-	uint64_t gap = due > now ? due - now : 0;
+	uint64_t end = lo_now_ms();
+	uint64_t gap = due > end ? due - end + lo_clock_slack_ms() : 0;
 
 	if (gap > CLIENT_IDLE_TICK_MS)
 		gap = CLIENT_IDLE_TICK_MS;
 	if (gap <= CLIENT_TICK_MS)
 		return;
-	conn_plan(cl->conn, now + gap);
+	conn_plan(cl->conn, end + gap);
 	lo_timer_idle(cl->loop, tick, cl, (unsigned int)gap);
 }
 

@@ -513,6 +513,14 @@ uint64_t conn_due_ms(const struct conn *c, uint64_t now)
 		due = c->heard_ms + c->heartbeat_ms + 1;
 		if (!c->ping_tag && c->pinged_ms + c->heartbeat_ms < due)
 			due = c->pinged_ms + c->heartbeat_ms;
+		/*
+		 * A tick planned this close to the silence's end is one a
+		 * stall would delay past it unnoticed (conn_plan()): with
+		 * heartbeats under CONN_STALL_MS / 2.
+		 */
+		if (c->heard_ms + gone < due + CONN_STALL_MS)
+			due = c->heard_ms + gone > CONN_STALL_MS + now ?
+			      c->heard_ms + gone - CONN_STALL_MS : now;
 		return due;
 	}
 	return now;
