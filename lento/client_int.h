@@ -193,7 +193,12 @@ struct client {
 	struct lento_fid touched[TOUCH_MAX];
 	int ntouched;
 	bool kicking, kick_again;	/* reint_kick() runs, and again */
-	bool reint_waits;	/* the last kick left records to ship */
+	/*
+	 * The last reint_kick() left records to ship. Stale while a batch
+	 * is out or the server is away, both of which keep the tick busy
+	 * or end in a completion that brings a tick and a kick.
+	 */
+	bool reint_waits;
 	uint64_t evict_check_ms;
 	/* cache_changes() at the last count that found it within its size. */
 	int64_t evict_changes;	/* -1: count at the next check */
