@@ -121,10 +121,10 @@ def write_through(disk):
 
     dm-log-writes logs the writes that completed before a flush when that
     flush completes, so two flushes in flight must complete in the order
-    they were sent. On a disk with a volatile cache they need not: a jbd2
-    commit block (PREFLUSH|FUA) on a disk without FUA, as virtio-blk is,
-    takes one flush before it and one after, and a flush sent meanwhile
-    (an fsync's) completes between them. The writes before the later
+    they were sent. On a disk with a volatile cache they need not; most
+    likely, a jbd2 commit block (PREFLUSH|FUA) on a disk without FUA, as
+    virtio-blk is, takes one flush before it and one after, and a flush
+    sent meanwhile (an fsync's) completes between them. The writes before the later
     flush were then logged before those before the earlier one; where
     both held a block (the segment page records are appended to, written
     twice), the log ended on the older version of it, and every state
