@@ -467,15 +467,14 @@ static uint64_t permits_due_ms(struct client *cl)
 	for (struct vol *v = cl->vols; v; v = v->next) {
 		if (!v->permit)
 			continue;
-		if (v->expires_ms < due)
-			due = v->expires_ms;
+		due = earlier_ms(due, v->expires_ms);
 		if (!connected(cl))
 			continue;
-		if (!v->renewing && v->renew_at_ms < due)
-			due = v->renew_at_ms;
-		if (!v->releasing && !v->acquiring &&
-		    v->last_change_ms + PERMIT_IDLE_MS < due)
-			due = v->last_change_ms + PERMIT_IDLE_MS;
+		if (!v->renewing)
+			due = earlier_ms(due, v->renew_at_ms);
+		if (!v->releasing && !v->acquiring)
+			due = earlier_ms(due, v->last_change_ms +
+					 PERMIT_IDLE_MS);
 	}
 	return due;
 }
@@ -956,17 +955,14 @@ static void tick_took(const char *step, uint64_t t0)
  */
 static uint64_t client_due_ms(struct client *cl, uint64_t now)
 {
-	uint64_t due = cl->evict_check_ms, d;
+	uint64_t due = cl->evict_check_ms;
 
 	if (cl->stop_signal || cl->ntouched || cl->ops || cl->jobs ||
 	    cl->batch || cl->syncing || cl->reint_waits)
 		return now;
-	d = conn_due_ms(cl->conn, now);
-	due = d < due ? d : due;
-	d = kclient_due_ms(cl, now);
-	due = d < due ? d : due;
-	d = permits_due_ms(cl);
-	return d < due ? d : due;
+	due = earlier_ms(due, conn_due_ms(cl->conn, now));
+	due = earlier_ms(due, kclient_due_ms(cl, now));
+	return earlier_ms(due, permits_due_ms(cl));
 }
 
 static void tick(struct lo_loop *loop, void *arg);

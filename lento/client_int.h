@@ -210,6 +210,12 @@ struct client {
 	struct kclient *k;	/* presto's filesets (client_kernel.c) */
 };
 
+/* The earlier of two times: the *_due_ms() functions' one step. */
+static inline uint64_t earlier_ms(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 /* client.c */
 struct vol *vol_by_id(struct client *cl, uint32_t id);
 struct vol *vol_by_name(struct client *cl, const char *name);

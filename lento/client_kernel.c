@@ -1376,7 +1376,7 @@ void kclient_free(struct client *cl)
 uint64_t kclient_due_ms(struct client *cl, uint64_t now)
 {
 	struct kclient *k = cl->k;
-	uint64_t due, d;
+	uint64_t due;
 
 	if (!k)
 		return UINT64_MAX;
@@ -1387,15 +1387,14 @@ uint64_t kclient_due_ms(struct client *cl, uint64_t now)
 		return now;
 	for (struct fset *fs = k->fsets; fs; fs = fs->next) {
 		if (!fs->registered) {
-			if (!fs->registering && fs->register_at_ms < due)
-				due = fs->register_at_ms;
+			if (!fs->registering)
+				due = earlier_ms(due, fs->register_at_ms);
 			continue;
 		}
-		d = kml_due_ms(cl, fs, now);
-		if (fs->watched_at_ms && fs->watched_at_ms + cl->watch_ms < d)
-			d = fs->watched_at_ms + cl->watch_ms;
-		if (d < due)
-			due = d;
+		due = earlier_ms(due, kml_due_ms(cl, fs, now));
+		if (fs->watched_at_ms)
+			due = earlier_ms(due, fs->watched_at_ms +
+					 cl->watch_ms);
 	}
 	return due;
 }

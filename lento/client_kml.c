@@ -556,11 +556,6 @@ static void requests_again(struct client *cl, struct fset *fs)
 	}
 }
 
-static uint64_t earlier(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
 uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 {
 	const struct kjournal *j = &fs->j;
@@ -574,12 +569,12 @@ uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 	if (j->pos < j->durable || j->catch_up)
 		due = j->retry_at_ms > now ? j->retry_at_ms : now;
 	if (j->revoke_req)
-		due = earlier(due, j->revoke_ms + KML_ANSWER_MS + 1);
+		due = earlier_ms(due, j->revoke_ms + KML_ANSWER_MS + 1);
 	if (j->sync_req)
-		due = earlier(due, j->sync_ms + KML_ANSWER_MS + 1);
+		due = earlier_ms(due, j->sync_ms + KML_ANSWER_MS + 1);
 	v = j->presto_permit ? vol_by_name(cl, fs->volume) : NULL;
 	if (v && !v->permit)	/* permit_follow() */
-		due = earlier(due, v->retry_at_ms > now ? v->retry_at_ms : now);
+		due = earlier_ms(due, v->retry_at_ms > now ? v->retry_at_ms : now);
 	return due;
 }
 

@@ -1234,8 +1234,8 @@ static bool kick_volume(struct client *cl, struct vol *v, uint64_t now,
 {
 	struct cml_stats cs;
 
-	/* Revoked: presto's changes into the CML first, then shipped. */
 	*waits = true;
+	/* Revoked: presto's changes into the CML first, then shipped. */
 	if (v->revoked && !kclient_permit_drained(cl, v))
 		return false;
 	if (cml_stats(cache_cml(cl->cache), v->cv.id, &cs))
@@ -1279,7 +1279,7 @@ void reint_kick(struct client *cl)
 		if (!connected(cl) || cl->batch)
 			break;
 		for (struct vol *v = cl->vols; v; v = v->next) {
-			bool w = false;
+			bool w;
 
 			if (kick_volume(cl, v, now, &w))
 				break;
