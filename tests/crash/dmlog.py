@@ -124,8 +124,9 @@ def write_through(disk):
     they were sent. On a disk with a volatile cache they need not; most
     likely, a jbd2 commit block (PREFLUSH|FUA) on a disk without FUA, as
     virtio-blk is, takes one flush before it and one after, and a flush
-    sent meanwhile (an fsync's) completes between them. The writes before the later
-    flush were then logged before those before the earlier one; where
+    sent meanwhile (an fsync's) completes between them. The writes
+    before the later flush were then logged before those before the
+    earlier one; where
     both held a block (the segment page records are appended to, written
     twice), the log ended on the older version of it, and every state
     replayed from there was wrong about it. Without the cache the disk
@@ -218,14 +219,13 @@ def unfaithful(args, size, scratch):
     replayed, differs from the data disk itself, and whose they are; []
     if the log is faithful. Every crash state replayed from a log that
     is not is wrong about such a block, so the round says so instead of
-    blaming presto for records the disk had. While the data disk kept its
-    write cache on (before write_through()), about a third of the
+    blaming presto for records the disk had. While the data disk kept
+    its write cache on (before write_through()), about a third of the
     recordings here ended on an older version of presto's segment page
-    than the disk had. What is
-    left is a block of free space now and then: most likely a file's
-    page changed while it was being written (ext4 does not keep pages
-    stable here, and dm-log-writes copies a write when it is sent) and
-    freed before it was written again."""
+    than the disk had. What is left is a block of free space now and
+    then: most likely a file's page changed while it was being written
+    (ext4 does not keep pages stable here, and dm-log-writes copies a
+    write when it is sent) and freed before it was written again."""
     img = replay_image(args, size, scratch,
                        ["--end-mark", "dm-log-writes-end"])
     try:
@@ -245,30 +245,35 @@ def unfaithful(args, size, scratch):
         os.unlink(img)
 
 
-def block_history(args, block):
-    """Which log entries wrote @block (4 KiB) and which flush or FUA entry
-    came next after each, as "E (then F)" -- the order the log gives the
-    block's writes, for a log whose end state differs from the disk."""
+def block_history(args, blocks):
+    """{block: text} for each of @blocks (4 KiB): which log entries wrote
+    it and which flush or FUA entry came next after each, as "E (then
+    F)" -- the order the log gives the block's writes, for a log whose
+    end state differs from the disk. The log is listed once for all."""
     p = run(REPLAY_LOG, "--log", args.log, "--list", check=False,
             quiet=True)
     m = re.search(r"sector size (\d+)", p.stdout)
     if p.returncode != 0 or not m:
-        return "replay-log --list failed"
+        return {b: "replay-log --list failed" for b in blocks}
     per = 4096 // int(m.group(1))
-    lo, hi = block * per, (block + 1) * per
-    out, open_ = [], []
+    out = {b: [] for b in blocks}
+    open_ = {b: [] for b in blocks}
     for line in p.stdout.splitlines():
         f = line.split()
         if len(f) < 7 or f[1] != "sector":
             continue
         idx, sec, n, flags = int(f[0]), int(f[2]), int(f[4]), f[6]
-        if open_ and ("FLUSH" in flags or "FUA" in flags):
-            out += ["%d (then %d)" % (e, idx) for e in open_]
-            open_ = []
-        if sec < hi and sec + n > lo and "DISCARD" not in flags:
-            open_.append(idx)
-    out += ["%d (no flush after)" % e for e in open_]
-    return ", ".join(out) or "no entry"
+        flush = "FLUSH" in flags or "FUA" in flags
+        for b in blocks:
+            if flush and open_[b]:
+                out[b] += ["%d (then %d)" % (e, idx) for e in open_[b]]
+                open_[b] = []
+            if (sec < (b + 1) * per and sec + n > b * per and
+                    "DISCARD" not in flags):
+                open_[b].append(idx)
+    return {b: ", ".join(out[b] + ["%d (no flush after)" % e
+                                   for e in open_[b]]) or "no entry"
+            for b in blocks}
 
 
 def owner(dev, block):
@@ -531,9 +536,10 @@ def main():
                       len(bad), ", ".join("%d %s" % b for b in bad[:8]),
                       "" if not files else "; recording again"
                       if attempt < RECORDINGS else ""), flush=True)
+        history = block_history(args, [b for b, _ in files[:4]])
         for blk, path in files[:4]:
             print("# block %d of %s, written by log entries %s" % (
-                blk, path, block_history(args, blk)), flush=True)
+                blk, path, history[blk]), flush=True)
         if not files:
             break
         if attempt == RECORDINGS:
