@@ -7,11 +7,18 @@
  * the record describes; it does order its own metadata, one jbd2
  * transaction after another. So before a change, presto makes sure the
  * object whose state changes is marked, and a mark is a directory entry:
- * a hard link CACHE/.presto/intent/m.INO.GEN.SECS to an anchor file. A
- * link made before the change is in the same jbd2 transaction as the
- * change or an earlier one, so a change on disk implies its mark on disk.
- * A link costs no inode and no block allocation; ext4 allows 65000 links
- * per anchor, and presto makes another anchor when one is full.
+ * a hard link CACHE/.presto/intent/BB/m.INO.GEN.SECS to an anchor file
+ * CACHE/.presto/intent/anchor.N. A link made before the change is in the
+ * same jbd2 transaction as the change or an earlier one, so a change on
+ * disk implies its mark on disk. A link costs no inode and no block
+ * allocation; ext4 allows 65000 links per anchor, and presto makes
+ * another anchor when one is full.
+ *
+ * BB, two hex digits, is the object's inode number modulo 64. ext4 finds
+ * a name, and a place for a new one, by reading a directory block entry
+ * by entry: a tar unpack keeps 300 marks at once, and in one directory
+ * the entries a link or a removal reads cost more than ext4's own create
+ * of the file the mark is for. In 64 buckets they are a few apiece.
  *
  * Marks are few and long-lived: a mark stays while changes to its object
  * are in flight or their records are not durable, so a directory that a
@@ -95,7 +102,10 @@ struct presto_mark {
 struct presto_intent {
 	struct super_block *sb;
 	struct path dir;		/* CACHE/.presto/intent */
-	struct file *dir_file;		/* for presto_mark_commit() */
+	struct path bucket[PRESTO_INTENT_BUCKETS];	/* the marks */
+	bool ready;			/* open and recovered */
+	/* Links, and the anchor they point to, one at a time. */
+	struct mutex link_lock;
 	struct dentry *anchor;		/* the file links point to */
 	unsigned int anchor_no;
 	struct workqueue_struct *wq;	/* ordered: links and sweeps */
@@ -109,12 +119,24 @@ struct presto_intent {
 	u64 durable;			/* the log is durable up to here */
 	u64 set_gen;			/* marks linked so far */
 	u64 committed_gen;		/* marks known to be on disk */
+	/*
+	 * The anchor open: every link dirties the anchor's inode, so an
+	 * fsync of it commits the jbd2 transaction of the last link made
+	 * (and of every one before it) for presto_intent_commit_upto().
+	 */
+	struct file *anchor_file;
 	unsigned int cleared_gen;	/* bumped after each sweep */
 };
 
 static void presto_mark_name(char *buf, size_t size, const struct presto_mark *m)
 {
 	snprintf(buf, size, "m.%llu.%u.%lld", m->ino, m->gen, m->secs);
+}
+
+/* The directory that holds the marks of inode @ino. */
+static const struct path *presto_bucket(struct presto_intent *in, u64 ino)
+{
+	return &in->bucket[ino % PRESTO_INTENT_BUCKETS];
 }
 
 static struct presto_mark *presto_mark_find(struct presto_intent *in,
@@ -128,61 +150,99 @@ static struct presto_mark *presto_mark_find(struct presto_intent *in,
 	return NULL;
 }
 
-/* Under the intent directory's lock: a new anchor, anchor.N. */
+/*
+ * Under in->link_lock and the intent directory's lock, with write access:
+ * a new anchor, anchor.N, made the one links point to.
+ */
 static int presto_intent_new_anchor(struct presto_intent *in)
 {
 	struct inode *dir = d_inode(in->dir.dentry);
-	struct dentry *d;
+	struct path path = { .mnt = in->dir.mnt };
+	struct file *f;
 	char name[32];
 	int err;
 
 	snprintf(name, sizeof(name), "anchor.%u", in->anchor_no + 1);
-	d = lookup_one_len(name, in->dir.dentry, strlen(name));
-	if (IS_ERR(d))
-		return PTR_ERR(d);
+	path.dentry = lookup_one_len(name, in->dir.dentry, strlen(name));
+	if (IS_ERR(path.dentry))
+		return PTR_ERR(path.dentry);
 	err = 0;
-	if (d_is_negative(d))
-		err = vfs_create(&init_user_ns, dir, d, S_IFREG | 0600, true);
-	if (err) {
-		dput(d);
-		return err;
-	}
-	dput(in->anchor);
-	in->anchor = d;
+	if (d_is_negative(path.dentry))
+		err = vfs_create(&init_user_ns, dir, path.dentry,
+				 S_IFREG | 0600, true);
+	if (err)
+		goto out;
+	f = dentry_open(&path, O_RDONLY, presto_sb(in->sb)->creds);
+	err = PTR_ERR(f);
+	if (IS_ERR(f))
+		goto out;
+	spin_lock(&in->lock);
+	swap(in->anchor_file, f);
+	spin_unlock(&in->lock);
+	if (f)
+		fput(f);
+	swap(in->anchor, path.dentry);
 	in->anchor_no++;
-	return 0;
+	err = 0;
+out:
+	dput(path.dentry);
+	return err;
+}
+
+/* Under in->link_lock, with write access: the anchor after a full one. */
+static int presto_intent_next_anchor(struct presto_intent *in)
+{
+	struct inode *dir = d_inode(in->dir.dentry);
+	int err;
+
+	inode_lock_nested(dir, I_MUTEX_PARENT);
+	err = presto_intent_new_anchor(in);
+	inode_unlock(dir);
+	return err;
+}
+
+/* Under in->link_lock, with write access: link @name in @bucket. */
+static int presto_mark_link_in(struct presto_intent *in,
+			       const struct path *bucket, const char *name)
+{
+	struct inode *dir = d_inode(bucket->dentry);
+	struct dentry *d;
+	int err;
+
+	inode_lock_nested(dir, I_MUTEX_PARENT);
+	d = lookup_one_len(name, bucket->dentry, strlen(name));
+	err = PTR_ERR(d);
+	if (IS_ERR(d))
+		goto unlock;
+	/* A positive one was asked for again within the same second. */
+	err = d_is_positive(d) ? 0 :
+	      vfs_link(in->anchor, &init_user_ns, dir, d, NULL);
+	dput(d);
+unlock:
+	inode_unlock(dir);
+	return err;
 }
 
 static int presto_mark_link(struct presto_intent *in, struct presto_mark *m)
 {
-	struct inode *dir = d_inode(in->dir.dentry);
-	struct dentry *d;
+	const struct path *bucket = presto_bucket(in, m->ino);
 	char name[64];
 	int err;
 
 	presto_mark_name(name, sizeof(name), m);
-	err = mnt_want_write(in->dir.mnt);
+	err = mnt_want_write(bucket->mnt);
 	if (err)
 		return err;
-	inode_lock_nested(dir, I_MUTEX_PARENT);
-	d = lookup_one_len(name, in->dir.dentry, strlen(name));
-	err = PTR_ERR(d);
-	if (IS_ERR(d))
-		goto unlock;
-	err = 0;
-	if (d_is_positive(d))	/* asked again within the same second */
-		goto put;
-	err = vfs_link(in->anchor, &init_user_ns, dir, d, NULL);
+	mutex_lock(&in->link_lock);
+	err = presto_mark_link_in(in, bucket, name);
 	if (err == -EMLINK) {
-		err = presto_intent_new_anchor(in);
+		/* The anchor is full: the next one, made in the parent. */
+		err = presto_intent_next_anchor(in);
 		if (!err)
-			err = vfs_link(in->anchor, &init_user_ns, dir, d, NULL);
+			err = presto_mark_link_in(in, bucket, name);
 	}
-put:
-	dput(d);
-unlock:
-	inode_unlock(dir);
-	mnt_drop_write(in->dir.mnt);
+	mutex_unlock(&in->link_lock);
+	mnt_drop_write(bucket->mnt);
 	return err;
 }
 
@@ -346,6 +406,7 @@ bool presto_mark_is(const struct presto_mark *m, const struct inode *lower)
  */
 static int presto_intent_commit_upto(struct presto_intent *in, u64 gen)
 {
+	struct file *f;
 	bool committed;
 	u64 now;
 	int err;
@@ -353,10 +414,12 @@ static int presto_intent_commit_upto(struct presto_intent *in, u64 gen)
 	spin_lock(&in->lock);
 	now = in->set_gen;
 	committed = gen <= in->committed_gen;
+	f = committed ? NULL : get_file(in->anchor_file);
 	spin_unlock(&in->lock);
 	if (committed)
 		return 0;
-	err = vfs_fsync(in->dir_file, 0);
+	err = vfs_fsync(f, 0);
+	fput(f);
 	if (err)
 		return err;
 	spin_lock(&in->lock);
@@ -390,7 +453,7 @@ int presto_intent_commit(struct super_block *sb)
 	struct presto_intent *in = smp_load_acquire(&presto_sb(sb)->intent);
 
 	/* At mount: the marks there are the ones recovery found on disk. */
-	if (!in || !smp_load_acquire(&in->dir_file))
+	if (!in || !smp_load_acquire(&in->ready))
 		return 0;
 	return presto_intent_commit_upto(in, READ_ONCE(in->set_gen));
 }
@@ -506,7 +569,7 @@ static void presto_intent_do_sweep(struct presto_intent *in, bool all)
 		int err;
 
 		presto_mark_name(name, sizeof(name), m);
-		err = presto_private_unlink(&in->dir, name);
+		err = presto_private_unlink(presto_bucket(in, m->ino), name);
 		/* A mark left behind costs a recovery a look; no more. */
 		if (err)
 			pr_warn_ratelimited("presto: %s: cannot remove intent mark %s (error %d)\n",
@@ -562,23 +625,37 @@ static int presto_intent_reset_anchors(struct presto_intent *in,
 	err = mnt_want_write(in->dir.mnt);
 	if (err)
 		return err;
+	mutex_lock(&in->link_lock);
 	inode_lock_nested(d_inode(in->dir.dentry), I_MUTEX_PARENT);
 	in->anchor_no = -1U;	/* the next is anchor.0 */
 	err = presto_intent_new_anchor(in);
 	inode_unlock(d_inode(in->dir.dentry));
+	mutex_unlock(&in->link_lock);
 	mnt_drop_write(in->dir.mnt);
 	return err;
 }
 
-/* Remove a mark that recovery has logged, by its name. */
-int presto_intent_remove(struct super_block *sb, const char *name)
+/* The intent directory (@i < 0), or its @i'th bucket. */
+const struct path *presto_intent_dir(struct super_block *sb, int i)
 {
-	return presto_private_unlink(&presto_sb(sb)->intent->dir, name);
+	struct presto_intent *in = presto_sb(sb)->intent;
+
+	return i < 0 ? &in->dir : &in->bucket[i];
 }
 
-const struct path *presto_intent_dir(struct super_block *sb)
+/* Make the buckets that are missing. */
+static int presto_intent_buckets(struct presto_intent *in)
 {
-	return &presto_sb(sb)->intent->dir;
+	char name[8];
+	int i, err;
+
+	for (i = 0; i < PRESTO_INTENT_BUCKETS; i++) {
+		snprintf(name, sizeof(name), PRESTO_INTENT_BUCKET_FMT, i);
+		err = presto_private_dir(&in->dir, name, &in->bucket[i]);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 /*
@@ -589,7 +666,6 @@ int presto_intent_open(struct super_block *sb)
 {
 	struct presto_intent *in;
 	unsigned int anchors = 0;
-	struct file *dir_file;
 	struct path private;
 	int err;
 
@@ -598,6 +674,7 @@ int presto_intent_open(struct super_block *sb)
 		return -ENOMEM;
 	in->sb = sb;
 	spin_lock_init(&in->lock);
+	mutex_init(&in->link_lock);
 	hash_init(in->marks);
 	init_waitqueue_head(&in->wait);
 	xa_init(&in->writeback);
@@ -618,18 +695,17 @@ int presto_intent_open(struct super_block *sb)
 	path_put(&private);
 	if (err)
 		return err;
+	err = presto_intent_buckets(in);
+	if (err)
+		return err;
 	err = presto_recover(sb, &anchors);
 	if (err)
 		return err;
 	err = presto_intent_reset_anchors(in, anchors);
 	if (err)
 		return err;
-	dir_file = dentry_open(&in->dir, O_RDONLY | O_DIRECTORY,
-			       presto_sb(sb)->creds);
-	if (IS_ERR(dir_file))
-		return PTR_ERR(dir_file);
 	/* The journal thread reads it (presto_intent_commit()). */
-	smp_store_release(&in->dir_file, dir_file);
+	smp_store_release(&in->ready, true);
 	return 0;
 }
 
@@ -643,12 +719,13 @@ void presto_intent_close(struct super_block *sb)
 	struct presto_mark *m;
 	struct hlist_node *tmp;
 	unsigned int bkt;
+	int i;
 
 	if (!in)
 		return;
 	cancel_delayed_work_sync(&in->sweep_work);
 	flush_workqueue(in->wq);
-	if (in->dir_file)	/* open succeeded */
+	if (in->ready)		/* open succeeded */
 		presto_intent_do_sweep(in, true);
 	destroy_workqueue(in->wq);
 	/* What no sweep took (the open failed, or no mark was left). */
@@ -660,9 +737,11 @@ void presto_intent_close(struct super_block *sb)
 		hash_del(&m->node);
 		kfree(m);
 	}
-	if (in->dir_file)
-		fput(in->dir_file);
+	if (in->anchor_file)
+		fput(in->anchor_file);
 	dput(in->anchor);
+	for (i = 0; i < PRESTO_INTENT_BUCKETS; i++)
+		path_put(&in->bucket[i]);
 	path_put(&in->dir);
 	kfree(in);
 	presto_sb(sb)->intent = NULL;

@@ -265,8 +265,10 @@ int presto_mark_commit(struct super_block *sb, struct presto_mark *m);
 int presto_intent_commit(struct super_block *sb);
 void presto_intent_durable(struct super_block *sb, u64 seq);
 void presto_intent_stored(struct super_block *sb, struct inode *lower);
-int presto_intent_remove(struct super_block *sb, const char *name);
-const struct path *presto_intent_dir(struct super_block *sb);
+/* Marks are in CACHE/.presto/intent/BB, BB the inode number modulo 64. */
+#define PRESTO_INTENT_BUCKETS		64
+#define PRESTO_INTENT_BUCKET_FMT	"%02x"
+const struct path *presto_intent_dir(struct super_block *sb, int i);
 int presto_intent_open(struct super_block *sb);
 void presto_intent_close(struct super_block *sb);
 

@@ -25,6 +25,7 @@
 
 struct presto_lost_mark {
 	char name[64];
+	int bucket;		/* where it is (presto_intent_dir()) */
 	u64 ino;
 	u32 gen;
 	s64 secs;
@@ -37,8 +38,23 @@ struct presto_mark_list {
 	struct presto_lost_mark *marks;
 	unsigned int count, size;
 	unsigned int anchors;
+	int bucket;		/* the one being listed, -1: the top */
 	int err;
 };
+
+/* Is @name a bucket of the intent directory? */
+static bool presto_is_bucket(const char *name, int len)
+{
+	char buf[8];
+	int i;
+
+	for (i = 0; i < PRESTO_INTENT_BUCKETS; i++) {
+		if (snprintf(buf, sizeof(buf), PRESTO_INTENT_BUCKET_FMT, i) ==
+		    len && !memcmp(buf, name, len))
+			return true;
+	}
+	return false;
+}
 
 struct presto_recovery {
 	struct super_block *sb;
@@ -62,7 +78,10 @@ static bool presto_mark_filldir(struct dir_context *ctx, const char *name,
 		return true;
 	memcpy(buf, name, len);
 	buf[len] = '\0';
-	if (sscanf(buf, "anchor.%u%n", &n, &end) == 1 && end == len) {
+	if (l->bucket < 0 && presto_is_bucket(name, len))
+		return true;	/* listed on its own */
+	if (l->bucket < 0 &&
+	    sscanf(buf, "anchor.%u%n", &n, &end) == 1 && end == len) {
 		l->anchors = max(l->anchors, n + 1);
 		return true;
 	}
@@ -87,11 +106,12 @@ static bool presto_mark_filldir(struct dir_context *ctx, const char *name,
 		return true;
 	}
 	strscpy(m->name, buf, sizeof(m->name));
+	m->bucket = l->bucket;
 	l->count++;
 	return true;
 }
 
-static int presto_list_marks(const struct path *dir, struct presto_mark_list *l)
+static int presto_list_dir(const struct path *dir, struct presto_mark_list *l)
 {
 	struct file *f;
 	int err;
@@ -103,6 +123,21 @@ static int presto_list_marks(const struct path *dir, struct presto_mark_list *l)
 	err = iterate_dir(f, &l->ctx);
 	fput(f);
 	return err ?: l->err;
+}
+
+/*
+ * The marks in the buckets, and in the intent directory itself, where
+ * caches made before the buckets keep theirs.
+ */
+static int presto_list_marks(struct super_block *sb, struct presto_mark_list *l)
+{
+	int i, err = 0;
+
+	for (i = -1; i < PRESTO_INTENT_BUCKETS && !err; i++) {
+		l->bucket = i;
+		err = presto_list_dir(presto_intent_dir(sb, i), l);
+	}
+	return err;
 }
 
 static int presto_accept_any(void *context, struct dentry *dentry)
@@ -344,7 +379,9 @@ static int presto_recover_marks(struct presto_recovery *r,
 	if (!err)
 		err = presto_journal_sync(r->sb);
 	for (i = 0; i < l->count && !err; i++)
-		err = presto_intent_remove(r->sb, l->marks[i].name);
+		err = presto_private_unlink(presto_intent_dir(r->sb,
+							      l->marks[i].bucket),
+					    l->marks[i].name);
 	return err;
 }
 
@@ -359,7 +396,7 @@ int presto_recover(struct super_block *sb, unsigned int *anchors)
 	unsigned int i;
 	int err;
 
-	err = presto_list_marks(presto_intent_dir(sb), &l);
+	err = presto_list_marks(sb, &l);
 	if (err)
 		goto out;
 	*anchors = l.anchors;

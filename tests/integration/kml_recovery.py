@@ -28,6 +28,7 @@ kml-crash's; these cases pin down what marks are and when they go.
 """
 import mmap
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -93,12 +94,18 @@ def mount(cache):
 
 
 def marks(cache):
-    """The intent marks in @cache: {(ino, gen)}."""
+    """The intent marks in @cache: {(ino, gen)}. A mark is in bucket
+    INO % 64 (two hex digits) of the intent directory."""
     found = set()
-    for name in os.listdir(f"{cache}/.presto/intent"):
-        m = re.fullmatch(r"m\.(\d+)\.(\d+)\.(-?\d+)", name)
-        if m:
-            found.add((int(m.group(1)), int(m.group(2))))
+    top = f"{cache}/.presto/intent"
+    for name in os.listdir(top):
+        if re.fullmatch(r"[0-3][0-9a-f]", name):
+            for mark in os.listdir(f"{top}/{name}"):
+                m = re.fullmatch(r"m\.(\d+)\.(\d+)\.(-?\d+)", mark)
+                check(m and int(m.group(1)) % 64 == int(name, 16),
+                      f"stray {name}/{mark}")
+                if m:
+                    found.add((int(m.group(1)), int(m.group(2))))
         else:
             check(re.fullmatch(r"anchor\.\d+", name), f"stray {name}")
     return found
@@ -179,6 +186,35 @@ def a_clean_umount_leaves_no_marks_and_the_next_mount_logs_nothing():
     check("intent marks" not in dmesg_since_mark(), dmesg_since_mark())
 
 
+@case
+def a_full_anchor_gives_way_to_the_next():
+    """ext4 allows 65000 links to a file: when the anchor has them all,
+    presto makes anchor.1 and the mark is set all the same."""
+    cache = fresh_image()
+    mount(cache)
+    sh(f"umount {MNT}")
+    anchor0 = f"{cache}/.presto/intent/anchor.0"
+    fill = f"{LOWER}/links"
+    os.mkdir(fill)
+    n = os.stat(anchor0).st_nlink
+    while n < 65000:
+        os.link(anchor0, f"{fill}/{n}")
+        n += 1
+    mount(cache)
+    os.mkdir(f"{MNT}/d")
+    check(handle(cache) in marks(cache), "the mkdir's mark is set")
+    intent = f"{cache}/.presto/intent"
+    check(os.path.exists(f"{intent}/anchor.1"), sorted(os.listdir(intent)))
+    check(os.stat(f"{intent}/anchor.1").st_nlink == 2, "linked to anchor.1")
+    # An fsync commits the marks through the new anchor.
+    with open(f"{MNT}/d/f", "w") as f:
+        f.write("after the switch")
+        os.fsync(f.fileno())
+    sh(f"umount {MNT}")
+    check(not marks(cache), ("umount clears", marks(cache)))
+    shutil.rmtree(fill)
+
+
 def workload():
     """Changes of every kind, made quickly: some records are still queued
     when the copy is taken."""
@@ -255,6 +291,38 @@ def recovery_after_a_crash_logs_what_the_marks_name():
     mount(copy)
     sh(f"umount {MNT}")
     check(len(kmltest.records(copy)) == n, "recovery ran once")
+
+
+@case
+def recovery_finds_the_marks_of_a_cache_made_before_buckets():
+    """Caches made before the marks moved into buckets keep them in the
+    intent directory itself: recovery still logs what they name."""
+    cache = fresh_image()
+    snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
+    sh(f"rm -rf {snap} {mapfile}")
+    sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+    mount(cache)
+    workload()
+    copy = crash_copy()
+    sh(f"umount {MNT}; umount {LOWER}")
+    top = f"{copy}/.presto/intent"
+    moved = 0
+    for bucket in os.listdir(top):
+        if re.fullmatch(r"[0-3][0-9a-f]", bucket):
+            for mark in os.listdir(f"{top}/{bucket}"):
+                os.rename(f"{top}/{bucket}/{mark}", f"{top}/{mark}")
+                moved += 1
+            os.rmdir(f"{top}/{bucket}")
+    check(moved, "the copy held marks")
+    dmesg_mark()
+    mount(copy)
+    sh(f"umount {MNT}")
+    log = dmesg_since_mark()
+    check(re.search(rf"recovery: {moved} intent marks", log), log)
+    check(not marks(copy), ("recovery removes the marks", marks(copy)))
+    check(not [n for n in os.listdir(top) if n.startswith("m.")],
+          "none left in the intent directory itself")
+    replay_equals(snap, mapfile, copy)
 
 
 @case
