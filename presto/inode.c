@@ -85,10 +85,16 @@ void presto_evict_inode(struct inode *inode)
 	iput(pi->lower);
 }
 
-/* Caller holds inode->i_lock. */
+/* The lower inode's flags that the VFS checks on presto's. */
+#define PRESTO_COPIED_FLAGS	(S_SYNC | S_APPEND | S_IMMUTABLE | S_DIRSYNC)
+
+/*
+ * Caller holds inode->i_lock. presto_attr_current() compares the fields
+ * copied here: one changed without the other would skip a copy.
+ */
 static void __presto_copyattr(struct inode *inode, const struct inode *lower)
 {
-	const unsigned int flags = S_SYNC | S_APPEND | S_IMMUTABLE | S_DIRSYNC;
+	const unsigned int flags = PRESTO_COPIED_FLAGS;
 
 	inode->i_mode = lower->i_mode;
 	inode->i_uid = lower->i_uid;
@@ -110,7 +116,7 @@ static void __presto_copyattr(struct inode *inode, const struct inode *lower)
 static bool presto_attr_current(const struct inode *inode,
 				const struct inode *lower)
 {
-	const unsigned int flags = S_SYNC | S_APPEND | S_IMMUTABLE | S_DIRSYNC;
+	const unsigned int flags = PRESTO_COPIED_FLAGS;
 
 	/*
 	 * A torn read only sends us to the locked copy; a change racing with

@@ -126,11 +126,11 @@ def write_through(disk):
     virtio-blk is, takes one flush before it and one after, and a flush
     sent meanwhile (an fsync's) completes between them. The writes
     before the later flush were then logged before those before the
-    earlier one; where
-    both held a block (the segment page records are appended to, written
-    twice), the log ended on the older version of it, and every state
-    replayed from there was wrong about it. Without the cache the disk
-    completes an empty flush inside its submission, in the order sent.
+    earlier one; where both held a block (the segment page records are
+    appended to, written twice), the log ended on the older version of
+    it, and every state replayed from there was wrong about it. Without
+    the cache the disk completes an empty flush inside its submission, in
+    the order sent.
     The data disk only has to hold what the guest wrote: no power loss
     is tested through it, only replays of the log."""
     wc = "/sys/block/%s/queue/write_cache" % os.path.basename(

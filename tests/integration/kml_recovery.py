@@ -93,13 +93,17 @@ def mount(cache):
     sh(f"mount -t presto -o lower={cache} presto {MNT}")
 
 
+# A bucket of the intent directory: INO % 64 in two hex digits.
+BUCKET = r"[0-3][0-9a-f]"
+
+
 def marks(cache):
     """The intent marks in @cache: {(ino, gen)}. A mark is in bucket
     INO % 64 (two hex digits) of the intent directory."""
     found = set()
     top = f"{cache}/.presto/intent"
     for name in os.listdir(top):
-        if re.fullmatch(r"[0-3][0-9a-f]", name):
+        if re.fullmatch(BUCKET, name):
             for mark in os.listdir(f"{top}/{name}"):
                 m = re.fullmatch(r"m\.(\d+)\.(\d+)\.(-?\d+)", mark)
                 check(m and int(m.group(1)) % 64 == int(name, 16),
@@ -247,6 +251,15 @@ def workload():
         f.write("in a moved directory")
 
 
+def snapshot(cache):
+    """A copy of @cache before the changes, and its handle map, for
+    replay_equals()."""
+    snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
+    sh(f"rm -rf {snap} {mapfile}")
+    sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+    return snap, mapfile
+
+
 def replay_equals(snap, mapfile, cache):
     work = f"{EXT}/kr-replay"
     sh(f"rm -rf {work}; cp -a {snap} {work}")
@@ -261,9 +274,7 @@ def replay_equals(snap, mapfile, cache):
 @case
 def recovery_after_a_crash_logs_what_the_marks_name():
     cache = fresh_image()
-    snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
-    sh(f"rm -rf {snap} {mapfile}")
-    sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+    snap, mapfile = snapshot(cache)
     mount(cache)
     workload()
     copy = crash_copy()
@@ -298,9 +309,7 @@ def recovery_finds_the_marks_of_a_cache_made_before_buckets():
     """Caches made before the marks moved into buckets keep them in the
     intent directory itself: recovery still logs what they name."""
     cache = fresh_image()
-    snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
-    sh(f"rm -rf {snap} {mapfile}")
-    sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+    snap, mapfile = snapshot(cache)
     mount(cache)
     workload()
     copy = crash_copy()
@@ -308,7 +317,7 @@ def recovery_finds_the_marks_of_a_cache_made_before_buckets():
     top = f"{copy}/.presto/intent"
     moved = 0
     for bucket in os.listdir(top):
-        if re.fullmatch(r"[0-3][0-9a-f]", bucket):
+        if re.fullmatch(BUCKET, bucket):
             for mark in os.listdir(f"{top}/{bucket}"):
                 os.rename(f"{top}/{bucket}/{mark}", f"{top}/{mark}")
                 moved += 1
@@ -419,9 +428,7 @@ def a_record_reaches_the_disk_only_after_the_mark_of_its_change():
     not leave a log that says x is gone beside a cache that has it."""
     cache, loop = dm_image()
     try:
-        snap, mapfile = f"{EXT}/kr-snap", f"{EXT}/kr-snap.map.json"
-        sh(f"rm -rf {snap} {mapfile}")
-        sh(f"python3 {REPLAY} snapshot {cache} {snap} --map {mapfile}")
+        snap, mapfile = snapshot(cache)
         mount(cache)
         with open(f"{MNT}/f", "wb") as f:
             f.write(b"a" * 65536)
