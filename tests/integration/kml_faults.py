@@ -25,20 +25,14 @@ import time
 import traceback
 
 import kmltest
+from cases import Cases, check
 
 EXT, SMALLDEV = sys.argv[1], sys.argv[2]
 MNT = "/mnt/kf"
 
-passed = failed = 0
-
 
 def sh(cmd):
     subprocess.run(cmd, shell=True, check=True)
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
 
 
 def mount(cache, opts=""):
@@ -67,22 +61,12 @@ def names_logged(recs, op):
     return {r["name"] for r in recs if r["op"] == op}
 
 
-def case(fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok - {fn.__name__}")
-    except Exception:
-        failed += 1
-        print(f"not ok - {fn.__name__}")
-        for line in traceback.format_exc().splitlines():
-            print("  | " + line)
-    finally:
-        subprocess.run(f"fsfreeze -u {EXT}; fsfreeze -u {MNT}; umount {MNT}",
-                       shell=True, stderr=subprocess.DEVNULL)
-    sys.stdout.flush()
-    return fn
+def clean_up():
+    subprocess.run(f"fsfreeze -u {EXT}; fsfreeze -u {MNT}; umount {MNT}",
+                   shell=True, stderr=subprocess.DEVNULL)
+
+
+case = Cases(after=clean_up)
 
 
 def dmesg_has(text):
@@ -276,5 +260,4 @@ def frozen_presto_makes_changes_wait_for_the_thaw():
     sh(f"rm -rf {cache}")
 
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(case.finish())

@@ -17,9 +17,9 @@ import struct
 import subprocess
 import sys
 import threading
-import traceback
 
 import kmltest
+from cases import Cases, check
 
 MNT, CACHE = sys.argv[1], sys.argv[2]
 W = os.path.join(MNT, "kml-ops")      # the cases' working directory
@@ -29,12 +29,6 @@ FS_IOC_GETVERSION = 0x80087601
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 libc = ctypes.CDLL(None, use_errno=True)
-passed = failed = 0
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
 
 
 def state():
@@ -86,23 +80,15 @@ def ops(recs):
     return [r["op"] for r in recs]
 
 
-def case(fn):
-    """Run one case in a fresh working directory; count the result."""
-    global passed, failed
-    name = fn.__name__
-    try:
-        subprocess.run(["rm", "-rf", W], check=True)
-        os.mkdir(W)
-        fn(last_seq())
-        passed += 1
-        print(f"ok - {name}")
-    except Exception:
-        failed += 1
-        print(f"not ok - {name}")
-        for line in traceback.format_exc().splitlines():
-            print("  | " + line)
-    sys.stdout.flush()
-    return fn
+def fresh_dir():
+    """A fresh working directory for each case; the last sequence number
+    logged before it."""
+    subprocess.run(["rm", "-rf", W], check=True)
+    os.mkdir(W)
+    return last_seq()
+
+
+case = Cases(before=fresh_dir)
 
 
 @case
@@ -502,5 +488,4 @@ def state_and_acknowledgement(s0):
     check(f"acked_seq {st['durable_seq']}" in text, "mountstats")
 
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(case.finish())

@@ -33,9 +33,9 @@ import re
 import subprocess
 import sys
 import time
-import traceback
 
 import kmltest
+from cases import Cases, check
 
 EXT = sys.argv[1]
 MNT = "/mnt/kr"
@@ -46,35 +46,18 @@ CLOWER = "/mnt/kr-copy"
 REPLAY = os.path.join(kmltest.TOP, "tests", "integration", "kml_replay.py")
 TREECMP = os.path.join(kmltest.TOP, "tests", "bin", "treecmp")
 
-passed = failed = 0
-
 
 def sh(cmd):
     subprocess.run(cmd, shell=True, check=True)
 
 
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
+def clean_up():
+    subprocess.run(f"fsfreeze -u {LOWER}; umount {MNT}; umount {LOWER};"
+                   f" umount {CLOWER}", shell=True,
+                   stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 
 
-def case(fn):
-    global passed, failed
-    try:
-        fn()
-        passed += 1
-        print(f"ok - {fn.__name__}")
-    except Exception:
-        failed += 1
-        print(f"not ok - {fn.__name__}")
-        for line in traceback.format_exc().splitlines():
-            print("  | " + line)
-    finally:
-        subprocess.run(f"fsfreeze -u {LOWER}; umount {MNT}; umount {LOWER};"
-                       f" umount {CLOWER}", shell=True,
-                       stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    sys.stdout.flush()
-    return fn
+case = Cases(after=clean_up)
 
 
 def fresh_image():
@@ -504,5 +487,4 @@ def mount_scans_a_long_segment_and_cuts_a_torn_tail():
           recs[-1]["seq"] == last + 1, (names, recs[-1]["seq"], last))
 
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(case.finish())
