@@ -364,7 +364,7 @@ static struct presto_mark *presto_data_mark(struct file *file)
 {
 	struct super_block *sb = file_inode(file)->i_sb;
 	struct presto_inode *pi = PRESTO_I(file_inode(file));
-	struct dentry *lower = presto_lower_file(file)->f_path.dentry;
+	struct dentry *lower = presto_lower_dentry(file->f_path.dentry);
 	struct presto_mark *m, *held;
 	struct dentry *parent;
 	struct inode *whom;

@@ -438,10 +438,17 @@ static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
 		return err;
 	}
 	presto_lower_path(dentry->d_parent, &lparent);
-	/* Linkability is decided by presto's own inode (O_EXCL). */
+	/*
+	 * Linkability is decided by presto's own inode (O_EXCL). The lower
+	 * file cannot show presto's path (presto_open_lower()), so security
+	 * modules judge its open with presto's credentials: they judge the
+	 * caller's open of presto's file next (finish_open()). The caller's
+	 * credentials make the inode and check its permissions, as in any
+	 * create through presto.
+	 */
 	lfile = vfs_tmpfile_open(presto_lower_userns(dir->i_sb), &lparent,
 				 mode, (file->f_flags & ~O_EXCL) |
-				 FMODE_NONOTIFY, current_cred());
+				 FMODE_NONOTIFY, presto_sb(dir->i_sb)->creds);
 	err = PTR_ERR(lfile);
 	if (IS_ERR(lfile))
 		goto out_free;
@@ -491,4 +498,5 @@ const struct inode_operations presto_dir_iops = {
 	.listxattr	= presto_listxattr,
 	.fileattr_get	= presto_fileattr_get,
 	.fileattr_set	= presto_fileattr_set,
+	.update_time	= presto_update_time,
 };

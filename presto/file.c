@@ -17,6 +17,15 @@
  * build's stamps -- then costs no lower open and close. The lower file
  * is opened with the opener's credentials either way, and the open
  * refuses what the lower would (a read-only lower).
+ *
+ * A lower file of presto's file's own shows presto's path, as overlayfs's
+ * real files do (presto_open_lower()). Security modules that judge by
+ * path (AppArmor, TOMOYO) then judge the path the caller named: the
+ * cache's is one no policy names, and on presto's private lower mount
+ * AppArmor cannot name it at all. The shared lower file is opened with
+ * presto's credentials, after the VFS judged the caller's open of
+ * presto's file; it keeps the lower path, as it outlives any one open and
+ * must not pin a mount of presto.
  */
 #include <linux/fs.h>
 #include <linux/uio.h>
@@ -39,32 +48,54 @@
  * I/O, where presto passes only its own kiocb's flags, and the VFS reads
  * it from presto's file (splice, sendfile, leases).
  */
-#define PRESTO_PRIVATE_FLAGS	(O_ACCMODE | O_APPEND | O_DIRECT | O_NOATIME | \
-				 O_DSYNC | __O_SYNC | FASYNC | __FMODE_EXEC)
+#define PRESTO_PRIVATE_FLAGS	(O_ACCMODE | O_APPEND | O_DIRECT | O_DSYNC | \
+				 __O_SYNC | FASYNC | __FMODE_EXEC)
 
-struct file *presto_open_lower(const struct path *lower, int flags,
+/*
+ * presto's own file raises the fsnotify events the user sees, and
+ * touches the access time, by presto's mount options and its file's
+ * O_NOATIME (presto_update_time() passes it down): a lower file never
+ * does. A lower file that shows presto's path would touch presto's inode
+ * by the lower file's flags, and the shared one would go by the lower
+ * mount's options and by no one reader's O_NOATIME.
+ */
+#define PRESTO_LOWER_OPEN_FLAGS	(O_LARGEFILE | O_NOATIME | FMODE_NONOTIFY)
+
+/*
+ * The lower file of @path, a path of presto's, for @cred: the lower inode
+ * behind presto's path (presto_d_real() maps it back for the VFS). The
+ * open takes write access to presto's mount, which the caller's open of
+ * presto's file has already done; the lower mount's is asked here.
+ */
+struct file *presto_open_lower(const struct path *path, int flags,
 			       const struct cred *cred)
 {
-	/* presto's own file raises the fsnotify events the user sees. */
-	return open_with_fake_path(lower, flags | O_LARGEFILE | FMODE_NONOTIFY,
-				   d_inode(lower->dentry), cred);
+	struct super_block *sb = path->dentry->d_sb;
+
+	if ((flags & O_ACCMODE) != O_RDONLY &&
+	    __mnt_is_readonly(presto_lower_mnt(sb)))
+		return ERR_PTR(-EROFS);
+	return open_with_fake_path(path, flags | PRESTO_LOWER_OPEN_FLAGS,
+				   presto_lower_inode(d_inode(path->dentry)),
+				   cred);
 }
 
 /*
- * The lower file in *@slot, opened (@flags, @cred) and put there first if
+ * The lower file in *@slot, opened (@open, @cred) and put there first if
  * the slot is empty; whoever loses a race to fill it drops its own.
  */
 static struct file *presto_lower_once(struct file **slot,
-				      const struct dentry *dentry, int flags,
+				      struct file *(*open)(const struct path *,
+							    int,
+							    const struct cred *),
+				      const struct path *path, int flags,
 				      const struct cred *cred)
 {
 	struct file *lfile = READ_ONCE(*slot), *old;
-	struct path lower;
 
 	if (lfile)
 		return lfile;
-	presto_lower_path(dentry, &lower);
-	lfile = presto_open_lower(&lower, flags, cred);
+	lfile = open(path, flags, cred);
 	if (IS_ERR(lfile))
 		return lfile;
 	old = cmpxchg(slot, NULL, lfile);
@@ -75,12 +106,24 @@ static struct file *presto_lower_once(struct file **slot,
 	return lfile;
 }
 
+/* The shared lower file, for presto's @path; see the top of this file. */
+static struct file *presto_open_shared(const struct path *path, int flags,
+				       const struct cred *cred)
+{
+	struct path lower;
+
+	presto_lower_path(path->dentry, &lower);
+	return open_with_fake_path(&lower, flags | PRESTO_LOWER_OPEN_FLAGS,
+				   d_inode(lower.dentry), cred);
+}
+
 static struct file *presto_get_shared_ro(struct file *file)
 {
 	struct dentry *dentry = file->f_path.dentry;
 
-	return presto_lower_once(&PRESTO_I(d_inode(dentry))->shared_ro, dentry,
-				 O_RDONLY, presto_sb(dentry->d_sb)->creds);
+	return presto_lower_once(&PRESTO_I(d_inode(dentry))->shared_ro,
+				 presto_open_shared, &file->f_path, O_RDONLY,
+				 presto_sb(dentry->d_sb)->creds);
 }
 
 static bool presto_file_is_shared(struct file *file)
@@ -115,8 +158,8 @@ struct file *presto_lower_get(struct file *file)
 		return lfile;
 	/* Only a file open for writing puts it off. */
 	return presto_lower_once(&((struct presto_file *)file->private_data)->lower,
-				 file->f_path.dentry, file->f_flags,
-				 file->f_cred);
+				 presto_open_lower, &file->f_path,
+				 file->f_flags, file->f_cred);
 }
 
 /*
@@ -141,7 +184,6 @@ static int presto_open(struct inode *inode, struct file *file)
 {
 	struct presto_file *pf = NULL;
 	struct file *lfile;
-	struct path lower;
 	int err;
 
 	/* The content is here (lento fetched it if need be). */
@@ -165,13 +207,11 @@ static int presto_open(struct inode *inode, struct file *file)
 		presto_copyattr(inode);
 		return 0;
 	}
-	if (!(file->f_flags & PRESTO_PRIVATE_FLAGS)) {
+	if (!(file->f_flags & PRESTO_PRIVATE_FLAGS))
 		lfile = presto_get_shared_ro(file);
-	} else {
-		presto_lower_path(file->f_path.dentry, &lower);
-		lfile = presto_open_lower(&lower, file->f_flags,
+	else
+		lfile = presto_open_lower(&file->f_path, file->f_flags,
 					  current_cred());
-	}
 	if (IS_ERR(lfile)) {
 		kfree(pf);
 		err = PTR_ERR(lfile);
@@ -215,48 +255,6 @@ static int presto_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
-void presto_set_noatime(struct file *lower, bool noatime)
-{
-	spin_lock(&lower->f_lock);
-	lower->f_flags = (lower->f_flags & ~O_NOATIME) |
-			 (noatime ? O_NOATIME : 0);
-	spin_unlock(&lower->f_lock);
-}
-
-/*
- * fcntl(F_SETFL, O_NOATIME) changes presto's file only; the access time is
- * updated (or not) by the lower read path from the lower file's flags. A
- * private lower file follows presto's flag; a reader that wants O_NOATIME
- * leaves the shared lower file for a private one.
- */
-static struct file *presto_noatime_file(struct file *file)
-{
-	struct file *lower = presto_lower_get(file);
-	bool noatime = file->f_flags & O_NOATIME;
-	struct file *lfile, *old;
-	struct path path;
-
-	if (IS_ERR(lower))
-		return lower;
-	if (likely(noatime == !!(lower->f_flags & O_NOATIME)))
-		return lower;
-	if (!presto_file_is_shared(file)) {
-		presto_set_noatime(lower, noatime);
-		return lower;
-	}
-	presto_lower_path(file->f_path.dentry, &path);
-	lfile = presto_open_lower(&path, file->f_flags, file->f_cred);
-	if (IS_ERR(lfile))
-		return lfile;
-	old = cmpxchg(&file->private_data, lower, lfile);
-	if (old != lower) {
-		/* Another reader of this file switched it first. */
-		fput(lfile);
-		return old;
-	}
-	return lfile;
-}
-
 static void presto_lower_kiocb(struct kiocb *lower, struct kiocb *iocb)
 {
 	init_sync_kiocb(lower, presto_lower_file(iocb->ki_filp));
@@ -271,7 +269,7 @@ static void presto_lower_kiocb(struct kiocb *lower, struct kiocb *iocb)
  */
 static ssize_t presto_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 {
-	struct file *lfile = presto_noatime_file(iocb->ki_filp);
+	struct file *lfile = presto_lower_get(iocb->ki_filp);
 	struct kiocb lower;
 	ssize_t ret;
 
@@ -280,6 +278,8 @@ static ssize_t presto_read_iter(struct kiocb *iocb, struct iov_iter *iter)
 	presto_lower_kiocb(&lower, iocb);
 	ret = call_read_iter(lower.ki_filp, &lower, iter);
 	iocb->ki_pos = lower.ki_pos;
+	if (ret >= 0)
+		file_accessed(iocb->ki_filp);
 	return ret;
 }
 
@@ -440,7 +440,7 @@ static int presto_vm_wrap(struct file *file, struct vm_area_struct *vma)
 
 static int presto_mmap(struct file *file, struct vm_area_struct *vma)
 {
-	struct file *lower = presto_noatime_file(file);
+	struct file *lower = presto_lower_get(file);
 	bool shared_write = (vma->vm_flags & (VM_SHARED | VM_MAYWRITE)) ==
 			    (VM_SHARED | VM_MAYWRITE);
 	int err;
@@ -453,8 +453,11 @@ static int presto_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EIO;
 	vma_set_file(vma, lower);
 	err = call_mmap(lower, vma);
-	if (err || !shared_write)
+	if (err)
 		return err;
+	file_accessed(file);
+	if (!shared_write)
+		return 0;
 	/* On failure the caller unmaps with the lower's own operations. */
 	return presto_vm_wrap(file, vma);
 }
@@ -570,6 +573,8 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 		return ret;
 	ret = vfs_copy_file_range(lin, pos_in, presto_lower_file(out), pos_out,
 				  len, flags);
+	if (ret > 0 && lin != in)
+		file_accessed(in);
 	presto_store_end(out, &w, ret > 0);
 	presto_copysize(file_inode(out));
 	return ret;

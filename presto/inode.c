@@ -195,13 +195,13 @@ struct inode *presto_iget(struct super_block *sb, struct dentry *ldentry)
 	inode->i_generation = lower->i_generation;
 	/*
 	 * Times are the lower inode's. Regular files and directories do
-	 * their I/O through a lower file, which updates the lower's times;
-	 * symlinks (followed) and special files (fifo and device I/O runs on
-	 * presto's inode) have the VFS update presto's, and
-	 * presto_update_time() passes that down.
+	 * their writes through a lower file, which updates the lower's mtime
+	 * and ctime. The access time of every kind is the VFS's to touch on
+	 * presto's inode, by presto's mount options (lower files are opened
+	 * O_NOATIME), and presto_update_time() passes that down.
 	 */
 	if (S_ISREG(lower->i_mode) || S_ISDIR(lower->i_mode))
-		inode->i_flags |= S_NOATIME | S_NOCMTIME;
+		inode->i_flags |= S_NOCMTIME;
 	switch (lower->i_mode & S_IFMT) {
 	case S_IFREG:
 		inode->i_op = &presto_file_iops;
@@ -408,12 +408,12 @@ static const char *presto_get_link(struct dentry *dentry, struct inode *inode,
 }
 
 /*
- * The VFS decided, by presto's mount options, that times of a symlink or
- * special file are due: update the lower inode's, as the VFS would. Like
+ * The VFS decided, by presto's mount options, that an access time (or the
+ * times of a special file) is due: update the lower inode's, as the VFS
+ * would. Like
  * touch_atime(), give up rather than wait on a frozen or read-only lower.
  */
-static int presto_update_time(struct inode *inode, struct timespec64 *time,
-			      int flags)
+int presto_update_time(struct inode *inode, struct timespec64 *time, int flags)
 {
 	struct inode *lower = presto_lower_inode(inode);
 	int err;
@@ -438,6 +438,7 @@ const struct inode_operations presto_file_iops = {
 	.fiemap		= presto_fiemap,
 	.fileattr_get	= presto_fileattr_get,
 	.fileattr_set	= presto_fileattr_set,
+	.update_time	= presto_update_time,
 };
 
 const struct inode_operations presto_symlink_iops = {

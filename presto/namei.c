@@ -180,8 +180,34 @@ static void presto_d_release(struct dentry *dentry)
 	dput(dentry->d_fsdata);
 }
 
+/*
+ * The dentry of @inode here: presto's own, or the lower dentry if @inode
+ * is the lower inode. A lower file of presto's shows presto's path
+ * (presto_open_lower()), and the VFS asks here for the dentry that goes
+ * with its inode (file_dentry(): a write dropping set-id bits, fscrypt,
+ * IMA). With no @inode: the dentry that holds a regular file's data
+ * (d_real_inode(): uprobes, IMA), as mappings map the lower file.
+ */
+static struct dentry *presto_d_real(struct dentry *dentry,
+				    const struct inode *inode)
+{
+	struct dentry *lower;
+
+	if (inode && d_inode(dentry) == inode)
+		return dentry;
+	lower = presto_lower_dentry(dentry);
+	if (!inode)
+		return lower && d_is_reg(dentry) ? lower : dentry;
+	if (lower && d_inode(lower) == inode)
+		return lower;
+	WARN_ONCE(1, "presto: %pd4 has no lower dentry for inode %lu\n",
+		  dentry, inode->i_ino);
+	return dentry;
+}
+
 const struct dentry_operations presto_dentry_ops = {
 	.d_revalidate	= presto_d_revalidate,
 	.d_iput		= presto_d_iput,
 	.d_release	= presto_d_release,
+	.d_real		= presto_d_real,
 };

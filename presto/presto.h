@@ -173,8 +173,7 @@ static inline struct file *presto_lower_file(const struct file *file)
 {
 	if (file->f_mode & FMODE_WRITE)
 		return READ_ONCE(((struct presto_file *)file->private_data)->lower);
-	/* A read-only file may switch lower files once (presto_noatime_file). */
-	return READ_ONCE(file->private_data);
+	return file->private_data;
 }
 
 /* super.c */
@@ -188,6 +187,7 @@ struct inode *presto_iget(struct super_block *sb, struct dentry *lower);
 struct inode *presto_ilookup(struct super_block *sb, u64 ino, u32 gen);
 void presto_copyattr(struct inode *inode);
 void presto_copysize(struct inode *inode);
+int presto_update_time(struct inode *inode, struct timespec64 *time, int flags);
 int presto_permission(struct user_namespace *userns, struct inode *inode,
 		      int mask);
 int presto_getattr(struct user_namespace *userns, const struct path *path,
@@ -219,10 +219,9 @@ extern const struct file_operations presto_dir_fops;
 /* file.c */
 extern const struct file_operations presto_file_fops;
 extern const struct address_space_operations presto_aops;
-struct file *presto_open_lower(const struct path *lower, int flags,
+struct file *presto_open_lower(const struct path *path, int flags,
 			       const struct cred *cred);
 struct file *presto_lower_get(struct file *file);
-void presto_set_noatime(struct file *lower, bool noatime);
 
 /* xattr.c */
 extern const struct xattr_handler *presto_xattr_handlers[];

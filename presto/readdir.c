@@ -42,9 +42,6 @@ static int presto_iterate(struct file *file, struct dir_context *ctx)
 	err = presto_cb_need(file_inode(file), PRESTO_CB_DATA);
 	if (err)
 		return err;
-	/* fcntl(F_SETFL, O_NOATIME) reached presto's file only. */
-	if ((file->f_flags ^ lower->f_flags) & O_NOATIME)
-		presto_set_noatime(lower, file->f_flags & O_NOATIME);
 	lower->f_pos = ctx->pos;
 	err = iterate_dir(lower, &rctx.ctx);
 	ctx->pos = rctx.ctx.pos;
@@ -66,11 +63,9 @@ static loff_t presto_dir_llseek(struct file *file, loff_t offset, int whence)
 
 static int presto_dir_open(struct inode *inode, struct file *file)
 {
-	struct path lower;
 	struct file *lfile;
 
-	presto_lower_path(file->f_path.dentry, &lower);
-	lfile = presto_open_lower(&lower, file->f_flags, current_cred());
+	lfile = presto_open_lower(&file->f_path, file->f_flags, current_cred());
 	if (IS_ERR(lfile))
 		return PTR_ERR(lfile);
 	file->private_data = lfile;

@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -847,6 +849,86 @@ static void noatime_setfl(void)
 		CHECK(stat_of("f").st_atim.tv_sec > 2000);
 		close(fd);
 	}
+}
+
+/*
+ * The access time of @path, after its times were set to an hour from now
+ * (atime) and two minutes ago (mtime; ctime is now): newer than both, so
+ * relatime leaves it alone and strictatime does not.
+ */
+static time_t future_atime(const char *path)
+{
+	time_t now = time(NULL);
+	struct timespec ts[2] = { { now + 3600, 0 }, { now - 120, 0 } };
+
+	CHECK_OK(utimensat(AT_FDCWD, path, ts, 0));
+	return now + 3600;
+}
+
+/* A read of @path, and a listing of @dir. */
+static void read_and_list(const char *path, const char *dir)
+{
+	char buf[8];
+	DIR *d;
+
+	read_file(path, buf, sizeof(buf));
+	d = opendir(dir);
+	CHECK(d != NULL);
+	while (readdir(d))
+		;
+	closedir(d);
+}
+
+/*
+ * Access times follow the options of the mount a file is read through
+ * (noatime, relatime, strictatime), for files and directories, and
+ * whether another reader has the file open or not.
+ */
+static void atime_by_mount_options(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char cwd[4096], mnt[4200], f[4300], d[4300];
+	time_t before;
+	int keep;
+
+	CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
+	snprintf(mnt, sizeof(mnt), "%s/posix-atime-XXXXXX", tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(mnt) != NULL);
+	CHECK_OK(mount(cwd, mnt, NULL, MS_BIND, NULL));
+	snprintf(f, sizeof(f), "%s/f", mnt);
+	snprintf(d, sizeof(d), "%s/d", mnt);
+	write_file("f", "data", 4, 0644);
+	CHECK_OK(mkdir("d", 0755));
+	keep = CHECK_OK(open("f", O_RDONLY));
+
+	CHECK_OK(mount(NULL, mnt, NULL, MS_REMOUNT | MS_BIND | MS_NOATIME,
+		       NULL));
+	before = future_atime("f");
+	future_atime("d");
+	read_and_list(f, d);
+	CHECK_EQ(stat_of("f").st_atime, before);
+	CHECK_EQ(stat_of("d").st_atime, before);
+
+	CHECK_OK(mount(NULL, mnt, NULL, MS_REMOUNT | MS_BIND | MS_STRICTATIME,
+		       NULL));
+	before = future_atime("f");
+	future_atime("d");
+	read_and_list(f, d);
+	CHECK(stat_of("f").st_atime < before);
+	CHECK(stat_of("d").st_atime < before);
+
+	/* The test's own mount is relatime. */
+	before = future_atime("f");
+	future_atime("d");
+	read_and_list("f", "d");
+	CHECK_EQ(stat_of("f").st_atime, before);
+	CHECK_EQ(stat_of("d").st_atime, before);
+
+	close(keep);
+	CHECK_OK(umount2(mnt, MNT_DETACH));
+	CHECK_OK(rmdir(mnt));
+	CHECK_OK(rmdir("d"));
+	CHECK_OK(unlink("f"));
 }
 
 static void statx_fields(void)
@@ -3015,6 +3097,7 @@ const struct posix_case data_cases[] = {
 	{ "attr-times-follow-data", times_follow_data, 0 },
 	{ "attr-noatime", noatime, 0 },
 	{ "attr-noatime-setfl", noatime_setfl, 0 },
+	{ "attr-atime-by-mount-options", atime_by_mount_options, 0 },
 	{ "attr-statx", statx_fields, 0 },
 	{ "data-seek-data-hole", seek_data_hole, 0 },
 	{ "data-seek-end", seek_end, 0 },
