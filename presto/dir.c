@@ -444,10 +444,10 @@ static int presto_tmpfile(struct user_namespace *userns, struct inode *dir,
 	 * modules judge its open with presto's credentials: they judge the
 	 * caller's open of presto's file next (finish_open()). The caller's
 	 * credentials make the inode and check its permissions, as in any
-	 * create through presto.
+	 * create through presto. Access times are presto's (file.c).
 	 */
 	lfile = vfs_tmpfile_open(presto_lower_userns(dir->i_sb), &lparent,
-				 mode, (file->f_flags & ~O_EXCL) |
+				 mode, (file->f_flags & ~O_EXCL) | O_NOATIME |
 				 FMODE_NONOTIFY, presto_sb(dir->i_sb)->creds);
 	err = PTR_ERR(lfile);
 	if (IS_ERR(lfile))

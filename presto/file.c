@@ -64,8 +64,9 @@
 /*
  * The lower file of @path, a path of presto's, for @cred: the lower inode
  * behind presto's path (presto_d_real() maps it back for the VFS). The
- * open takes write access to presto's mount, which the caller's open of
- * presto's file has already done; the lower mount's is asked here.
+ * open takes write access to presto's mount, as the caller's open of
+ * presto's file did; the lower mount is only checked, which presto's
+ * journal keeps writable while mounted (its segment is open for writing).
  */
 struct file *presto_open_lower(const struct path *path, int flags,
 			       const struct cred *cred)
