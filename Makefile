@@ -3,8 +3,8 @@
 #   make              presto.ko (Debian's headers) and the test programs
 #   make check        every test: C units on the host, then the integration
 #                     suite in the test VM on the debug kernel
-#   make check-memory the POSIX suite and the stress test on a KASAN +
-#                     kmemleak kernel
+#   make check-memory the integration suite on a KASAN + kmemleak kernel,
+#                     less its long randomized, history and crash suites
 #   make bench        benchmarks on Debian's kernel: ext4, presto, overlayfs
 #   make demo         mount presto over an ext4 cache in the VM and show it
 #   make checkpatch   kernel style

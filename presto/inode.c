@@ -410,8 +410,8 @@ static const char *presto_get_link(struct dentry *dentry, struct inode *inode,
 /*
  * The VFS decided, by presto's mount options, that an access time (or the
  * times of a special file) is due: update the lower inode's, as the VFS
- * would. Like
- * touch_atime(), give up rather than wait on a frozen or read-only lower.
+ * would. Like touch_atime(), give up rather than wait on a frozen or
+ * read-only lower.
  */
 int presto_update_time(struct inode *inode, struct timespec64 *time, int flags)
 {
