@@ -19,7 +19,6 @@
  * netlink unicast under it never sleeps (MSG_DONTWAIT).
  */
 #include <linux/ctype.h>
-#include <linux/freezer.h>
 #include <linux/kref.h>
 #include <linux/rcupdate.h>
 #include <linux/seq_file.h>
@@ -77,6 +76,7 @@ struct presto_fileset {
 	struct mutex mutex;
 	/* Under mutex: */
 	u32 portid;			/* the registered lento; 0: none */
+	bool notice_owed;		/* its MOUNTED or UNMOUNTED was lost */
 	bool attached;			/* a mount has it (maybe not ready) */
 	struct super_block *sb;		/* the mount, ready; NULL: none */
 	u64 next_id;
@@ -119,6 +119,12 @@ struct presto_upcall {
 
 static LIST_HEAD(presto_filesets);
 static DEFINE_MUTEX(presto_filesets_lock);
+/*
+ * KML_SYNC and revoke workers run here, so that module exit can wait for
+ * them: a worker's deactivate_super() may drop the module's last
+ * reference, and the worker still runs presto's code after it.
+ */
+static struct workqueue_struct *presto_kml_wq;
 
 static void presto_count(struct presto_fileset *fs, int i)
 {
@@ -255,18 +261,23 @@ static void presto_notify_mount(struct presto_fileset *fs)
 	struct sk_buff *skb;
 	void *hdr;
 
+	fs->notice_owed = false;
 	if (!fs->portid)
 		return;
 	skb = presto_msg_new(fs, fs->sb ? PRESTO_CMD_MOUNTED :
 				 PRESTO_CMD_UNMOUNTED, &hdr);
 	if (!skb)
-		return;
+		goto later;
 	if (presto_put_mount(skb, fs)) {
 		nlmsg_free(skb);
-		return;
+		goto later;
 	}
-	/* Lost if lento's buffer is full: a REGISTER tells it again. */
-	presto_msg_send(fs, skb, hdr);
+	if (!presto_msg_send(fs, skb, hdr))
+		return;
+later:
+	/* lento's buffer was full: the resend work tells the state then. */
+	fs->notice_owed = true;
+	schedule_delayed_work(&fs->resend, PRESTO_RESEND_DELAY);
 }
 
 /* Send @up; on failure it stays queued for the resend work. */
@@ -299,6 +310,8 @@ static void presto_resend_all(struct presto_fileset *fs)
 {
 	struct presto_upcall *up;
 
+	if (fs->notice_owed)
+		presto_notify_mount(fs);
 	list_for_each_entry(up, &fs->upcalls, node) {
 		if (up->sent)
 			continue;
@@ -449,10 +462,20 @@ static struct presto_upcall *presto_upcall_get(struct presto_fileset *fs,
 
 /*
  * Wait for @up until it is answered, @deadline passes (or the later one
- * lento's PROGRESS set) or a signal comes. The wait is freezable: a
- * suspend does not wait for lento. 0 once answered, else -ETIMEDOUT or
- * -EINTR. The caller reads the answer under the fileset's mutex, which
- * orders it after the answering; done is only a hint here.
+ * lento's PROGRESS set) or a signal comes: 0 once answered, else
+ * -ETIMEDOUT or -ERESTARTSYS. The caller reads the answer under the
+ * fileset's mutex, which orders it after the answering; done is only a
+ * hint here.
+ *
+ * The wait is interruptible but not freezable. A waiter may hold the
+ * directory's lock (a lookup, a change waiting for the permit) or the
+ * mmap lock (page_mkwrite); frozen in place it would keep them through a
+ * suspend, and a task waiting for them uninterruptibly can never freeze,
+ * so the suspend would fail. A freezer's wake-up (system suspend, a
+ * cgroup's freeze) ends the wait instead: the locks are let go, the task
+ * freezes on its way out, and the call starts again after the thaw. A
+ * real signal ends the call with EINTR unless its handler was installed
+ * with SA_RESTART.
  */
 static int presto_upcall_wait(struct presto_upcall *up, unsigned long deadline)
 {
@@ -466,10 +489,11 @@ static int presto_upcall_wait(struct presto_upcall *up, unsigned long deadline)
 		left = (long)(deadline - jiffies);
 		if (left <= 0)
 			return READ_ONCE(up->done) ? 0 : -ETIMEDOUT;
-		left = wait_event_freezable_timeout(up->wq, READ_ONCE(up->done),
-						    left);
+		left = wait_event_interruptible_timeout(up->wq,
+							READ_ONCE(up->done),
+							left);
 		if (left < 0)
-			return READ_ONCE(up->done) ? 0 : -EINTR;
+			return READ_ONCE(up->done) ? 0 : -ERESTARTSYS;
 		if (left > 0)
 			return 0;
 	}
@@ -478,7 +502,7 @@ static int presto_upcall_wait(struct presto_upcall *up, unsigned long deadline)
 /*
  * Ask lento for what @inode lacks (@op) and wait for its answer: 0 when
  * lento filled it, else its error, -ENOTCONN (no lento came in time),
- * -ETIMEDOUT (lento did not answer in time) or -EINTR.
+ * -ETIMEDOUT (lento did not answer in time) or -ERESTARTSYS.
  */
 int presto_upcall(struct inode *inode, u32 op)
 {
@@ -499,7 +523,7 @@ int presto_upcall(struct inode *inode, u32 op)
 	mutex_lock(&fs->mutex);
 	if (up->done) {
 		err = up->err;
-	} else if (err == -EINTR) {
+	} else if (err == -ERESTARTSYS) {
 		presto_count(fs, PRESTO_ST_INTERRUPTED);
 	} else {
 		presto_count(fs, PRESTO_ST_TIMEOUTS);
@@ -634,6 +658,8 @@ int presto_fileset_register(struct presto_fileset *fs, u32 portid)
 		if (!fs->portid)
 			kref_get(&fs->ref);	/* lento's, until it goes */
 		fs->portid = portid;
+		/* The answer to the REGISTER tells the mount's state. */
+		fs->notice_owed = false;
 	}
 	mutex_unlock(&fs->mutex);
 	return err;
@@ -690,13 +716,23 @@ void presto_lento_closed(u32 portid)
 	} while (nr == ARRAY_SIZE(gone));
 }
 
-/* Module exit, the family gone: no mount is left, lentos let go. */
+int presto_filesets_init(void)
+{
+	presto_kml_wq = alloc_workqueue("presto_kml", WQ_UNBOUND, 0);
+	return presto_kml_wq ? 0 : -ENOMEM;
+}
+
+/*
+ * Module exit, the family gone: no mount is left, no worker runs, and
+ * the filesets left are held by their lentos alone, which are let go.
+ */
 void presto_filesets_exit(void)
 {
 	struct presto_fileset *fs, *tmp;
 
+	destroy_workqueue(presto_kml_wq);
 	list_for_each_entry_safe(fs, tmp, &presto_filesets, node) {
-		if (WARN_ON_ONCE(fs->attached))
+		if (WARN_ON_ONCE(fs->attached || !fs->portid))
 			continue;
 		presto_fileset_unregister(fs, fs->portid);
 	}
@@ -989,7 +1025,7 @@ int presto_fileset_kml_request(struct presto_fileset *fs, u64 req,
 	r->req = req;
 	r->revoke = revoke;
 	INIT_WORK(&r->work, presto_kml_request_work);
-	queue_work(system_unbound_wq, &r->work);
+	queue_work(presto_kml_wq, &r->work);
 	r = NULL;
 	err = 0;
 out:

@@ -397,10 +397,21 @@ static vm_fault_t presto_vm_page_mkwrite(struct vm_fault *vmf)
 	struct presto_vm *pvm = vmf->vma->vm_private_data;
 	struct presto_write w;
 	vm_fault_t ret;
+	int err;
 
-	/* As ext4 answers ENOSPC in page_mkwrite. */
-	if (presto_store_begin(pvm->file, -1, &w))
-		return VM_FAULT_SIGBUS;
+	/*
+	 * A wait for the permit that a signal (or a freezer) ended, in the
+	 * process's own access: the fault is taken again once the signal is
+	 * handled. An access the kernel makes for a system call (a read(2)
+	 * into the mapping) would only fault again at once, the signal
+	 * still pending: it fails, as every error here fails, like ext4's
+	 * ENOSPC in page_mkwrite.
+	 */
+	err = presto_store_begin(pvm->file, -1, &w);
+	if (err == -ERESTARTSYS && (vmf->flags & FAULT_FLAG_USER))
+		return VM_FAULT_NOPAGE;
+	if (err)
+		return vmf_error(err);
 	ret = pvm->lower_ops->page_mkwrite(vmf);
 	if (!(ret & VM_FAULT_ERROR) && !atomic_xchg(&pvm->writing, 1))
 		presto_store_mapped(pvm->file, true);

@@ -23,7 +23,11 @@ static struct genl_family presto_genl_family;
 static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_FILESET]	= { .type = NLA_NUL_STRING,
 				    .len = PRESTO_FILESET_MAX },
-	[PRESTO_A_REQ]		= { .type = NLA_U64 },
+	/*
+	 * presto numbers upcalls from 1, and a KML answer with no REQ is a
+	 * plain notice: 0 names no request.
+	 */
+	[PRESTO_A_REQ]		= NLA_POLICY_MIN(NLA_U64, 1),
 	[PRESTO_A_OP]		= NLA_POLICY_RANGE(NLA_U32, PRESTO_OP_FETCH_DIR,
 						   PRESTO_OP_PERMIT),
 	[PRESTO_A_HANDLE]	= NLA_POLICY_EXACT_LEN(sizeof(struct presto_handle)),
@@ -316,8 +320,13 @@ static int presto_netlink_notify(struct notifier_block *nb,
 {
 	struct netlink_notify *n = data;
 
+	/*
+	 * A port id names a socket only within its network namespace, and
+	 * anyone may bind a free one in a namespace of their own: only a
+	 * socket in the family's namespace can be a lento.
+	 */
 	if (state != NETLINK_URELEASE || n->protocol != NETLINK_GENERIC ||
-	    !n->portid)
+	    !n->portid || !net_eq(n->net, &init_net))
 		return NOTIFY_DONE;
 	presto_lento_closed(n->portid);
 	return NOTIFY_OK;
@@ -331,12 +340,20 @@ int presto_genl_init(void)
 {
 	int err;
 
-	err = genl_register_family(&presto_genl_family);
+	err = presto_filesets_init();
 	if (err)
 		return err;
+	err = genl_register_family(&presto_genl_family);
+	if (err)
+		goto out_filesets;
 	err = netlink_register_notifier(&presto_netlink_nb);
 	if (err)
-		genl_unregister_family(&presto_genl_family);
+		goto out_family;
+	return 0;
+out_family:
+	genl_unregister_family(&presto_genl_family);
+out_filesets:
+	presto_filesets_exit();
 	return err;
 }
 

@@ -31,7 +31,7 @@ void presto_permit_destroy(struct super_block *sb)
 /*
  * Before a change: hold the permit until presto_permit_put(), asking
  * lento for it as often as it is found missing. 0, or the upcall's
- * error (lento refused; ENOTCONN, ETIMEDOUT, EINTR).
+ * error (lento refused; ENOTCONN, ETIMEDOUT, ERESTARTSYS).
  */
 int presto_permit_get(struct super_block *sb)
 {

@@ -289,6 +289,7 @@ int presto_fileset_register(struct presto_fileset *fs, u32 portid);
 void presto_fileset_resend(struct presto_fileset *fs);
 void presto_fileset_unregister(struct presto_fileset *fs, u32 portid);
 void presto_lento_closed(u32 portid);
+int presto_filesets_init(void);
 void presto_filesets_exit(void);
 int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
 			bool stats);

@@ -68,7 +68,7 @@ enum presto_attr {
 	PRESTO_A_REQ,		/* u64: an upcall's id, unique per fileset */
 	PRESTO_A_OP,		/* u32: enum presto_upcall_op */
 	PRESTO_A_HANDLE,	/* struct presto_handle */
-	PRESTO_A_ERRNO,		/* u32: 0 or a positive errno below 4096 */
+	PRESTO_A_ERRNO,		/* u32: 0 or a positive errno, at most 511 */
 	PRESTO_A_FLAGS,		/* u32: PRESTO_CB_* */
 	PRESTO_A_EPOCH,		/* u64: nonzero */
 	PRESTO_A_ROOT,		/* struct presto_handle: the lower root */

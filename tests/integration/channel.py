@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """presto's channel to lento, tested against a fake lento speaking
-generic netlink by hand (genl.py): registration, upcalls and their
-answers, waits without lento, signals, timeouts, resends to a new lento,
+generic netlink by hand (genl.py): registration (and a socket of another
+network namespace that is not lento), upcalls and their answers, waits
+without lento, signals, a cgroup's freeze and a suspend during a wait,
+timeouts, resends to a new lento,
 callback flags (persisted, epochs, breaks, purges), the refetch of a file
 replaced under an open, warm trees served with no upcall (I-1), the
 family's refusals of malformed messages, and random messages (fuzz).
@@ -271,6 +273,207 @@ def case_signal_interrupts(ext, mnt):
         m.umount()
 
 
+def case_netns_close_keeps_lento(ext, mnt):
+    """A port id names a socket only within its network namespace: a
+    socket of another namespace bound to lento's port id and closed is not
+    lento going away."""
+    m = Mount(ext, mnt)
+    m.warm_all(EPOCH)
+    m.mount()
+    genl.set_cb(m.lp("f"), CB_ATTR, EPOCH)
+    l = lento_for(m)
+    try:
+        code = ("import socket\n"
+                "s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16)\n"
+                "s.bind((%d, 0))\n"
+                "s.close()\n" % l.portid)
+        r = subprocess.run(["unshare", "--net", sys.executable, "-c", code],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, "binding port id %d in a new network "
+              "namespace: %s" % (l.portid, r.stderr.strip()))
+        time.sleep(0.2)
+        check(l.stats(m.name)["REGISTERED"] == 1, "a socket closed in "
+              "another network namespace unregistered lento")
+        op = Op(read_file, m.mp("f"))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_FILE"],
+              "the miss did not reach lento")
+        serve(l, m, msg)
+        check(op.wait().result == "old", "read after the answer")
+    finally:
+        l.close()
+        m.umount()
+
+
+def cgroup2_root(mnt):
+    """The cgroup v2 hierarchy: the system's, or one mounted for us."""
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return "/sys/fs/cgroup", None
+    root = os.path.join(mnt, ".cgroup2")
+    os.makedirs(root, exist_ok=True)
+    subprocess.run(["mount", "-t", "cgroup2", "cgroup2", root], check=True)
+    return root, root
+
+
+def wait_for(cond, seconds, what):
+    end = time.monotonic() + seconds
+    while not cond():
+        check(time.monotonic() < end, what)
+        time.sleep(0.05)
+
+
+def case_cgroup_freeze_restarts(ext, mnt):
+    """A process whose cgroup is frozen while it waits for a fetch is
+    thawed into the same call: its open goes on, no EINTR. cat, a C
+    program, sees an EINTR that Python would retry by itself."""
+    m = Mount(ext, mnt, timeout=60)
+    m.warm_all(EPOCH)
+    m.mount()
+    genl.set_cb(m.lp("f"), CB_ATTR, EPOCH)
+    l = lento_for(m)
+    root, mounted = cgroup2_root(mnt)
+    cg = os.path.join(root, "presto-freeze")
+    os.makedirs(cg, exist_ok=True)
+    p = None
+    try:
+        p = subprocess.Popen(
+            ["sh", "-c", "echo $$ > %s/cgroup.procs && exec cat %s" %
+             (cg, m.mp("f"))], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_FILE"], "FETCH_FILE")
+        with open(os.path.join(cg, "cgroup.freeze"), "w") as f:
+            f.write("1")
+        wait_for(lambda: "frozen 1" in read_file(os.path.join(
+            cg, "cgroup.events")), 10, "the cgroup did not freeze")
+        with open(os.path.join(cg, "cgroup.freeze"), "w") as f:
+            f.write("0")
+        serve(l, m, msg)
+        out, err = p.communicate(timeout=10)
+        check(p.returncode == 0 and out == "old",
+              "cat after the thaw: exit %d, %r" % (p.returncode, err.strip()))
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        os.rmdir(cg)
+        if mounted:
+            subprocess.run(["umount", mounted])
+        l.close()
+        m.umount()
+
+
+def write_sysfs(path, value):
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def case_suspend_while_fetch_waits(ext, mnt):
+    """A suspend goes on while a lookup waits for lento, even with
+    another process blocked on that directory's lock (the freezer's test
+    mode stops after freezing every task and thaws them). Both calls then
+    go on as if nothing happened."""
+    check(os.path.exists("/sys/power/pm_test"),
+          "the kernel lacks CONFIG_PM_DEBUG (/sys/power/pm_test)")
+    m = Mount(ext, mnt, timeout=60)
+    m.warm_all(EPOCH)
+    m.mount()
+    genl.set_cb(m.lp("d"), CB_ATTR, EPOCH)
+    l = lento_for(m)
+    procs = []
+    responder = None
+    timeout = read_file("/sys/power/pm_freeze_timeout").strip()
+    try:
+        procs.append(subprocess.Popen(["cat", m.mp("d/g")],
+                                      stdout=subprocess.PIPE, text=True))
+        msg = l.next_msg(5, "UPCALL")
+        check(msg and msg.u32("OP") == OP["FETCH_DIR"], "FETCH_DIR of d")
+        # An O_CREAT open locks the directory exclusively: it sleeps,
+        # unkillable, behind the lookup's shared lock.
+        procs.append(subprocess.Popen(["touch", m.mp("d/y")]))
+        wait_for(lambda: proc_state(procs[1].pid) == "D", 5,
+                 "touch did not block on the directory")
+        write_sysfs("/sys/module/suspend/parameters/pm_test_delay", "0")
+        write_sysfs("/sys/power/pm_freeze_timeout", "5000")
+        write_sysfs("/sys/power/pm_test", "freezer")
+        try:
+            write_sysfs("/sys/power/state", "freeze")
+            suspended = None
+        except OSError as e:
+            suspended = e
+        finally:
+            write_sysfs("/sys/power/pm_test", "none")
+        check(suspended is None, "the suspend failed: %s" % suspended)
+        serve(l, m, msg)
+        responder = Responder(l, m)
+        out, _ = procs[0].communicate(timeout=10)
+        check(procs[0].returncode == 0 and out == "gee",
+              "cat after the resume: exit %d" % procs[0].returncode)
+        check(procs[1].wait(timeout=10) == 0, "touch after the resume")
+        check(os.path.exists(m.lp("d/y")), "d/y is not in the cache")
+    finally:
+        write_sysfs("/sys/power/pm_freeze_timeout", timeout)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if responder:
+            responder.halt()
+        l.close()
+        m.umount()
+
+
+def case_mount_notice_not_lost(ext, mnt):
+    """A MOUNTED notice that finds lento's receive buffer full is sent
+    again, as upcalls are: a lento that registered before the mount
+    learns of it."""
+    x = Mount(ext, mnt)
+    x.warm_all(EPOCH)
+    names = ["n%d" % i for i in range(12)]
+    for n in names:
+        create(x.lp(n))
+        genl.set_cb(x.lp(n), 0, EPOCH)
+    x.mount()
+    y = Mount(ext, mnt)
+    l = genl.Lento(rcvbuf=4096)
+    watch = genl.Lento()
+    ops = []
+    try:
+        for m in (x, y):
+            check(l.register(m.name)[1] == 0, "REGISTER %s" % m.name)
+        check(l.call("SET_EPOCH", x.name, genl.a_u64(A["EPOCH"], EPOCH))
+              == 0, "SET_EPOCH")
+        # Misses that nobody reads fill lento's buffer: their upcalls
+        # then wait in presto, sent again and again.
+        ops = [Op(os.stat, x.mp(n)) for n in names]
+        r0 = watch.stats(x.name)["RESENT"]
+        wait_for(lambda: watch.stats(x.name)["RESENT"] > r0 + 2, 5,
+                 "lento's buffer did not fill")
+        y.mount()
+        msg = l.next_msg(5, "MOUNTED")
+        check(msg is not None, "MOUNTED never came")
+        check(msg.handle("ROOT") == y.handle(), "MOUNTED of the wrong mount")
+        end = time.monotonic() + 10
+        while any(op.is_alive() for op in ops) and time.monotonic() < end:
+            msg = l.next_msg(0.2, "UPCALL")
+            if msg:
+                serve(l, x, msg)
+        for op in ops:
+            check(op.wait().error is None, "a stat failed")
+    finally:
+        l.close()
+        watch.close()
+        for op in ops:
+            op.join(35)
+        y.umount()
+        x.umount()
+
+
 def case_register_then_serve(ext, mnt):
     m = Mount(ext, mnt)
     l = genl.Lento()
@@ -379,6 +582,8 @@ def case_refusals(ext, mnt):
              "an 8-byte handle"),
             ("SET_EPOCH", [F, genl.a_u64(A["EPOCH"], 0)], errno.EINVAL,
              "epoch 0"),
+            ("KML_SYNC", [F, genl.a_u64(A["REQ"], 0)], errno.EINVAL,
+             "REQ 0, which names no request"),
             ("SET_EPOCH", [F, genl.a_u32(A["EPOCH"], 3)], errno.EINVAL,
              "a 4-byte epoch"),
             ("REGISTER", [], errno.EINVAL, "no FILESET"),
@@ -1064,7 +1269,13 @@ CASES = [
     ("mount-options", case_mount_options),
     ("no-lento-miss-ENOTCONN-after-timeout", case_no_lento_enotconn),
     ("signal-interrupts-wait", case_signal_interrupts),
+    ("netns-socket-close-keeps-lento", case_netns_close_keeps_lento),
+    ("cgroup-freeze-thaws-into-same-call", case_cgroup_freeze_restarts),
+    ("suspend-while-fetch-waits-and-dir-locked",
+     case_suspend_while_fetch_waits),
     ("register-mounted-notice-and-serve", case_register_then_serve),
+    ("mount-notice-sent-again-after-full-buffer",
+     case_mount_notice_not_lost),
     ("xattrs-wait-for-attributes", case_xattrs_need_attr),
     ("malformed-and-unauthorised-messages-refused", case_refusals),
     ("concurrent-misses-one-upcall", case_coalesced),
