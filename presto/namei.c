@@ -116,7 +116,7 @@ static int presto_revalidate_dir(struct dentry *dentry, unsigned int flags)
 static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
 {
 	struct dentry *lower;
-	struct inode *inode;
+	struct inode *inode, *dir;
 	int valid;
 
 	if (presto_sb(dentry->d_sb)->fileset) {
@@ -131,10 +131,14 @@ static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
 		/*
 		 * Negative with no lower dentry: the reserved name, negative
 		 * for good, or a name removed through presto, which the
-		 * lower is asked about again.
+		 * lower is asked about again. In an RCU walk the parent may
+		 * have turned negative under us (an rmdir): walk again.
 		 */
-		valid = presto_is_reserved(d_inode_rcu(READ_ONCE(dentry->d_parent)),
-					   &dentry->d_name);
+		dir = d_inode_rcu(READ_ONCE(dentry->d_parent));
+		if (dir)
+			valid = presto_is_reserved(dir, &dentry->d_name);
+		else
+			valid = flags & LOOKUP_RCU ? -ECHILD : 0;
 		rcu_read_unlock();
 		return valid;
 	}
@@ -142,6 +146,15 @@ static int presto_d_revalidate(struct dentry *dentry, unsigned int flags)
 	valid = presto_lower_matches(dentry, lower) &&
 		(inode ? presto_lower_inode(inode) == d_inode_rcu(lower) :
 			 !d_inode_rcu(lower));
+	/*
+	 * Some of the VFS's checks read presto's copy of the attributes,
+	 * which ext4 does not make again below: the append-only flag at an
+	 * open and a truncate, the owner and set-id bits for
+	 * protected_hardlinks. A change made in the cache directly must
+	 * reach them (nearly always a comparison that finds nothing to do).
+	 */
+	if (valid && inode)
+		presto_copyattr(inode);
 	rcu_read_unlock();
 	return valid;
 }

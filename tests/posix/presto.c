@@ -168,6 +168,35 @@ static void no_nfs_handles(void)
 }
 
 /* Changes made in the lower directory, as lento will make them. */
+/*
+ * The append-only flag set in the lower, with no stat through the mount
+ * since: the VFS's checks at open and truncate (which ext4 does not make
+ * again) must see it.
+ */
+static void lower_attr_changes_checked(void)
+{
+	char lf[4096];
+	struct stat st;
+	int fd, flags;
+
+	write_file("f", "data", 4, 0644);
+	CHECK_OK(stat("f", &st));
+	path_in(lf, sizeof(lf), env.lower, "f");
+	fd = open(lf, O_RDONLY);
+	CHECK_OK(fd);
+	flags = FS_APPEND_FL;
+	CHECK_OK(ioctl(fd, FS_IOC_SETFLAGS, &flags));
+	CHECK_ERR(open("f", O_WRONLY | O_TRUNC), EPERM);
+	CHECK_ERR(truncate("f", 0), EPERM);
+	CHECK_ERR(open("f", O_WRONLY), EPERM);
+	CHECK_OK(close(CHECK_OK(open("f", O_WRONLY | O_APPEND))));
+	flags = 0;
+	CHECK_OK(ioctl(fd, FS_IOC_SETFLAGS, &flags));
+	CHECK_OK(close(fd));
+	CHECK_OK(stat(lf, &st));
+	CHECK_EQ(st.st_size, 4);
+}
+
 static void lower_changes_seen(void)
 {
 	char lf[4096], lg[4096], lh[4096], ld[4096], buf[64];
@@ -575,6 +604,8 @@ const struct posix_case presto_cases[] = {
 	{ "presto-lease-refused", lease_refused, CASE_PRESTO_ONLY },
 	{ "presto-no-nfs-handles", no_nfs_handles, CASE_PRESTO_ONLY },
 	{ "presto-lower-changes-seen", lower_changes_seen, CASE_PRESTO_ONLY },
+	{ "presto-lower-append-only-checked", lower_attr_changes_checked,
+	  CASE_PRESTO_ONLY },
 	{ "presto-lower-remade-after-removal", lower_remade_after_removal,
 	  CASE_PRESTO_ONLY },
 	{ NULL, NULL, 0 }
