@@ -46,6 +46,14 @@
 #define TICK_MS			200
 #define STALL_MS		500	/* ticks this far apart: we stood still */
 #define FETCH_QUEUE_LOW		(4u << 20)	/* queue more DATA below this */
+/* FETCHes a session may have unanswered: past it, it does not read. */
+#define FETCH_QUEUED_MAX	65536u
+/*
+ * Bytes of a session's requests that may wait for permits at once: a
+ * client reading while another writes has a few small requests and a
+ * VALIDATE or two waiting (at most 7.6 MB each); past this it floods.
+ */
+#define DEFERRED_MAX		(64u << 20)
 #define DEFAULT_PORT_V4		"127.0.0.1:4770"
 #define DEFAULT_PORT_V6		"[::1]:4770"
 
@@ -71,14 +79,19 @@ struct permit {
 	struct deferred *head, **tail;
 };
 
-/* A body being sent for a FETCH. */
+/*
+ * A FETCH queued on its session. Its body is opened (and its callback
+ * promised) when it comes to the head of the queue, so a client that
+ * asks for many and reads none holds one descriptor, not one each.
+ */
 struct fetch_out {
 	struct fetch_out *next;
 	uint32_t tag;
+	struct lp_fetch req;
 	int fd;
 	uint64_t off, size;
 	struct lp_fetch_reply reply;
-	bool started;
+	bool opened, started;
 };
 
 /* Bodies whose writes one job waits for (bodies_wait). */
@@ -120,6 +133,8 @@ struct session {
 	uint32_t *vols;			/* volume callbacks */
 	size_t nvols, capvols;
 	struct fetch_out *fetch, **fetch_tail;
+	unsigned int nfetch;		/* FETCHes queued */
+	size_t deferred;		/* bytes of its requests in permits' queues */
 	struct reint_in *ri;
 	uint64_t requests;
 };
@@ -338,14 +353,23 @@ static void permit_revoke(struct server *srv, struct permit *p)
 		sess_push_volume(h, LP_PERMIT_REVOKE, p->volume);
 }
 
-/* Keep the request in @f until @p is free. */
-static int defer(struct session *s, struct permit *p,
-		 const struct lp_frame *f)
+/* Keep the request in @f until @p is free (or answer why not). */
+static void defer(struct session *s, struct permit *p,
+		  const struct lp_frame *f)
 {
-	struct deferred *d = malloc(sizeof(*d) + f->len);
+	struct deferred *d;
 
-	if (!d)
-		return -ENOMEM;
+	if (s->deferred + f->len > DEFERRED_MAX) {
+		sess_close(s, -ENOBUFS, "%zu bytes of its requests wait for "
+			   "permits already", s->deferred);
+		return;
+	}
+	d = malloc(sizeof(*d) + f->len);
+	if (!d) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
+	}
+	s->deferred += f->len;
 	d->next = NULL;
 	d->s = s;
 	d->type = f->type;
@@ -356,7 +380,13 @@ static int defer(struct session *s, struct permit *p,
 	*p->tail = d;
 	p->tail = &d->next;
 	permit_revoke(s->srv, p);
-	return 0;
+}
+
+/* @d leaves its permit's queue (its session is still there). */
+static void deferred_free(struct deferred *d)
+{
+	d->s->deferred -= d->len;
+	free(d);
 }
 
 static void handle_request(struct session *s, const struct lp_frame *f);
@@ -373,6 +403,7 @@ static void permit_run_deferred(struct permit *p)
 				      .len = d->len, .body = d->body };
 
 		next = d->next;
+		d->s->deferred -= d->len;
 		/* May wait again, behind a new holder. */
 		if (!d->s->closing)
 			handle_request(d->s, &f);
@@ -425,7 +456,7 @@ static void permits_forget_session(struct server *srv, struct session *s)
 		while ((d = *dp)) {
 			if (d->s == s) {
 				*dp = d->next;
-				free(d);
+				deferred_free(d);
 			} else {
 				dp = &d->next;
 			}
@@ -448,8 +479,7 @@ static int read_waits(struct session *s, uint32_t volume,
 
 	if (!p)
 		return 0;
-	if (defer(s, p, f))
-		sess_error(s, f->tag, -ENOMEM, "out of memory");
+	defer(s, p, f);
 	return 1;
 }
 
@@ -688,18 +718,62 @@ static void fetch_free(struct fetch_out *o)
 	free(o);
 }
 
+static void fetch_pop(struct session *s)
+{
+	struct fetch_out *o = s->fetch;
+
+	s->fetch = o->next;
+	if (!s->fetch)
+		s->fetch_tail = &s->fetch;
+	s->nfetch--;
+	fetch_free(o);
+}
+
+/*
+ * Open the body of the FETCH at the head of the queue, with the status
+ * that goes with it, and promise its callback: what is sent is the
+ * version current now. An error is its answer.
+ */
+static int fetch_open(struct session *s, struct fetch_out *o)
+{
+	const struct lp_fetch *m = &o->req;
+	int err;
+
+	err = store_body_open(s->srv->st, &m->fid, m->expect.n ? &m->expect :
+			      NULL, &o->fd, &o->size, NULL);
+	if (!err)
+		err = store_getattr(s->srv->st, &m->fid, &o->reply.st, NULL, 0,
+				    NULL, NULL);
+	if (!err && o->reply.st.attr.size != o->size)
+		err = -EIO;	/* the store's own damage */
+	if (err) {
+		sess_error(s, o->tag, err, "fetch: %s", strerror(-err));
+		return err;
+	}
+	o->opened = true;
+	o->reply.size = o->size;
+	sess_promise(s, &m->fid);
+	return 0;
+}
+
 /* Queue DATA frames of the FETCHes in order while the output is short. */
 static void fetch_pump(struct session *s)
 {
 	static uint8_t chunk[LP_CHUNK_MAX];
 
-	while (s->fetch && lo_conn_queued(s->conn) < FETCH_QUEUE_LOW) {
+	while (s->fetch && lo_conn_queued(s->conn) < FETCH_QUEUE_LOW &&
+	       !s->closing) {
 		struct fetch_out *o = s->fetch;
 		struct lp_data d = { 0 };
-		size_t want = o->size - o->off < LP_CHUNK_MAX ?
-			      o->size - o->off : LP_CHUNK_MAX;
+		size_t want;
 		ssize_t n = 0;
 
+		if (!o->opened && fetch_open(s, o)) {
+			fetch_pop(s);
+			continue;
+		}
+		want = o->size - o->off < LP_CHUNK_MAX ? o->size - o->off :
+							 LP_CHUNK_MAX;
 		if (!o->started) {
 			o->started = true;
 			if (lp_encode_fetch_reply(&s->srv->out, o->tag,
@@ -738,12 +812,8 @@ static void fetch_pump(struct session *s)
 		}
 		sess_flush(s);
 		o->off += n;
-		if (d.flags & LP_DATA_LAST) {
-			s->fetch = o->next;
-			if (!s->fetch)
-				s->fetch_tail = &s->fetch;
-			fetch_free(o);
-		}
+		if (d.flags & LP_DATA_LAST)
+			fetch_pop(s);
 	}
 }
 
@@ -752,7 +822,6 @@ static void do_fetch(struct session *s, const struct lp_frame *f)
 	struct fetch_out *o;
 	struct lp_fetch m;
 	const char *why;
-	int err;
 
 	if (lp_decode_fetch(f, &m, &why)) {
 		sess_close(s, -EBADMSG, "FETCH: %s", why);
@@ -760,29 +829,22 @@ static void do_fetch(struct session *s, const struct lp_frame *f)
 	}
 	if (read_waits(s, m.fid.volume, f))
 		return;
+	if (s->nfetch >= FETCH_QUEUED_MAX) {
+		sess_close(s, -ENOBUFS, "%u FETCHes unanswered: it does not "
+			   "read what it is sent", s->nfetch);
+		return;
+	}
 	o = calloc(1, sizeof(*o));
 	if (!o) {
 		sess_error(s, f->tag, -ENOMEM, "out of memory");
 		return;
 	}
 	o->tag = f->tag;
+	o->req = m;
 	o->fd = -1;
-	err = store_body_open(s->srv->st, &m.fid, m.expect.n ? &m.expect :
-			      NULL, &o->fd, &o->size, NULL);
-	if (!err)
-		err = store_getattr(s->srv->st, &m.fid, &o->reply.st, NULL, 0,
-				    NULL, NULL);
-	if (!err && o->reply.st.attr.size != o->size)
-		err = -EIO;	/* the store's own damage */
-	if (err) {
-		fetch_free(o);
-		sess_error(s, f->tag, err, "fetch: %s", strerror(-err));
-		return;
-	}
-	o->reply.size = o->size;
-	sess_promise(s, &m.fid);
 	*s->fetch_tail = o;
 	s->fetch_tail = &o->next;
+	s->nfetch++;
 	fetch_pump(s);
 }
 
@@ -943,8 +1005,7 @@ static void do_permit(struct session *s, const struct lp_frame *f)
 	switch (f->type) {
 	case LP_PERMIT_ACQUIRE:
 		if (p->holder && p->holder != s->client) {
-			if (defer(s, p, f))
-				sess_error(s, f->tag, -ENOMEM, "out of memory");
+			defer(s, p, f);
 			return;
 		}
 		permit_grant(srv, p, s);
@@ -1145,9 +1206,13 @@ static void reint_free(struct reint_in *ri)
 		j->ri = NULL;
 	for (i = 0; i < ri->n; i++) {
 		free(ri->data[i]);
-		/* A body the store did not take stays behind: remove it. */
-		if (ri->paths[i][0])
-			unlink(ri->paths[i]);
+		/*
+		 * A body the store took is in bodies/, its name here gone
+		 * (ENOENT); one it did not take stays behind: remove it.
+		 */
+		if (ri->paths[i][0] && unlink(ri->paths[i]) && errno != ENOENT)
+			log_err("removing %s: %s", ri->paths[i],
+				strerror(errno));
 	}
 	free(ri->recs);
 	free(ri->data);
@@ -1266,7 +1331,6 @@ static void reint_apply(struct session *s)
 	struct reint_in *ri = s->ri;
 	struct store_result res;
 	struct permit *p;
-	uint32_t i;
 
 	s->ri = NULL;
 	/* The lease may have run out while the bodies came. */
@@ -1280,10 +1344,14 @@ static void reint_apply(struct session *s)
 	}
 	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
 			  ri->bodies, &res);
-	if (res.outcome == STORE_APPLIED)
-		for (i = 0; i < ri->n; i++)
-			ri->paths[i][0] = 0;	/* the store's now */
 	reint_reply(s, ri, &res);
+	/*
+	 * The store renamed the bodies it took into bodies/; the rest (a
+	 * batch sent again, a STORE a later record of the batch made moot,
+	 * a refused batch) reint_free() removes: a path in tmp/ left is not
+	 * the store's. Only this thread makes files in tmp/, so no other
+	 * body has taken a name the store let go meanwhile.
+	 */
 	reint_free(ri);
 }
 
@@ -1790,7 +1858,7 @@ static void tick(struct lo_loop *loop, void *arg)
 			sess_error(d->s, d->tag, -ETIMEDOUT,
 				   "volume %" PRIu32 "'s permit holder did "
 				   "not give it back in time", p->volume);
-			free(d);
+			deferred_free(d);
 		}
 		p->tail = dp;
 	}

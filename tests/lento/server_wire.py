@@ -3,14 +3,18 @@
 without lento's own client: the handshake and client identities, PING,
 volume lookup, GETATTR and READDIR of a root, the permit (grant, renew,
 a second client's ACQUIRE waiting while the holder is asked to give it
-back, release), a REINTEGRATE refused without the permit, and malformed
-frames closing only their own connection with a logged reason.
+back, release), a REINTEGRATE refused without the permit, a batch sent
+again leaving none of its bodies behind, FETCHes nobody reads holding no
+descriptor each, a client flooding the queue behind another's permit
+closed, and malformed frames closing
+only their own connection with a logged reason.
 
     tests/lento/server_wire.py [--lento tools/bin/lento-asan]
 
 Prints "ok - NAME" / "not ok - NAME" and a closing "N passed, N failed".
 """
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -31,7 +35,10 @@ HELLO, HELLO_REPLY, PING, PONG, ERROR = 1, 2, 3, 4, 5
 GETATTR, GETATTR_REPLY, READDIR, READDIR_REPLY = 16, 17, 18, 19
 VOLUME_LOOKUP, VOLUME_LOOKUP_REPLY = 32, 33
 PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
-REINTEGRATE = 64
+REINTEGRATE, REINTEGRATE_REPLY = 64, 65
+FETCH, FETCH_REPLY, DATA = 20, 21, 22
+VALIDATE = 36
+OP_CREATE, OP_STORE = 1, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
@@ -270,6 +277,167 @@ def case_reintegrate_needs_permit(srv):
     c.close()
 
 
+def zstd(raw):
+    """@raw as one zstd frame (level 1), as lento's codec sends a chunk."""
+    z = ctypes.CDLL("libzstd.so.1")
+    z.ZSTD_compressBound.restype = ctypes.c_size_t
+    z.ZSTD_compress.restype = ctypes.c_size_t
+    z.ZSTD_compress.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                ctypes.c_char_p, ctypes.c_size_t,
+                                ctypes.c_int]
+    z.ZSTD_isError.argtypes = [ctypes.c_size_t]
+    cap = z.ZSTD_compressBound(len(raw))
+    out = ctypes.create_string_buffer(cap)
+    n = z.ZSTD_compress(out, cap, raw, len(raw), 1)
+    assert not z.ZSTD_isError(n)
+    return out.raw[:n]
+
+
+VV0 = struct.pack("<B", 0) + struct.pack("<IQ", 0, 0)
+
+
+def record(recno, op, dir_fid, obj_fid, type_, valid, mode, size, name,
+           base_obj=VV0):
+    """One CML record (PROTOCOL.md, "Records")."""
+    attr = struct.pack("<IIIIQqqqQ", valid, mode, 0, 0, size, 0, 0, 0, 0)
+    return struct.pack("<QHHIIq", recno, op, 0, 0, 0, 0) + dir_fid + \
+        obj_fid + bytes(32) + VV0 + base_obj + VV0 * 2 + \
+        struct.pack("<B", type_) + attr + struct.pack("<H", len(name)) + \
+        name + struct.pack("<H", 0) + struct.pack("<I", 0)
+
+
+def reintegrate(c, vol, cid, first, recs, n, body=None):
+    """Send a batch (and the body of its one STORE, record @n - 1):
+    (applied, code, {fid: vv bytes}) of its REINTEGRATE_REPLY."""
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, first, n) +
+                 recs, flags=MORE if body else 0)
+    if body:
+        z = zstd(body)
+        c.send(DATA, struct.pack("<IIQII", n - 1, 1, 0, len(body), len(z)) +
+               z, tag=tag)
+    t, _, _, b = c.reply(tag)
+    assert t == REINTEGRATE_REPLY, "type %d" % t
+    applied, _, code = struct.unpack_from("<QQI", b)
+    versions = {}
+    if code == 0:
+        off = 40 + 2 + struct.unpack_from("<H", b, 40)[0]
+        nver, = struct.unpack_from("<I", b, off)
+        off += 4
+        for _ in range(nver):
+            f = b[off:off + 16]
+            n_ctr = b[off + 16]
+            size = 13 + 8 * n_ctr
+            versions[f] = b[off + 16:off + 16 + size]
+            off += 16 + size
+    return applied, code, versions
+
+
+def writer_with_file(srv, name):
+    """A new volume @name, a connection holding its permit, and an empty
+    file "f" made in its root: (conn, volume, client, f's fid, versions
+    of the batch's objects)."""
+    srv.ctl("volume", "create", name)
+    c = Conn(srv.port)
+    cid, _, _ = hello(c)
+    vol, _ = volume(c, name)
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    f = fid(vol, cid, 1)
+    applied, code, vers = reintegrate(
+        c, vol, cid, 1, record(1, OP_CREATE, fid(vol), f, 1, 0x1, 0o644, 0,
+                               b"f"), 1)
+    assert (applied, code) == (1, 0) and f in vers, (applied, code)
+    return c, vol, cid, f, vers
+
+
+def case_resent_batch_leaves_no_body(srv):
+    """A STORE's body goes into the store, and a batch sent again (its
+    reply lost) is skipped whole without leaving its body in the store's
+    tmp/: else every resend would take disk space no quota counts."""
+    tmp = os.path.join(srv.store, "tmp")
+    c, vol, cid, f, vers = writer_with_file(srv, "v3")
+    body = os.urandom(256 << 10)
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(body), b"",
+                   base_obj=vers[f])
+    for sent in (1, 2, 3):
+        applied, code, _ = reintegrate(c, vol, cid, 2, store, 1, body)
+        assert (applied, code) == (2, 0), (sent, applied, code)
+        left = os.listdir(tmp)
+        assert not left, "sent %d times, tmp/ holds %s" % (sent, left)
+    bodies = os.listdir(os.path.join(srv.store, "bodies"))
+    assert len(bodies) == 1, "bodies/ holds %s" % bodies
+    c.close()
+
+
+def server_fds(srv):
+    return len(os.listdir("/proc/%d/fd" % srv.p.pid))
+
+
+def case_unread_fetches_hold_no_descriptors(srv):
+    """A client that sends many FETCHes and reads none costs the server
+    one open body, not one each; once it reads, every FETCH is answered
+    in order, and a FETCH of no object gets its error in its turn."""
+    c, vol, cid, f, vers = writer_with_file(srv, "v4")
+    size = 1 << 20
+    applied, code, _ = reintegrate(
+        c, vol, cid, 2, record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, size,
+                               b"", base_obj=vers[f]), 1, os.urandom(size))
+    assert (applied, code) == (2, 0), (applied, code)
+    before = server_fds(srv)
+    n = 200
+    tags = [c.send(FETCH, f + VV0) for _ in range(n)]
+    gone = c.send(FETCH, fid(vol, cid, 99) + VV0)
+    time.sleep(0.5)
+    held = server_fds(srv) - before
+    assert held <= 2, "%d FETCHes unread hold %d descriptors" % (n, held)
+    for tag in tags:
+        t, _, rtag, _ = c.frame()
+        assert (t, rtag) == (FETCH_REPLY, tag), (t, rtag, tag)
+        got = 0
+        while True:
+            t, _, rtag, b = c.frame()
+            assert (t, rtag) == (DATA, tag), (t, rtag, tag)
+            _, flags, off, raw = struct.unpack_from("<IIQI", b)
+            assert off == got, (off, got)
+            got += raw
+            if flags & 1:
+                break
+        assert got == size, (got, size)
+    fr = c.frame()
+    assert fr[2] == gone and error_code(fr) == 2, fr[:3]  # ENOENT
+    c.close()
+
+
+def case_flood_behind_permit_closed(srv):
+    """Requests that wait behind another client's permit are kept, up to
+    a bound: a client that sends more (here 9 VALIDATEs of 2^18 items,
+    68 MB) is closed with a reason logged, and the holder is not
+    disturbed."""
+    srv.ctl("volume", "create", "v5")
+    a, b = Conn(srv.port), Conn(srv.port)
+    hello(a)
+    hello(b)
+    vol, _ = volume(a, "v5")
+    t, _, _, _ = a.reply(a.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    n = 1 << 18
+    body = struct.pack("<I", n) + (fid(vol) + VV0) * n
+    try:
+        for _ in range(9):
+            b.send(VALIDATE, body)
+        closed = b.frame() is None
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    assert closed, "the flooding client was not closed"
+    tag = a.send(PING, struct.pack("<Q", 7))
+    assert a.reply(tag)[0] == PONG
+    a.close()
+    b.close()
+    time.sleep(0.2)
+    log = open(srv.log).read()
+    assert "wait for permits already" in log, log[-1500:]
+
+
 def case_malformed(srv):
     """A bad frame closes its own connection only, with a reason logged."""
     good = Conn(srv.port)
@@ -295,7 +463,10 @@ def case_malformed(srv):
 
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
-         case_lease_expires, case_reintegrate_needs_permit, case_malformed]
+         case_lease_expires, case_reintegrate_needs_permit,
+         case_resent_batch_leaves_no_body,
+         case_unread_fetches_hold_no_descriptors,
+         case_flood_behind_permit_closed, case_malformed]
 
 
 def main():
