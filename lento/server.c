@@ -1756,12 +1756,8 @@ static void session_free(struct session *s)
 		srv->sessions = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	while (s->fetch) {
-		struct fetch_out *o = s->fetch;
-
-		s->fetch = o->next;
-		fetch_free(o);
-	}
+	while (s->fetch)
+		fetch_pop(s);
 	reint_free(s->ri);
 	fidset_free(&s->cbs);
 	free(s->vols);

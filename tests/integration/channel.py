@@ -322,6 +322,11 @@ def wait_for(cond, seconds, what):
         time.sleep(0.05)
 
 
+def write_sysfs(path, value):
+    with open(path, "w") as f:
+        f.write(value)
+
+
 def case_cgroup_freeze_restarts(ext, mnt):
     """A process whose cgroup is frozen while it waits for a fetch is
     thawed into the same call: its open goes on, no EINTR. cat, a C
@@ -342,12 +347,10 @@ def case_cgroup_freeze_restarts(ext, mnt):
             stderr=subprocess.PIPE, text=True)
         msg = l.next_msg(5, "UPCALL")
         check(msg and msg.u32("OP") == OP["FETCH_FILE"], "FETCH_FILE")
-        with open(os.path.join(cg, "cgroup.freeze"), "w") as f:
-            f.write("1")
+        write_sysfs(os.path.join(cg, "cgroup.freeze"), "1")
         wait_for(lambda: "frozen 1" in read_file(os.path.join(
             cg, "cgroup.events")), 10, "the cgroup did not freeze")
-        with open(os.path.join(cg, "cgroup.freeze"), "w") as f:
-            f.write("0")
+        write_sysfs(os.path.join(cg, "cgroup.freeze"), "0")
         serve(l, m, msg)
         out, err = p.communicate(timeout=10)
         check(p.returncode == 0 and out == "old",
@@ -361,11 +364,6 @@ def case_cgroup_freeze_restarts(ext, mnt):
             subprocess.run(["umount", mounted])
         l.close()
         m.umount()
-
-
-def write_sysfs(path, value):
-    with open(path, "w") as f:
-        f.write(value)
 
 
 def proc_state(pid):
@@ -443,6 +441,7 @@ def case_mount_notice_not_lost(ext, mnt):
     l = genl.Lento(rcvbuf=4096)
     watch = genl.Lento()
     ops = []
+    responder = None
     try:
         for m in (x, y):
             check(l.register(m.name)[1] == 0, "REGISTER %s" % m.name)
@@ -458,14 +457,12 @@ def case_mount_notice_not_lost(ext, mnt):
         msg = l.next_msg(5, "MOUNTED")
         check(msg is not None, "MOUNTED never came")
         check(msg.handle("ROOT") == y.handle(), "MOUNTED of the wrong mount")
-        end = time.monotonic() + 10
-        while any(op.is_alive() for op in ops) and time.monotonic() < end:
-            msg = l.next_msg(0.2, "UPCALL")
-            if msg:
-                serve(l, x, msg)
+        responder = Responder(l, x)
         for op in ops:
             check(op.wait().error is None, "a stat failed")
     finally:
+        if responder:
+            responder.halt()
         l.close()
         watch.close()
         for op in ops:
