@@ -136,11 +136,14 @@ bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
 
 /*
  * lento wants to drop a file's content: take DATA away unless the file is
- * open through the mount (-EBUSY).
+ * open through the mount, or changed by records lento has not yet
+ * acknowledged (-EBUSY): until it has, lento cannot know that the content
+ * is the only copy of a change.
  */
 int presto_cb_purge(struct super_block *sb, const struct presto_handle *h)
 {
 	struct inode *inode = presto_ilookup(sb, h->ino, h->gen);
+	struct presto_kml_state st;
 	struct presto_inode *pi;
 	int err = 0;
 
@@ -151,8 +154,9 @@ int presto_cb_purge(struct super_block *sb, const struct presto_handle *h)
 		err = -EINVAL;
 		goto out;
 	}
+	presto_journal_state(sb, &st);
 	spin_lock(&inode->i_lock);
-	if (pi->opens)
+	if (pi->opens || READ_ONCE(pi->last_seq) > st.acked_seq)
 		err = -EBUSY;
 	else
 		WRITE_ONCE(pi->cb_flags, pi->cb_flags & ~PRESTO_CB_DATA);

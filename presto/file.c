@@ -33,6 +33,7 @@
 #include <linux/splice.h>
 #include <linux/fsnotify.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/pagemap.h>
 #include <linux/slab.h>
 #include "presto.h"
@@ -450,30 +451,6 @@ static int presto_vm_wrap(struct file *file, struct vm_area_struct *vma)
 	return 0;
 }
 
-static int presto_mmap(struct file *file, struct vm_area_struct *vma)
-{
-	struct file *lower = presto_lower_get(file);
-	bool shared_write = (vma->vm_flags & (VM_SHARED | VM_MAYWRITE)) ==
-			    (VM_SHARED | VM_MAYWRITE);
-	int err;
-
-	if (IS_ERR(lower))
-		return PTR_ERR(lower);
-	if (!lower->f_op->mmap)
-		return -ENODEV;
-	if (WARN_ON(file != vma->vm_file))
-		return -EIO;
-	vma_set_file(vma, lower);
-	err = call_mmap(lower, vma);
-	if (err)
-		return err;
-	file_accessed(file);
-	if (!shared_write)
-		return 0;
-	/* On failure the caller unmaps with the lower's own operations. */
-	return presto_vm_wrap(file, vma);
-}
-
 static loff_t presto_llseek(struct file *file, loff_t offset, int whence)
 {
 	struct inode *lower_inode = presto_lower_inode(file_inode(file));
@@ -613,6 +590,114 @@ static long presto_ioctl(struct file *file, unsigned int cmd,
 	default:
 		return -ENOTTY;
 	}
+}
+
+/*
+ * A shared writable mapping's vmas hold a lower file of their own, whose
+ * file operations pass the kernel's calls on a mapping's file through
+ * presto: remap_file_pages(2) maps the file anew (presto_map_mmap() wraps
+ * the new vma too), madvise(MADV_REMOVE) punches a hole through
+ * fallocate, and msync(2) is an fsync, each logged as the same call on
+ * presto's file is. No other operation of a vma's file is ever called.
+ * ->private_data holds presto's file (ext4 uses it for directories only).
+ */
+static int presto_map_mmap(struct file *mfile, struct vm_area_struct *vma)
+{
+	int err;
+
+	err = file_inode(mfile)->i_fop->mmap(mfile, vma);
+	if (err)
+		return err;
+	/* On failure the caller unmaps with the lower's own operations. */
+	return presto_vm_wrap(mfile->private_data, vma);
+}
+
+static long presto_map_fallocate(struct file *mfile, int mode, loff_t offset,
+				 loff_t len)
+{
+	long ret;
+
+	/*
+	 * presto's fallocate takes the permit, then the lower's freeze
+	 * protection, as every change does: the freeze protection that
+	 * vfs_fallocate() took on this file is let go meanwhile.
+	 */
+	file_end_write(mfile);
+	ret = vfs_fallocate(mfile->private_data, mode, offset, len);
+	file_start_write(mfile);
+	return ret;
+}
+
+static int presto_map_fsync(struct file *mfile, loff_t start, loff_t end,
+			    int datasync)
+{
+	return presto_fsync(mfile->private_data, start, end, datasync);
+}
+
+static int presto_map_release(struct inode *inode, struct file *mfile)
+{
+	int ret = 0;
+
+	if (inode->i_fop->release)
+		ret = inode->i_fop->release(inode, mfile);
+	fput(mfile->private_data);
+	return ret;
+}
+
+static const struct file_operations presto_map_fops = {
+	.owner		= THIS_MODULE,
+	.mmap		= presto_map_mmap,
+	.fallocate	= presto_map_fallocate,
+	.fsync		= presto_map_fsync,
+	.release	= presto_map_release,
+};
+
+/* A mapping file for @file's shared writable mapping. */
+static struct file *presto_map_open(struct file *file)
+{
+	struct file *mfile;
+
+	mfile = presto_open_lower(&file->f_path, O_RDWR, file->f_cred);
+	if (IS_ERR(mfile))
+		return mfile;
+	if (!mfile->f_op->mmap || mfile->f_op != file_inode(mfile)->i_fop) {
+		fput(mfile);
+		return ERR_PTR(-ENODEV);
+	}
+	/* No operation of the file runs before it is whole. */
+	mfile->private_data = get_file(file);
+	__module_get(THIS_MODULE);	/* what __fput() puts for the ops */
+	fops_put(mfile->f_op);
+	mfile->f_op = &presto_map_fops;
+	return mfile;
+}
+
+static int presto_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct file *lower;
+	int err;
+
+	if (WARN_ON(file != vma->vm_file))
+		return -EIO;
+	if ((vma->vm_flags & (VM_SHARED | VM_MAYWRITE)) ==
+	    (VM_SHARED | VM_MAYWRITE)) {
+		lower = presto_map_open(file);
+		if (IS_ERR(lower))
+			return PTR_ERR(lower);
+		vma_set_file(vma, lower);
+		fput(lower);
+	} else {
+		lower = presto_lower_get(file);
+		if (IS_ERR(lower))
+			return PTR_ERR(lower);
+		if (!lower->f_op->mmap)
+			return -ENODEV;
+		vma_set_file(vma, lower);
+	}
+	err = call_mmap(lower, vma);
+	if (!err)
+		file_accessed(file);
+	return err;
 }
 
 const struct file_operations presto_file_fops = {

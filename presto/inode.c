@@ -348,8 +348,17 @@ int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
 	attr->ia_file = NULL;
 
 	inode_lock(lower);
-	err = notify_change(presto_lower_userns(dentry->d_sb),
-			    presto_lower_dentry(dentry), attr, NULL);
+	/*
+	 * The VFS refuses a size change to an append-only file by presto's
+	 * copy of the flag, which a chattr made on the cache directly
+	 * reaches at the next lookup: an ftruncate() on a file already
+	 * open needs the lower's flag, which notify_change() never checks.
+	 */
+	if ((attr->ia_valid & ATTR_SIZE) && IS_APPEND(lower))
+		err = -EPERM;
+	else
+		err = notify_change(presto_lower_userns(dentry->d_sb),
+				    presto_lower_dentry(dentry), attr, NULL);
 	/* Logged under the inode lock, which orders changes to it. */
 	if (!err)
 		presto_stamp(inode, presto_change_log(&chg, 0, valid, NULL, lower,

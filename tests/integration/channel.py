@@ -882,6 +882,22 @@ def case_purge(ext, mnt):
         check(l.call("PURGE", m.name, genl.a_handle(A["HANDLE"],
                                                      *m.handle("d"))) ==
               errno.EINVAL, "PURGE of a directory")
+        # Changed through the mount and closed: kept until lento has
+        # acknowledged the records, and so knows the file is dirty.
+        r = Responder(l, m)
+        try:
+            create(m.mp("d/g"), "mine")
+        finally:
+            r.halt()
+        genl.set_cb(m.lp("d/g"), CB_ATTR, EPOCH)
+        check(l.call("PURGE", m.name, h) == errno.EBUSY,
+              "PURGE of a change not acknowledged")
+        os.sync()
+        durable = int(kml_state(m)["durable_seq"])
+        check(durable == int(kml_state(m)["next_seq"]) - 1, "synced")
+        check(l.call("KML_ACK", m.name, genl.a_u64(A["SEQ"], durable)) == 0,
+              "KML_ACK")
+        check(l.call("PURGE", m.name, h) == 0, "PURGE once acknowledged")
     finally:
         l.close()
         m.umount()

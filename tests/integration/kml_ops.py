@@ -335,6 +335,70 @@ def shared_mmap_write_logs_store_at_unmap(s0):
     check(records_after(s2) == [], "read-only use of a shared mapping")
 
 
+def libc_mmap(fd, size):
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                     mmap.MAP_SHARED, fd, 0)
+    check(addr not in (None, ctypes.c_void_p(-1).value), "mmap failed")
+    return addr
+
+
+def file_of_x(name):
+    with open(f"{W}/{name}", "wb") as f:
+        f.write(b"x" * 8192)
+    return last_seq()
+
+
+# What the kernel does to a shared mapping's file without a write fault
+# that presto sees, each logged as the same call on presto's file is.
+
+@case
+def madv_remove_logs_store(s0):
+    s1 = file_of_x("f")
+    fd = os.open(f"{W}/f", os.O_RDWR)
+    m = mmap.mmap(fd, 8192)
+    m.madvise(mmap.MADV_REMOVE, 0, 4096)
+    m.close()
+    os.close(fd)
+    recs = records_after(s1)
+    check(ops(recs) == ["STORE"], ops(recs))
+    with open(f"{LW}/f", "rb") as f:
+        check(f.read() == b"\0" * 4096 + b"x" * 4096, "the hole")
+
+
+@case
+def remapped_pages_written_log_store(s0):
+    s1 = file_of_x("f")
+    fd = os.open(f"{W}/f", os.O_RDWR)
+    addr = libc_mmap(fd, 8192)
+    # remap_file_pages(addr, 8192, 0, 0, 0): the whole vma mapped anew.
+    r = libc.syscall(216, ctypes.c_void_p(addr), ctypes.c_size_t(8192),
+                     0, ctypes.c_size_t(0), 0)
+    check(r == 0, "remap_file_pages: errno %d" % ctypes.get_errno())
+    ctypes.memmove(addr, b"remap", 5)
+    libc.munmap(ctypes.c_void_p(addr), ctypes.c_size_t(8192))
+    os.close(fd)
+    recs = records_after(s1)
+    check(ops(recs) == ["STORE"], ops(recs))
+    with open(f"{LW}/f", "rb") as f:
+        check(f.read(5) == b"remap", "written through the remapped pages")
+
+
+@case
+def msync_logs_store_at_once(s0):
+    s1 = file_of_x("f")
+    fd = os.open(f"{W}/f", os.O_RDWR)
+    m = mmap.mmap(fd, 8192)
+    m[0:5] = b"msync"
+    m.flush()
+    recs = records_after(s1)
+    m.close()
+    os.close(fd)
+    check(ops(recs) == ["STORE"], ops(recs))
+
+
 @case
 def unlinked_open_file_logs_no_store(s0):
     fd = os.open(f"{W}/f", os.O_CREAT | os.O_WRONLY, 0o644)

@@ -177,15 +177,19 @@ static void lower_attr_changes_checked(void)
 {
 	char lf[4096];
 	struct stat st;
-	int fd, flags;
+	int fd, wfd, flags;
 
 	write_file("f", "data", 4, 0644);
 	CHECK_OK(stat("f", &st));
+	wfd = CHECK_OK(open("f", O_WRONLY));
 	path_in(lf, sizeof(lf), env.lower, "f");
 	fd = open(lf, O_RDONLY);
 	CHECK_OK(fd);
 	flags = FS_APPEND_FL;
 	CHECK_OK(ioctl(fd, FS_IOC_SETFLAGS, &flags));
+	/* Open before: presto has not looked the file up since. */
+	CHECK_ERR(ftruncate(wfd, 0), EPERM);
+	CHECK_OK(close(wfd));
 	CHECK_ERR(open("f", O_WRONLY | O_TRUNC), EPERM);
 	CHECK_ERR(truncate("f", 0), EPERM);
 	CHECK_ERR(open("f", O_WRONLY), EPERM);
