@@ -3,7 +3,8 @@
  * lento: presto's cache manager on a client, the file server on a server.
  *
  *   lento server --store DIR [--listen ADDR]... [--control PATH]
- *                [--lease-ms N] [--heartbeat-ms N] [--log FILE] [--debug]
+ *                [--lease-ms N] [--heartbeat-ms N] [--max-clients N]
+ *                [--log FILE] [--debug]
  *   lento client --cache DIR --server ADDR [--control PATH]
  *                [--volume NAME]... [--fileset VOLUME[:NAME]]... [--age-ms N]
  *                [--watch-ms N]
@@ -12,6 +13,7 @@
  *
  * See docs/man/lento.8.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
@@ -27,7 +29,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: lento server --store DIR [--listen ADDR]... [--control PATH]\n"
-		"                    [--lease-ms N] [--heartbeat-ms N] [--log FILE] [--debug]\n"
+		"                    [--lease-ms N] [--heartbeat-ms N] [--max-clients N]\n"
+		"                    [--log FILE] [--debug]\n"
 		"  --store DIR        the server's store (made if missing)\n"
 		"  --listen ADDR      HOST:PORT or [IPv6]:PORT; repeatable (default\n"
 		"                     127.0.0.1:4770 and [::1]:4770: loopback only)\n"
@@ -35,6 +38,8 @@ static void usage(FILE *f)
 		"  --lease-ms N       a write-back permit's lease (default 30000)\n"
 		"  --heartbeat-ms N   the PING interval clients are told (default 5000);\n"
 		"                     a client silent for three is gone\n"
+		"  --max-clients N    clients served at once (default 1024, and at most\n"
+		"                     a quarter of the descriptors it may open)\n"
 		"  --log FILE         log there instead of standard error\n"
 		"  --debug            log more\n"
 		"\n"
@@ -72,6 +77,20 @@ static int parse_ms(const char *s, uint32_t *out)
 		return -1;
 	}
 	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_count(const char *s, unsigned int *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (*end || end == s || !isdigit((unsigned char)*s) || v < 1 ||
+	    v > 1000000) {
+		fprintf(stderr, "lento: %s: a number from 1 to 1000000\n", s);
+		return -1;
+	}
+	*out = (unsigned int)v;
 	return 0;
 }
 
@@ -146,6 +165,7 @@ static int server_cmd(int argc, char **argv)
 		{ "control", required_argument, NULL, 'c' },
 		{ "lease-ms", required_argument, NULL, 'L' },
 		{ "heartbeat-ms", required_argument, NULL, 'H' },
+		{ "max-clients", required_argument, NULL, 'M' },
 		{ "log", required_argument, NULL, 'o' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -175,6 +195,10 @@ static int server_cmd(int argc, char **argv)
 			break;
 		case 'H':
 			if (parse_ms(optarg, &o.heartbeat_ms))
+				return 2;
+			break;
+		case 'M':
+			if (parse_count(optarg, &o.clients_max))
 				return 2;
 			break;
 		case 'o':

@@ -15,8 +15,9 @@
  *    session. A request for a volume whose permit another client holds --
  *    an ACQUIRE, or a read, which must see the holder's changes -- waits
  *    (deferred) while the holder is asked to give it back (PERMIT_REVOKE):
- *    it reintegrates and releases, or its lease runs out. A deferred
- *    request that waits longer than two leases gets ETIMEDOUT.
+ *    it reintegrates and releases, or its lease runs out, renewed for a
+ *    lease after the asking at most. A deferred request that waits
+ *    longer than two leases gets ETIMEDOUT.
  *  - reintegration: a REINTEGRATE's records, then the bodies of its
  *    STOREs in DATA frames, written to temporary files in the store; then
  *    one store_reintegrate() (one SQLite transaction) and the answer.
@@ -76,6 +77,7 @@ struct permit {
 	uint32_t holder;		/* client id; 0: free */
 	uint64_t expires_ms;
 	bool revoked;			/* PERMIT_REVOKE sent to this holder */
+	uint64_t revoke_end_ms;		/* and renewals end here (revoked) */
 	struct deferred *head, **tail;
 };
 
@@ -154,12 +156,15 @@ struct server {
 	/* Descriptors of whole bodies held for their writeback, and how
 	 * many may be (half of what the process may have open). */
 	unsigned int body_fds, body_fds_max;
+	/* Sessions past their handshake, and how many may be. */
+	unsigned int clients, clients_max;
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
 	struct ctl_server ctl;
 	char listening[SERVER_LISTEN_MAX][120];
 	int nlistening;
 	int stop_signal;
+	bool broken;			/* stopped for the store's sake */
 };
 
 static void sess_close(struct session *s, int err, const char *fmt, ...)
@@ -337,6 +342,15 @@ static struct permit *held_by_other(struct server *srv, uint32_t volume,
 	return p;
 }
 
+/*
+ * A lease given or renewed now ends here: later than the holder counts
+ * it (from when it asked, less the slack), whatever each clock's lag.
+ */
+static uint64_t lease_expiry(const struct server *srv)
+{
+	return lo_now_ms() + srv->lease_ms + lo_clock_slack_ms();
+}
+
 /* Ask the holder to give the permit back, once. */
 static void permit_revoke(struct server *srv, struct permit *p)
 {
@@ -345,6 +359,7 @@ static void permit_revoke(struct server *srv, struct permit *p)
 	if (p->revoked)
 		return;
 	p->revoked = true;
+	p->revoke_end_ms = lease_expiry(srv);
 	h = session_of(srv, p->holder);
 	log_info("volume %" PRIu32 ": asking client %" PRIu32
 		 " to give its permit back%s", p->volume, p->holder,
@@ -420,29 +435,17 @@ static void permit_free_holder(struct permit *p, const char *why)
 	permit_run_deferred(p);
 }
 
-/*
- * A lease given or renewed now ends here: later than the holder counts
- * it (from when it asked, less the slack), whatever each clock's lag.
- */
-static uint64_t lease_expiry(const struct server *srv)
-{
-	return lo_now_ms() + srv->lease_ms + lo_clock_slack_ms();
-}
-
+/* @p is free: @s has it now. */
 static void permit_grant(struct server *srv, struct permit *p,
 			 struct session *s)
 {
-	bool had = p->holder == s->client;
-
 	p->holder = s->client;
 	p->expires_ms = lease_expiry(srv);
-	if (!had) {
-		p->revoked = false;
-		log_info("volume %" PRIu32 ": permit granted to client %"
-			 PRIu32, p->volume, s->client);
-		/* Their next open asks us, and we revoke this holder first. */
-		break_volume(srv, p->volume, s->client);
-	}
+	p->revoked = false;
+	log_info("volume %" PRIu32 ": permit granted to client %" PRIu32,
+		 p->volume, s->client);
+	/* Their next open asks us, and we revoke this holder first. */
+	break_volume(srv, p->volume, s->client);
 }
 
 /* Drop the requests of @s that wait for permits (it is going). */
@@ -978,6 +981,42 @@ static void send_permit(struct session *s, uint32_t tag, uint32_t volume,
 		sess_flush(s);
 }
 
+static void refuse_permit(struct session *s, uint32_t tag, uint32_t volume,
+			  const char *why)
+{
+	char msg[LP_MSG_MAX];
+
+	snprintf(msg, sizeof(msg), "volume %" PRIu32 ": %s", volume, why);
+	if (!lp_encode_error(&s->srv->out, tag, LP_ENOPERMIT, msg))
+		sess_flush(s);
+}
+
+/*
+ * The holder @s asks for more time (a RENEW, or an ACQUIRE of what it
+ * holds): answered, or false when the permit is taken back instead. A
+ * holder asked to give the permit back may renew it only up to one lease
+ * after the asking: time to reintegrate and release (a batch on its way
+ * keeps it meanwhile, holder_alive()), not to keep the volume while the
+ * others' requests wait. The answer says how long is left.
+ */
+static bool permit_extend(struct session *s, struct permit *p, uint32_t tag)
+{
+	uint64_t now = lo_now_ms(), slack = lo_clock_slack_ms();
+	uint64_t end = lease_expiry(s->srv);
+
+	if (p->revoked && end > p->revoke_end_ms)
+		end = p->expires_ms > p->revoke_end_ms ? p->expires_ms :
+		      p->revoke_end_ms;
+	if (end <= now + 2 * slack) {
+		permit_free_holder(p, "taken back: asked back a lease ago, "
+				   "and only renewed");
+		return false;
+	}
+	p->expires_ms = end;
+	send_permit(s, tag, p->volume, (uint32_t)(end - now - slack));
+	return true;
+}
+
 static void do_permit(struct session *s, const struct lp_frame *f)
 {
 	struct server *srv = s->srv;
@@ -1004,7 +1043,17 @@ static void do_permit(struct session *s, const struct lp_frame *f)
 	}
 	switch (f->type) {
 	case LP_PERMIT_ACQUIRE:
-		if (p->holder && p->holder != s->client) {
+		/*
+		 * Held already: a renewal, or taken back and asked anew. A
+		 * holder asked to give it back is told again: its answer to
+		 * an ACQUIRE is a grant, which it takes for a new one.
+		 */
+		if (p->holder == s->client && permit_extend(s, p, f->tag)) {
+			if (p->revoked)
+				sess_push_volume(s, LP_PERMIT_REVOKE, volume);
+			return;
+		}
+		if (p->holder) {
 			defer(s, p, f);
 			return;
 		}
@@ -1012,14 +1061,12 @@ static void do_permit(struct session *s, const struct lp_frame *f)
 		send_permit(s, f->tag, volume, srv->lease_ms);
 		return;
 	case LP_PERMIT_RENEW:
-		if (p->holder != s->client) {
-			sess_error(s, f->tag, -EPERM,
-				   "not the holder of volume %" PRIu32
-				   "'s permit", volume);
-			return;
-		}
-		p->expires_ms = lease_expiry(srv);
-		send_permit(s, f->tag, volume, srv->lease_ms);
+		if (p->holder != s->client)
+			refuse_permit(s, f->tag, volume,
+				      "not the permit's holder");
+		else if (!permit_extend(s, p, f->tag))
+			refuse_permit(s, f->tag, volume,
+				      "asked back a lease ago, and not given back");
 		return;
 	default:		/* LP_PERMIT_RELEASE */
 		send_permit(s, f->tag, volume, 0);
@@ -1594,6 +1641,21 @@ static void do_hello(struct session *s, const struct lp_frame *f)
 		sess_close(s, 0, "no protocol version in common");
 		return;
 	}
+	/*
+	 * Each client may hold up to hundreds of MiB (a frame coming, its
+	 * answers going, its requests waiting for a permit): the count is
+	 * what bounds the server's memory and descriptors. The client tries
+	 * again later (its backoff).
+	 */
+	if (srv->clients >= srv->clients_max) {
+		sess_error(s, f->tag, -EAGAIN, "the server serves %u clients, "
+			   "its most", srv->clients_max);
+		sess_close(s, 0, "serving %u clients already",
+			   srv->clients_max);
+		log_warn("refused a client from %s: serving %u already",
+			 lo_conn_peer(s->conn), srv->clients);
+		return;
+	}
 	if (m.client) {
 		err = store_client_check(srv->st, m.client, m.uuid);
 		if (err == -EPERM || err == -ENOENT) {
@@ -1617,6 +1679,7 @@ static void do_hello(struct session *s, const struct lp_frame *f)
 	s->client = m.client;
 	memcpy(s->uuid, m.uuid, sizeof(s->uuid));
 	s->ready = true;
+	srv->clients++;
 	r.version = v;
 	r.client = s->client;
 	r.epoch = srv->epoch;
@@ -1750,6 +1813,8 @@ static void session_free(struct session *s)
 	struct server *srv = s->srv;
 
 	permits_forget_session(srv, s);
+	if (s->ready)
+		srv->clients--;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -1831,6 +1896,20 @@ static void tick(struct lo_loop *loop, void *arg)
 
 	(void)loop;
 	/*
+	 * A commit (a batch's, a volume's) whose outcome nobody knows: only
+	 * opening the store again tells. Serving on would answer every
+	 * request EIO; stopping lets the supervisor start the server again
+	 * (a new epoch), and the client send its batch again, skipped if it
+	 * was applied.
+	 */
+	if (store_broken(srv->st) && !srv->broken) {
+		log_err("the store's commit failed with an unknown outcome: "
+			"stopping, to be started again");
+		srv->broken = true;
+		lo_stop(srv->loop);
+		return;
+	}
+	/*
 	 * The server stood still (a long batch, a slow disk): what the
 	 * clients sent meanwhile is still unread -- renewals too -- so
 	 * their silence counts from now, and leases move on by as long.
@@ -1840,8 +1919,10 @@ static void tick(struct lo_loop *loop, void *arg)
 	for (p = srv->permits; p; p = p->next) {
 		struct deferred **dp, *d;
 
-		if (p->holder)
+		if (p->holder) {
 			p->expires_ms += stalled;
+			p->revoke_end_ms += stalled;
+		}
 		if (p->holder && now >= p->expires_ms)
 			permit_free_holder(p, "expired (lease over)");
 		/* Requests that waited too long. */
@@ -2043,7 +2124,8 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 			  srv->opt->store, srv->epoch);
 		for (i = 0; i < srv->nlistening; i++)
 			jw_printf(w, "listening on %s\n", srv->listening[i]);
-		jw_printf(w, "clients:\n");
+		jw_printf(w, "clients (%u of at most %u):\n", srv->clients,
+			  srv->clients_max);
 		for (s = srv->sessions; s; s = s->next)
 			if (s->ready)
 				jw_printf(w, "  client %-6" PRIu32 " %-28s "
@@ -2072,6 +2154,8 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 	for (i = 0; i < srv->nlistening; i++)
 		jw_str(w, srv->listening[i]);
 	jw_arr_end(w);
+	jw_key(w, "clients_max");
+	jw_uint(w, srv->clients_max);
 	jw_key(w, "clients");
 	jw_arr_begin(w);
 	for (s = srv->sessions; s; s = s->next) {
@@ -2223,6 +2307,10 @@ int server_main(const struct server_opts *o)
 	srv.body_fds_max = (o->fds ? o->fds : 1024) / 2;
 	if (srv.body_fds_max < BODY_FDS_MIN)
 		srv.body_fds_max = BODY_FDS_MIN;
+	/* A client's socket and a file of its, beside the bodies' half. */
+	srv.clients_max = o->clients_max ? o->clients_max : SERVER_CLIENTS_MAX;
+	if (o->fds && srv.clients_max > o->fds / 4)
+		srv.clients_max = o->fds / 4 ? o->fds / 4 : 1;
 	srv.gone_ms = 3 * srv.heartbeat_ms;
 	e = store_open(o->store, &srv.st, err, sizeof(err));
 	if (e) {
@@ -2270,8 +2358,8 @@ int server_main(const struct server_opts *o)
 	e = lo_run(srv.loop);
 	if (e)
 		log_err("event loop: %s", strerror(-e));
-	else
+	else if (!srv.broken)
 		log_info("stopping (signal %d)", srv.stop_signal);
 	server_free(&srv);
-	return e ? 1 : 0;
+	return e || srv.broken ? 1 : 0;
 }

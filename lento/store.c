@@ -75,6 +75,11 @@
 #define SERVER_COUNT	1
 
 #define NLINK_MAX	65000
+/*
+ * A file's largest size: ext4's (4 KiB blocks). The usage sums of the
+ * records of a frame (16 MiB) then stay far below 2^63.
+ */
+#define STORE_FILE_MAX	(1ull << 44)
 /* A directory walk up to the root longer than this is a loop: damage. */
 #define DEPTH_MAX	(1u << 20)
 
@@ -753,6 +758,11 @@ static int tx_commit(struct store *s, bool *unknown)
 	}
 	tx_rollback(s);
 	return r;
+}
+
+bool store_broken(const struct store *s)
+{
+	return s->broken;
 }
 
 #define USABLE(s)							\
@@ -1856,10 +1866,10 @@ static struct pend *find_pend(struct batch *b, size_t rec)
 	return NULL;
 }
 
-/* Copy @len bytes from @in to @out, from offset 0. */
-static int copy_bytes(int in, int out, uint64_t len)
+/* Copy @len bytes from @in to @out, at offset @off in both. */
+static int copy_bytes(int in, int out, uint64_t off, uint64_t len)
 {
-	loff_t off_in = 0, off_out = 0;
+	loff_t off_in = (loff_t)off, off_out = (loff_t)off;
 	char buf[65536];
 	bool plain = false;
 
@@ -1896,6 +1906,46 @@ static int copy_bytes(int in, int out, uint64_t len)
 		if (!n)
 			return -EIO;	/* the source is shorter than said */
 		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/*
+ * The first @len bytes of @in into @out (empty), holes left holes: a
+ * file grown by a size change is sparse, and copying its zeros would
+ * make them real -- a file grown to a TiB and then by a byte would be
+ * written whole. copy_file_range() fills holes on ext4.
+ */
+static int copy_data(int in, int out, uint64_t len)
+{
+	uint64_t pos = 0;
+	struct stat sb;
+	int r;
+
+	if (fstat(in, &sb))
+		return -errno;
+	if ((uint64_t)sb.st_size < len)
+		return -EIO;	/* the source is shorter than said */
+	while (pos < len) {
+		off_t data = lseek(in, (off_t)pos, SEEK_DATA), hole;
+
+		if (data < 0 && errno == ENXIO)
+			return 0;		/* holes to the end */
+		if (data < 0)	/* no SEEK_DATA here: all of it */
+			return errno == EINVAL ?
+			       copy_bytes(in, out, pos, len - pos) : -errno;
+		if ((uint64_t)data >= len)
+			return 0;
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		if ((uint64_t)hole > len)
+			hole = (off_t)len;
+		r = copy_bytes(in, out, (uint64_t)data,
+			       (uint64_t)(hole - data));
+		if (r)
+			return r;
+		pos = (uint64_t)hole;
 	}
 	return 0;
 }
@@ -1959,7 +2009,7 @@ static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 		goto out;
 	}
 	if (in >= 0)
-		r = copy_bytes(in, out, o->size < size ? o->size : size);
+		r = copy_data(in, out, o->size < size ? o->size : size);
 	if (!r && ftruncate(out, (off_t)size))
 		r = -errno;
 	if (r) {
@@ -2345,7 +2395,9 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 	int ret;
 
 	memset(&t, 0, sizeof(t));
-	if (r->flags & ~(LENTO_R_NOREPLACE | LENTO_R_EXCHANGE) ||
+	/* LASTLINK (with a target) is the client's own note, as in UNLINK. */
+	if (r->flags & ~(LENTO_R_NOREPLACE | LENTO_R_EXCHANGE |
+			 LENTO_R_LASTLINK) ||
 	    (exch && r->flags & LENTO_R_NOREPLACE))
 		return bfail(b, -EINVAL, &r->obj, "bad flags %#x", r->flags);
 	if (!name_ok(r->name) || !name_ok(r->name2))
@@ -2595,7 +2647,7 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 			o.mode &= ~(uint32_t)S_ISGID;
 	}
 	if (a->valid & LENTO_A_SIZE && a->size != o.size) {
-		if (a->size > INT64_MAX)
+		if (a->size > STORE_FILE_MAX)
 			return bfail(b, -EFBIG, &o.fid, "size too large");
 		ret = a->size ? resize_body(b, &o, a->size) :
 				drop_body(b, &o);
@@ -2835,7 +2887,7 @@ static int op_store(struct batch *b, const struct lento_rec *r)
 		size = body->size;
 	else
 		return bfail(b, -EINVAL, &o.fid, "STORE without size or body");
-	if (size > INT64_MAX)
+	if (size > STORE_FILE_MAX)
 		return bfail(b, -EFBIG, &o.fid, "size too large");
 	if (size && !has)
 		return bfail(b, -EINVAL, &o.fid, "STORE of %" PRIu64 " bytes "

@@ -215,6 +215,12 @@ struct store_body {
 	uint64_t size;
 };
 
+/*
+ * A COMMIT failed with an outcome unknown (an I/O error syncing the WAL):
+ * every call fails with -EIO until the store is opened again.
+ */
+bool store_broken(const struct store *s);
+
 enum store_outcome {
 	STORE_APPLIED = 0,	/* committed (maybe nothing new: all skipped) */
 	STORE_CONFLICT,		/* a record's base version is not current */

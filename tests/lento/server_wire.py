@@ -3,7 +3,8 @@
 without lento's own client: the handshake and client identities, PING,
 volume lookup, GETATTR and READDIR of a root, the permit (grant, renew,
 a second client's ACQUIRE waiting while the holder is asked to give it
-back, release), a REINTEGRATE refused without the permit, a batch sent
+back, release; a holder so asked that only renews it losing it a lease
+later), a bound on the clients served at once, a REINTEGRATE refused without the permit, a batch sent
 again leaving none of its bodies behind, FETCHes nobody reads holding no
 descriptor each, a client flooding the queue behind another's permit
 closed, and malformed frames closing
@@ -112,14 +113,15 @@ def error_code(fr):
 
 
 class Server:
-    def __init__(self, lento, tmp, lease_ms=3000):
+    def __init__(self, lento, tmp, lease_ms=3000, extra=()):
+        self.lento = lento
         self.store = os.path.join(tmp, "store")
         self.log = os.path.join(tmp, "server.log")
         self.sock = os.path.join(tmp, "control.sock")
         self.p = subprocess.Popen(
             [lento, "server", "--store", self.store, "--listen",
              "127.0.0.1:0", "--control", self.sock, "--lease-ms",
-             str(lease_ms), "--log", self.log])
+             str(lease_ms), "--log", self.log] + list(extra))
         for _ in range(100):
             if os.path.exists(self.sock):
                 break
@@ -235,7 +237,7 @@ def case_permits(srv):
     t, _, _, body = b.reply(btag)
     assert t == PERMIT_REPLY and struct.unpack("<II", body)[1] > 0
     # a's renewal now fails: not the holder.
-    assert error_code(a.reply(a.send(PERMIT_RENEW, v))) == 1
+    assert error_code(a.reply(a.send(PERMIT_RENEW, v))) == ENOPERMIT
     a.close()
     b.close()
 
@@ -255,6 +257,86 @@ def case_lease_expires(srv):
     assert 1.5 < waited < 8, "granted after %.1f s (lease 3 s)" % waited
     a.close()
     b.close()
+
+
+def case_revoked_holder_cannot_keep_renewing(srv):
+    """A holder asked to give the permit back that only renews it keeps
+    it at most a lease longer: its renewals get shorter leases, then
+    ENOPERMIT, and the client waiting is granted the permit well before
+    its request would time out (two leases)."""
+    srv.ctl("volume", "create", "v6")
+    a, b = Conn(srv.port), Conn(srv.port)
+    hello(a)
+    hello(b)
+    vol, _ = volume(a, "v6")
+    v = struct.pack("<I", vol)
+    t, _, _, body = a.reply(a.send(PERMIT_ACQUIRE, v))
+    assert t == PERMIT_REPLY, t
+    btag = b.send(PERMIT_ACQUIRE, v)
+    fr = a.frame()
+    assert fr[0] == PERMIT_REVOKE, fr
+    t0 = time.time()
+    # An ACQUIRE of what it holds is a renewal, and it is told again.
+    fr = a.reply(a.send(PERMIT_ACQUIRE, v))
+    assert fr[0] == PERMIT_REPLY and \
+        struct.unpack("<II", fr[3])[1] <= 3000, fr
+    fr = a.frame()
+    assert fr[0] == PERMIT_REVOKE, fr
+    leases, refused = [], None
+    while time.time() - t0 < 8:
+        fr = a.reply(a.send(PERMIT_RENEW, v))
+        if fr[0] == ERROR:
+            refused = time.time() - t0
+            break
+        leases.append(struct.unpack("<II", fr[3])[1])
+        time.sleep(0.3)
+    assert refused is not None, "renewed for 8 s after a revoke: %r" % leases
+    assert error_code(fr) == ENOPERMIT, error_code(fr)
+    assert leases == sorted(leases, reverse=True) and \
+        leases[-1] < 3000, leases
+    b.s.settimeout(3)
+    t, _, _, body = b.reply(btag)
+    waited = time.time() - t0
+    assert t == PERMIT_REPLY and struct.unpack("<II", body)[1] > 0, t
+    assert 2 < refused < 4.5 and waited < 5, (refused, waited)
+    # An ACQUIRE of a's own is no way around it: it waits behind b.
+    a.send(PERMIT_ACQUIRE, v)
+    fr = b.frame()
+    assert fr[0] == PERMIT_REVOKE, fr
+    b.reply(b.send(PERMIT_RELEASE, v))
+    a.close()
+    b.close()
+
+
+def case_clients_bounded(srv):
+    """A server started with --max-clients 2 answers a third client's
+    HELLO with EAGAIN and takes it once one of the two has gone."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-max.")
+    small = Server(srv.lento, tmp, extra=["--max-clients", "2"])
+    try:
+        a, b, c = Conn(small.port), Conn(small.port), Conn(small.port)
+        assert hello(a)[0] and hello(b)[0]
+        cid, code, _ = hello(c)
+        assert cid is None and code == 11, (cid, code)  # EAGAIN
+        assert c.frame() is None
+        st = json.loads(small.ctl("--json", "status"))
+        assert st["clients_max"] == 2 and len(st["clients"]) == 2, st
+        a.close()
+        deadline = time.time() + 5
+        while len(json.loads(small.ctl("--json", "status"))["clients"]) > 1:
+            assert time.time() < deadline, "a's session stayed"
+            time.sleep(0.05)
+        c = Conn(small.port)
+        assert hello(c)[0]
+        b.close()
+        c.close()
+        log = open(small.log).read()
+        assert "refused a client from 127.0.0.1" in log, log[-1500:]
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def case_reintegrate_needs_permit(srv):
@@ -463,7 +545,8 @@ def case_malformed(srv):
 
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
-         case_lease_expires, case_reintegrate_needs_permit,
+         case_lease_expires, case_revoked_holder_cannot_keep_renewing,
+         case_clients_bounded, case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]

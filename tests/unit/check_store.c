@@ -447,6 +447,29 @@ static size_t count_files(const char *sub)
 	return n;
 }
 
+/* 512-byte blocks the files of @sub hold on the disk. */
+static uint64_t blocks_of(const char *sub)
+{
+	char path[PATH_MAX + 300];
+	struct dirent *de;
+	struct stat sb;
+	uint64_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, sub);
+	d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, de->d_name);
+		ck_assert_int_eq(stat(path, &sb), 0);
+		n += (uint64_t)sb.st_blocks;
+	}
+	closedir(d);
+	return n;
+}
+
 /* ------------------------------------------------------ a volume's dump */
 
 struct buf {
@@ -1060,6 +1083,24 @@ START_TEST(renames)
 }
 END_TEST
 
+/* LASTLINK on a rename over a target is the client's note: taken. */
+START_TEST(rename_lastlink)
+{
+	uint32_t vol = new_volume("v", 0);
+	struct lento_fid root = LENTO_ROOT_FID(vol), f, g;
+	struct tc c;
+
+	tc_init(&c, vol, 3);
+	f = mkfile(&c, root, "f");
+	g = mkfile(&c, root, "g");
+	SEND_OK(&c);
+	mv(&c, root, "f", f, root, "g", g, LENTO_R_LASTLINK);
+	SEND_OK(&c);
+	ck_assert(same_fid(lookup(root, "g"), f));
+	ck_assert(!exists(g));
+}
+END_TEST
+
 START_TEST(rename_across_volumes)
 {
 	uint32_t v1 = new_volume("one", 0), v2 = new_volume("two", 0);
@@ -1165,6 +1206,24 @@ START_TEST(setattr_and_sizes)
 	data = content(f, &n);
 	ck_assert_int_eq(memcmp(data, "\0\0\0", 3), 0);
 	free(data);
+
+	/*
+	 * Grown to a GiB, then by a byte: the body stays sparse (the copy
+	 * of the old one skips its hole), and nothing past ext4's largest
+	 * file is taken.
+	 */
+	a.size = 1ull << 30;
+	setattr(&c, f, &a);
+	SEND_OK(&c);
+	a.size = (1ull << 30) + 1;
+	setattr(&c, f, &a);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(f).attr.size, (1ull << 30) + 1);
+	ck_assert_uint_lt(blocks_of("bodies"), 1024);
+	a.size = (1ull << 44) + 1;
+	setattr(&c, f, &a);
+	ck_assert_int_eq(send(&c), -EFBIG);
+	a.size = 3;
 
 	/* Not for directories; not the rdev; not type bits. */
 	setattr(&c, d, &a);
@@ -2435,6 +2494,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, create_and_friends);
 	tcase_add_test(tc, link_unlink_rmdir);
 	tcase_add_test(tc, renames);
+	tcase_add_test(tc, rename_lastlink);
 	tcase_add_test(tc, rename_across_volumes);
 	tcase_add_test(tc, setattr_and_sizes);
 	tcase_add_test(tc, xattrs);
