@@ -58,6 +58,7 @@ enum stmt {
 	S_READDIR,
 	S_DIR_COUNT,
 	S_NAME_COUNT,
+	S_TREE_DIRTY,
 	S_NAME_OF,
 	S_NAMES,
 	S_SHIP_ADD,
@@ -135,6 +136,13 @@ static const char *const sql[S_COUNT] = {
 		      "ORDER BY name",
 	[S_DIR_COUNT] = "SELECT count(*) FROM dirents WHERE dir = ?1",
 	[S_NAME_COUNT] = "SELECT count(*) FROM dirents WHERE fid = ?1",
+	/* UNION, not UNION ALL: a cycle in a broken cache ends. */
+	[S_TREE_DIRTY] = "WITH RECURSIVE t(fid) AS ("
+			 "  SELECT fid FROM dirents WHERE dir = ?1"
+			 "  UNION SELECT d.fid FROM dirents d JOIN t"
+			 "  ON d.dir = t.fid) "
+			 "SELECT count(*) FROM (SELECT 1 FROM cache JOIN t "
+			 "  USING (fid) WHERE cache.dirty != 0 LIMIT 1)",
 	[S_NAME_OF] = "SELECT dir, name FROM dirents WHERE fid = ?1 "
 		      "ORDER BY dir, name LIMIT 1",
 	[S_NAMES] = "SELECT dir, name FROM dirents WHERE fid = ?1 "
@@ -1163,6 +1171,11 @@ int cache_name_count(struct cache *c, const struct lento_fid *fid)
 	return fid_count(c, S_NAME_COUNT, fid);
 }
 
+int cache_tree_dirty(struct cache *c, const struct lento_fid *dir)
+{
+	return fid_count(c, S_TREE_DIRTY, dir);
+}
+
 int cache_name_of(struct cache *c, const struct lento_fid *fid,
 		  struct lento_fid *dir, char name[LENTO_NAME_MAX + 1])
 {
@@ -1572,8 +1585,12 @@ int cache_set_attrs(struct cache *c, const char *path,
 		     a->valid & LENTO_A_GID ? a->gid : -1u,
 		     AT_SYMLINK_NOFOLLOW))
 		return -errno;
+	/*
+	 * Never through a symlink: what the cache has at @path may not be
+	 * what the server says it is (a symlink's target is anyone's).
+	 */
 	if (o->type != LENTO_T_SYMLINK && (a->valid & LENTO_A_MODE) &&
-	    fchmodat(c->dirfd, path, a->mode & 07777, 0))
+	    fchmodat(c->dirfd, path, a->mode & 07777, AT_SYMLINK_NOFOLLOW))
 		return -errno;
 	if (!(a->valid & LENTO_A_ATIME))
 		ts[0].tv_nsec = UTIME_OMIT;

@@ -213,6 +213,8 @@ int cache_readdir(struct cache *c, const struct lento_fid *dir,
 /* How many entries @dir has; how many names @fid has. */
 int cache_dir_count(struct cache *c, const struct lento_fid *dir);
 int cache_name_count(struct cache *c, const struct lento_fid *fid);
+/* 1 if an object below directory @dir is dirty, 0 if none, or -errno. */
+int cache_tree_dirty(struct cache *c, const struct lento_fid *dir);
 /* One name of @fid: its directory and the name. -ENOENT if none. */
 int cache_name_of(struct cache *c, const struct lento_fid *fid,
 		  struct lento_fid *dir, char name[LENTO_NAME_MAX + 1]);

@@ -79,6 +79,22 @@ static void job_free_if_idle(struct job *j)
 	free(j);
 }
 
+bool job_stalled(struct client *cl, uint64_t id, uint64_t now)
+{
+	uint64_t heard, silent = JOB_SILENT_MS;
+	struct job *j;
+
+	for (j = cl->jobs; j && j->id != id; j = j->next)
+		;
+	if (!j || !j->inflight || !j->tag)
+		return false;
+	for (struct vol *v = cl->vols; v; v = v->next)
+		if (3ull * v->lease_ms > silent)
+			silent = 3ull * v->lease_ms;
+	heard = conn_heard_ms(cl->conn, j->tag);
+	return heard && now - heard > silent;
+}
+
 struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,
 		     const struct lento_fid *fid, const char *name)
 {
@@ -675,6 +691,23 @@ static int listing_event(struct listing *li, const char *name, int type,
 	return 0;
 }
 
+/*
+ * Does the object @fid keep its name, the server's listing
+ * notwithstanding? 1 if it, or an object below it, has changes not yet
+ * reintegrated; 0 if not; or -errno.
+ */
+static int name_kept(struct client *cl, const struct lento_fid *fid)
+{
+	struct cache_obj o;
+	int err = cache_obj_get(cl->cache, fid, &o, NULL, 0);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (o.dirty)
+		return 1;
+	return o.type == LENTO_T_DIR ? cache_tree_dirty(cl->cache, fid) : 0;
+}
+
 /* An old entry went at the server: its name, and its object if clean. */
 static int drop_entry(struct client *cl, struct listing *li,
 		      const char *dirpath, const struct lento_fid *dir,
@@ -682,11 +715,13 @@ static int drop_entry(struct client *cl, struct listing *li,
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
-	int err = cache_obj_get(cl->cache, &oe->fid, &o, NULL, 0);
-	int type = err ? 0 : o.type;
+	/* Local changes win until reintegrated. */
+	int err = name_kept(cl, &oe->fid);
+	int type;
 
-	if (!err && o.dirty)
-		return 0;	/* local changes win until reintegrated */
+	if (err)
+		return err < 0 ? err : 0;
+	type = cache_obj_get(cl->cache, &oe->fid, &o, NULL, 0) ? 0 : o.type;
 	err = listing_event(li, oe->name, type, PRESTO_EV_DELETE);
 	err = err ?: join(path, dirpath, oe->name);
 	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
@@ -744,14 +779,30 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	struct lento_fid was;
 	struct cache_obj old, o = { 0 };
 	bool have = !cache_obj_get(cl->cache, &e->de.st.fid, &old, NULL, 0);
-	bool same_name = !cache_lookup(cl->cache, dir, e->de.name, &was) &&
-			 lento_fid_eq(&was, &e->de.st.fid);
+	bool has_name = !cache_lookup(cl->cache, dir, e->de.name, &was);
+	bool same_name = has_name && lento_fid_eq(&was, &e->de.st.fid);
 	bool same = have && old.type == e->de.st.type &&
 		    lento_vv_eq(&old.vv, &e->de.st.vv);
-	int err = same_name ? 0 : listing_event(li, e->de.name,
-						  e->de.st.type,
-						  PRESTO_EV_CREATE);
+	int err;
 
+	/*
+	 * The name is another object's here, one with changes not yet
+	 * reintegrated (under it, for a directory): it keeps the name
+	 * until they are, as drop_entry() keeps it.
+	 */
+	if (has_name && !same_name) {
+		err = name_kept(cl, &was);
+		if (err)
+			return err < 0 ? err : 0;
+	}
+	/* A directory has one name: the one its changes are under, still. */
+	if (have && !same_name && old.type == LENTO_T_DIR) {
+		err = name_kept(cl, &e->de.st.fid);
+		if (err)
+			return err < 0 ? err : 0;
+	}
+	err = same_name ? 0 : listing_event(li, e->de.name, e->de.st.type,
+					    PRESTO_EV_CREATE);
 	if (err)
 		return err;
 	if (have && old.dirty)
@@ -794,7 +845,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 }
 
 /* Entries in name order, each with its target: lookups by bsearch. */
-static void listing_sort(struct listing *li)
+static int listing_sort(struct listing *li)
 {
 	for (uint32_t i = 0; i < li->n; i++)
 		li->e[i].target = li->targets[i];	/* travels with it */
@@ -803,6 +854,52 @@ static void listing_sort(struct listing *li)
 		li->targets[i] = (char *)li->e[i].target;
 		li->e[i].target = NULL;
 	}
+	/* A name twice would make one entry of two objects. */
+	for (uint32_t i = 1; i < li->n; i++)
+		if (!ent_cmp(&li->e[i - 1], &li->e[i]))
+			return -EBADMSG;
+	return 0;
+}
+
+struct fid_type {
+	struct lento_fid fid;
+	int type;
+};
+
+static int fid_type_cmp(const void *a, const void *b)
+{
+	const struct fid_type *x = a, *y = b;
+
+	return memcmp(&x->fid, &y->fid, sizeof(x->fid));
+}
+
+/*
+ * A fid is one object for good, of one type: a listing that says
+ * otherwise (two types for one fid, or a type the cache knows it not
+ * to have) is refused before anything of it is applied. Two names of
+ * one object are its hard links.
+ */
+static int listing_types(struct client *cl, const struct listing *li)
+{
+	struct fid_type *ft = calloc(li->n ? li->n : 1, sizeof(*ft));
+	struct cache_obj o;
+	int err = ft ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; !err && i < li->n; i++) {
+		ft[i].fid = li->e[i].de.st.fid;
+		ft[i].type = li->e[i].de.st.type;
+		if (!cache_obj_get(cl->cache, &ft[i].fid, &o, NULL, 0) &&
+		    o.type != ft[i].type)
+			err = -EBADMSG;
+	}
+	if (!err)
+		qsort(ft, li->n, sizeof(*ft), fid_type_cmp);
+	for (uint32_t i = 1; !err && i < li->n; i++)
+		if (!fid_type_cmp(&ft[i - 1], &ft[i]) &&
+		    ft[i - 1].type != ft[i].type)
+			err = -EBADMSG;
+	free(ft);
+	return err;
 }
 
 static int listing_apply(struct job *j)
@@ -820,7 +917,14 @@ static int listing_apply(struct job *j)
 	err = cache_path(cl->cache, &j->fid, dirpath, sizeof(dirpath));
 	if (err == -ENOENT)
 		return 0;	/* not reachable any more */
-	listing_sort(li);
+	err = err ?: listing_sort(li);
+	err = err ?: listing_types(cl, li);
+	if (err == -EBADMSG)
+		log_err("volume %" PRIu32 ": the server listed a directory with "
+			"a name twice, or an object of two types",
+			j->fid.volume);
+	if (err)
+		return err;
 	/* A first listing is no news: the names were there all along. */
 	li->tell = d.data;
 	obj_from_status(&nd, &li->dir);

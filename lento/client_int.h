@@ -245,6 +245,16 @@ void client_touches_flush(struct client *cl);
 void client_sync_want(struct client *cl);
 
 /* client_fetch.c */
+/*
+ * A server may keep a read waiting behind another client's permit for two
+ * leases (60 s by default): a request still unanswered, with no answer to
+ * any request meanwhile, for longer than this or three of the longest
+ * lease seen is taken for lost, and the upcalls waiting for it are no
+ * longer kept alive (PROGRESS): presto fails them with ETIMEDOUT.
+ */
+#define JOB_SILENT_MS	120000
+/* Is job @id waiting for an answer the server has been silent on? */
+bool job_stalled(struct client *cl, uint64_t id, uint64_t now);
 struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,
 		     const struct lento_fid *fid, const char *name);
 int job_start(struct client *cl, enum job_kind k, uint32_t volume,

@@ -1072,7 +1072,12 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 
 	if (!fs || !fs->mounted)
 		return 0;	/* presto has none of it in memory */
-	if (!fset_live(fs))
+	/*
+	 * Not before every durable record is read: one may be a change to
+	 * this file that makes it dirty. (presto refuses a file whose
+	 * records are not yet acknowledged, whatever lento thinks.)
+	 */
+	if (!fset_live(fs) || !kml_caught_up(fs))
 		return -EAGAIN;
 	for (unsigned int i = 0; i < BUSY_KEEP; i++)
 		if (lento_fid_eq(&cl->k->busy[i].fid, &o->fid) &&
@@ -1430,7 +1435,10 @@ void kclient_progress(struct client *cl)
 
 	if (!cl->k || !kchan_is_up(cl->k->kc))
 		return;
-	/* Long fetches tell presto they are still at it. */
+	/*
+	 * Long fetches tell presto they are still at it; one whose request
+	 * the server has long been silent on is not (JOB_SILENT_MS).
+	 */
 	for (struct upcall *uc = cl->k->upcalls; uc; uc = uc->next) {
 		struct kcmd c = { .cmd = PRESTO_CMD_PROGRESS,
 				  .fileset = uc->fs->name, .have = KA(REQ),
@@ -1438,6 +1446,8 @@ void kclient_progress(struct client *cl)
 		uint32_t every = (uc->fs->timeout_ms ?: 30000) / 3;
 
 		if (now - uc->progress_ms < every / 2 + every / 4)
+			continue;
+		if (uc->wait_job && job_stalled(cl, uc->wait_job, now))
 			continue;
 		uc->progress_ms = now;
 		kchan_send(cl->k->kc, &c, NULL, NULL);

@@ -293,13 +293,22 @@ void kml_consume(struct client *cl, struct fset *fs)
 	poskey(key, sizeof(key), fs->volume);
 	for (uint64_t until = lo_now_ms() + KML_RUN_MS; !err &&
 	     !kml_caught_up(fs) && lo_now_ms() < until;) {
+		uint64_t was = j->pos;
+
 		n = kapply_batch(&j->ka, j->kr, j->durable, KML_BATCH_MAX,
 				 until, key, &j->pos, read_more, fs, &why);
+		/*
+		 * A read that fails after records were applied keeps them:
+		 * the position moved, and its acknowledgement must wait for
+		 * the sync of what was applied, as after any batch (the
+		 * objects they made get their flags after the next one).
+		 */
+		if (j->pos != was)
+			j->pos_gen = cache_gen(cl->cache);
 		if (n <= 0) {
 			err = n;
 			break;
 		}
-		j->pos_gen = cache_gen(cl->cache);
 		after_batch(cl, fs, v, n);
 		moved = true;
 	}

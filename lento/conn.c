@@ -20,6 +20,7 @@ struct pending {
 	uint16_t type;
 	conn_reply_fn fn;	/* NULL: forgotten, frames dropped */
 	void *arg;
+	uint64_t heard_ms;	/* sent, or the last frame of its answer */
 };
 
 struct conn {
@@ -40,6 +41,7 @@ struct conn {
 	uint64_t retry_at, backoff_ms;
 	uint32_t heartbeat_ms;
 	struct pending *pend;
+	uint64_t replied_ms;	/* the last frame answering a request */
 	size_t npend, cappend;
 	char last_error[1400];
 	bool failing;			/* attempts fail: log them quietly */
@@ -209,7 +211,8 @@ static int add_pending(struct conn *c, uint32_t tag, unsigned int type,
 		c->pend = p;
 		c->cappend = cap;
 	}
-	c->pend[c->npend++] = (struct pending){ tag, (uint16_t)type, fn, arg };
+	c->pend[c->npend++] = (struct pending){ tag, (uint16_t)type, fn, arg,
+						lo_now_ms() };
 	return 0;
 }
 
@@ -237,6 +240,15 @@ void conn_forget(struct conn *c, uint32_t tag)
 	for (size_t i = 0; i < c->npend; i++)
 		if (c->pend[i].tag == tag)
 			c->pend[i].fn = NULL;
+}
+
+uint64_t conn_heard_ms(struct conn *c, uint32_t tag)
+{
+	for (size_t i = 0; c && i < c->npend; i++)
+		if (c->pend[i].tag == tag)
+			return c->pend[i].heard_ms > c->replied_ms ?
+			       c->pend[i].heard_ms : c->replied_ms;
+	return 0;
 }
 
 static struct pending *find_pending(struct conn *c, uint32_t tag)
@@ -320,6 +332,7 @@ static int on_reply(struct conn *c, const struct lp_frame *f,
 		*p = c->pend[--c->npend];
 		return on_pong(c, f, why);
 	}
+	p->heard_ms = c->replied_ms = lo_now_ms();
 	copy = *p;
 	/* The last frame ends the request before its fn runs. */
 	if (last)

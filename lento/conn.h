@@ -115,6 +115,12 @@ size_t conn_queued(const struct conn *c);
  * go to nobody, and its fn is not called again.
  */
 void conn_forget(struct conn *c, uint32_t tag);
+/*
+ * When request @tag went, or the last frame answering it or any other
+ * request came (a server answers one client's FETCHes one after the
+ * other); 0 if it is not in flight.
+ */
+uint64_t conn_heard_ms(struct conn *c, uint32_t tag);
 
 /* Drop the connection now (a reply the owner found wrong, say). */
 void conn_close(struct conn *c, int err, const char *why);

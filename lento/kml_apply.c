@@ -1105,13 +1105,21 @@ static int list_add(struct kapply *ka, const struct kml_record *r)
 	return 0;
 }
 
+static int dirent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct kapply_dirent *)a)->name,
+		      ((const struct kapply_dirent *)b)->name);
+}
+
+/* The listing's entry of @name (the listing sorted by name). */
 static const struct kapply_dirent *listed(const struct kapply *ka,
 					  const char *name)
 {
-	for (size_t i = 0; i < ka->nlist; i++)
-		if (!strcmp(ka->list[i].name, name))
-			return &ka->list[i];
-	return NULL;
+	struct kapply_dirent key;
+
+	snprintf(key.name, sizeof(key.name), "%s", name);
+	return bsearch(&key, ka->list, ka->nlist, sizeof(*ka->list),
+		       dirent_cmp);
 }
 
 struct stale {
@@ -1462,6 +1470,9 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 	if (err == -ENOENT)
 		return unmapped(ka, r, &ka->list_dir, "the directory listed");
 	who_of(r, &w);
+	/* A directory of 100,000 names: one sort, not a scan per name. */
+	if (ka->nlist)
+		qsort(ka->list, ka->nlist, sizeof(*ka->list), dirent_cmp);
 	err = err ?: cache_readdir(ka->cache, &dir, stale_name, &s);
 	/* First what went, so that the names are free for what came. */
 	for (size_t i = 0; !err && i < s.n; i++) {
@@ -1598,7 +1609,14 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		return err;
 	}
 	*pos = last;
-	if (rc < 0)
-		kapply_reset(ka);
+	/*
+	 * The records applied are committed: the objects they made keep
+	 * their place in the made list, for the next batch's caller.
+	 */
+	if (rc < 0) {
+		list_clear(ka);
+		ka->ncounts = 0;
+		ka->nrows = 0;
+	}
 	return rc < 0 ? rc : (int)n;
 }

@@ -129,7 +129,6 @@ static bool is_create(uint16_t op)
  * job's memory passes its bound. Nothing is synced and nothing is left
  * behind by a crash.
  */
-#define SHADOW_INODES		4
 #define SHADOW_MEM_BODY_MAX	(1 << 20)	/* a body in memory at most */
 #define SHADOW_MEM_JOB_MAX	(32 << 20)	/* a job's bodies in memory */
 
@@ -144,9 +143,12 @@ struct shadow {
 	int fd;
 	bool moot;		/* no body: made empty */
 	uint64_t size;
-	/* The inodes src may be (none known: not checked). */
-	uint32_t nid;
-	struct inode_id id[SHADOW_INODES];
+	/*
+	 * The inodes src may be (none known: not checked): every one presto
+	 * named the object by, as each fetch puts a new inode in its place.
+	 */
+	uint32_t nid, idcap;
+	struct inode_id *id;
 };
 
 struct shadow_job {
@@ -267,6 +269,7 @@ static void shadow_job_free(struct shadow_job *j)
 		if (j->s[i].fd >= 0)
 			close(j->s[i].fd);
 		free(j->s[i].src);
+		free(j->s[i].id);
 	}
 	free(j->s);
 	free(j);
@@ -340,9 +343,17 @@ static int take_id(void *arg, int type, const void *handle, size_t len)
 	struct shadow *s = arg;
 	struct kml_fh h;
 
-	if (s->nid == SHADOW_INODES ||
-	    !kapply_handle_parse(type, handle, len, &h))
+	if (!kapply_handle_parse(type, handle, len, &h))
 		return 0;
+	if (s->nid == s->idcap) {
+		uint32_t cap = s->idcap ? 2 * s->idcap : 8;
+		struct inode_id *id = realloc(s->id, cap * sizeof(*id));
+
+		if (!id)
+			return -ENOMEM;
+		s->id = id;
+		s->idcap = cap;
+	}
 	s->id[s->nid].ino = (uint32_t)h.ino;
 	s->id[s->nid++].gen = h.gen;
 	return 0;
@@ -617,6 +628,34 @@ static int wire_bases(struct batch *b)
 	else
 		pred_free(&p);
 	return err;
+}
+
+/*
+ * The batch was cut short (the frame's bound): the answer's versions are
+ * those after the records sent, predicted again from their bases, which
+ * wire_bases() set. Without a prediction (no memory) they are taken as
+ * they come.
+ */
+static void pred_remake(struct batch *b)
+{
+	struct pred p;
+
+	if (b->pred) {
+		pred_free(b->pred);
+		free(b->pred);
+		b->pred = NULL;
+	}
+	if (pred_init(&p, b->n)) {
+		pred_free(&p);
+		return;
+	}
+	for (uint32_t i = 0; i < b->n; i++)
+		bump_all(b->cl, &p, &b->recs[i]);
+	b->pred = malloc(sizeof(*b->pred));
+	if (b->pred)
+		*b->pred = p;
+	else
+		pred_free(&p);
 }
 
 /* --------------------------------------------------------- dirty flags */
@@ -1087,11 +1126,14 @@ static int batch_send(struct client *cl, struct batch *b)
 		return k;
 	}
 	/* The rest stays shipped: it goes next, with the same numbers. */
-	while (b->n > (uint32_t)k) {
-		b->n--;
-		free(b->data[b->n]);
-		if (b->fds[b->n] >= 0)
-			close(b->fds[b->n]);
+	if (b->n > (uint32_t)k) {
+		while (b->n > (uint32_t)k) {
+			b->n--;
+			free(b->data[b->n]);
+			if (b->fds[b->n] >= 0)
+				close(b->fds[b->n]);
+		}
+		pred_remake(b);
 	}
 	b->cur = next_store(b, 0);
 	b->sent_all = b->cur >= b->n;
