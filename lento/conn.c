@@ -242,21 +242,21 @@ void conn_forget(struct conn *c, uint32_t tag)
 			c->pend[i].fn = NULL;
 }
 
-uint64_t conn_heard_ms(struct conn *c, uint32_t tag)
-{
-	for (size_t i = 0; c && i < c->npend; i++)
-		if (c->pend[i].tag == tag)
-			return c->pend[i].heard_ms > c->replied_ms ?
-			       c->pend[i].heard_ms : c->replied_ms;
-	return 0;
-}
-
 static struct pending *find_pending(struct conn *c, uint32_t tag)
 {
 	for (size_t i = 0; i < c->npend; i++)
 		if (c->pend[i].tag == tag)
 			return &c->pend[i];
 	return NULL;
+}
+
+uint64_t conn_heard_ms(struct conn *c, uint32_t tag)
+{
+	struct pending *p = c ? find_pending(c, tag) : NULL;
+
+	if (!p)
+		return 0;
+	return p->heard_ms > c->replied_ms ? p->heard_ms : c->replied_ms;
 }
 
 /* ------------------------------------------------------------ frames */

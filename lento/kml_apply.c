@@ -1610,13 +1610,11 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 	}
 	*pos = last;
 	/*
-	 * The records applied are committed: the objects they made keep
-	 * their place in the made list, for the next batch's caller.
+	 * The records applied are committed (rows_write() emptied the rows):
+	 * the objects they made keep their place in the made list, for the
+	 * next batch's caller.
 	 */
-	if (rc < 0) {
+	if (rc < 0)
 		list_clear(ka);
-		ka->ncounts = 0;
-		ka->nrows = 0;
-	}
 	return rc < 0 ? rc : (int)n;
 }

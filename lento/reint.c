@@ -412,14 +412,11 @@ static int shadows_start(struct client *cl, struct batch *b, struct vol *v)
 	return 0;
 }
 
-static void pred_free(struct pred *p);
+static void pred_drop(struct batch *b);
 
 static void batch_free(struct batch *b)
 {
-	if (b->pred) {
-		pred_free(b->pred);
-		free(b->pred);
-	}
+	pred_drop(b);
 	if (b->job)		/* the job's end frees it */
 		shadow_orphan(b->job);
 	for (uint32_t i = 0; i < b->n; i++) {
@@ -557,6 +554,15 @@ static void pred_free(struct pred *p)
 	free(p->vv);
 }
 
+static void pred_drop(struct batch *b)
+{
+	if (b->pred) {
+		pred_free(b->pred);
+		free(b->pred);
+		b->pred = NULL;
+	}
+}
+
 /* An object's version before record @r: predicted, cached, or logged. */
 static void base_of(struct client *cl, struct pred *p,
 		    const struct lento_fid *f, struct lento_vv *base)
@@ -601,6 +607,16 @@ static void bump_all(struct client *cl, struct pred *p, struct lento_rec *r)
 	}
 }
 
+/* The batch keeps @p: the answer's versions are checked against it. */
+static void pred_keep(struct batch *b, struct pred *p)
+{
+	b->pred = malloc(sizeof(*b->pred));
+	if (b->pred)
+		*b->pred = *p;
+	else
+		pred_free(p);
+}
+
 static int wire_bases(struct batch *b)
 {
 	struct client *cl = b->cl;
@@ -621,12 +637,10 @@ static int wire_bases(struct batch *b)
 			base_of(cl, &p, &r->target, &r->base_target);
 		bump_all(cl, &p, r);
 	}
-	/* Kept: the answer's versions are checked against it. */
-	b->pred = err ? NULL : malloc(sizeof(*b->pred));
-	if (b->pred)
-		*b->pred = p;
-	else
+	if (err)
 		pred_free(&p);
+	else
+		pred_keep(b, &p);
 	return err;
 }
 
@@ -640,22 +654,14 @@ static void pred_remake(struct batch *b)
 {
 	struct pred p;
 
-	if (b->pred) {
-		pred_free(b->pred);
-		free(b->pred);
-		b->pred = NULL;
-	}
+	pred_drop(b);
 	if (pred_init(&p, b->n)) {
 		pred_free(&p);
 		return;
 	}
 	for (uint32_t i = 0; i < b->n; i++)
 		bump_all(b->cl, &p, &b->recs[i]);
-	b->pred = malloc(sizeof(*b->pred));
-	if (b->pred)
-		*b->pred = p;
-	else
-		pred_free(&p);
+	pred_keep(b, &p);
 }
 
 /* --------------------------------------------------------- dirty flags */
@@ -1114,6 +1120,7 @@ static int batch_send(struct client *cl, struct batch *b)
 	struct lp_reint m = { .volume = b->volume, .client = cl->client_id,
 			      .first = b->first };
 	struct conn *c = cl->conn;
+	bool cut;
 	int k;
 
 	b->tag = conn_tag(c);
@@ -1126,15 +1133,15 @@ static int batch_send(struct client *cl, struct batch *b)
 		return k;
 	}
 	/* The rest stays shipped: it goes next, with the same numbers. */
-	if (b->n > (uint32_t)k) {
-		while (b->n > (uint32_t)k) {
-			b->n--;
-			free(b->data[b->n]);
-			if (b->fds[b->n] >= 0)
-				close(b->fds[b->n]);
-		}
-		pred_remake(b);
+	cut = b->n > (uint32_t)k;
+	while (b->n > (uint32_t)k) {
+		b->n--;
+		free(b->data[b->n]);
+		if (b->fds[b->n] >= 0)
+			close(b->fds[b->n]);
 	}
+	if (cut)
+		pred_remake(b);
 	b->cur = next_store(b, 0);
 	b->sent_all = b->cur >= b->n;
 	return conn_request(c, b->tag, LP_REINTEGRATE, reint_reply, b);

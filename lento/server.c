@@ -1383,9 +1383,8 @@ static void reint_apply(struct session *s)
 	/* The lease may have run out while the bodies came. */
 	p = permit_get(s->srv, ri->volume, false);
 	if (!p || p->holder != s->client) {
-		if (!lp_encode_error(&s->srv->out, ri->tag, LP_ENOPERMIT,
-				     "the permit's lease ran out"))
-			sess_flush(s);
+		refuse_permit(s, ri->tag, ri->volume,
+			      "the permit's lease ran out");
 		reint_free(ri);
 		return;
 	}
@@ -1578,10 +1577,7 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 	p = permit_get(srv, m.volume, false);
 	if (!p || p->holder != s->client) {
 		s->discard = m.more;
-		if (lp_encode_error(&srv->out, f->tag, LP_ENOPERMIT,
-				    "not the holder of the volume's permit"))
-			return;
-		sess_flush(s);
+		refuse_permit(s, f->tag, m.volume, "not the permit's holder");
 		return;
 	}
 	ri = calloc(1, sizeof(*ri));
