@@ -203,11 +203,18 @@ static void sess_error(struct session *s, uint32_t tag, int err,
 		sess_flush(s);
 }
 
+/*
+ * A push that cannot be encoded (no memory) is a BREAK the client never
+ * hears: its session goes, and with it every promise; the client
+ * validates what it caches when it is back.
+ */
 static void sess_push_fid(struct session *s, unsigned int type,
 			  const struct lento_fid *fid)
 {
 	if (!lp_encode_fid(&s->srv->out, type, 0, fid))
 		sess_flush(s);
+	else
+		sess_close(s, -ENOMEM, "out of memory for a callback break");
 }
 
 static void sess_push_volume(struct session *s, unsigned int type,
@@ -215,6 +222,8 @@ static void sess_push_volume(struct session *s, unsigned int type,
 {
 	if (!lp_encode_volume(&s->srv->out, type, 0, volume))
 		sess_flush(s);
+	else
+		sess_close(s, -ENOMEM, "out of memory for a callback break");
 }
 
 /* ---------------------------------------------------------- callbacks */
@@ -259,12 +268,16 @@ static bool sess_drop_volume(struct session *s, uint32_t volume)
 	return false;
 }
 
-/* A promise to @s: @fid does not change without a BREAK first. */
+/*
+ * A promise to @s: @fid does not change without a BREAK first. One that
+ * cannot be recorded must not be made: the session goes before the answer
+ * that would make it, and the client validates when it is back (or sends
+ * its batch again, which the store skips and answers anew).
+ */
 static void sess_promise(struct session *s, const struct lento_fid *fid)
 {
 	if (fidset_add(&s->cbs, fid) < 0)
-		log_warn("client %" PRIu32 ": out of memory for callbacks",
-			 s->client);
+		sess_close(s, -ENOMEM, "out of memory for its callbacks");
 }
 
 /* Every callback of @volume at sessions of other clients than @client. */
@@ -1315,17 +1328,27 @@ static void reint_reply(struct session *s, struct reint_in *ri,
 	m.index = LP_NO_INDEX;
 	if (res->outcome == STORE_APPLIED) {
 		m.code = LP_OK;
+		/* 4 fids a record, LP_REINT_RECS_MAX records: in one reply. */
 		v = calloc(4 * (size_t)ri->n + 1, sizeof(*v));
-		for (i = 0; v && i < ri->n; i++) {
+		if (!v)
+			sess_close(s, -ENOMEM, "out of memory for the answer");
+		for (i = 0; i < ri->n; i++) {
 			struct lento_fid fids[4];
 			int k, nf = rec_fids(&ri->recs[i], fids);
 
 			for (k = 0; k < nf; k++) {
 				struct lento_status st;
+				int added = fidset_add(&seen, &fids[k]);
 
-				if (fidset_add(&seen, &fids[k]) != 1)
+				if (!added)
 					continue;
+				/* Whatever else fails, the others hear. */
 				break_fid(srv, &fids[k], s->client);
+				if (added < 0)
+					sess_close(s, -ENOMEM, "out of memory "
+						   "for the answer");
+				if (s->closing)
+					continue;
 				if (store_getattr(srv->st, &fids[k], &st, NULL,
 						  0, NULL, NULL))
 					continue;	/* gone */
@@ -1339,6 +1362,8 @@ static void reint_reply(struct session *s, struct reint_in *ri,
 				 * hear when another changes it.
 				 */
 				sess_promise(s, &fids[k]);
+				if (s->closing)
+					continue;
 				v[nv].fid = fids[k];
 				v[nv++].vv = st.vv;
 			}

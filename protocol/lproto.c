@@ -1771,6 +1771,16 @@ const char *lp_rec_invalid(const struct lento_rec *r)
 }
 
 #define REC_MIN	(28 + 4 * 16 + 4 * 13 + 1 + 56 + 2 + 2 + 4)
+/* A REINTEGRATE_REPLY's version: fid, then a vv of LENTO_VV_MAX counters. */
+#define FIDVV_MAX	(16 + 1 + 8 * LENTO_VV_MAX + 12)
+
+/* An encoder's frame never holds more records than the decoder takes... */
+_Static_assert(LP_SPLIT_TARGET / REC_MIN + 1 <= LP_REINT_RECS_MAX,
+	       "LP_REINT_RECS_MAX below what LP_SPLIT_TARGET holds");
+/* ... and the versions the server answers a batch with always fit. */
+_Static_assert(4 * LP_REINT_RECS_MAX <= LP_LIST_MAX &&
+	       4 * LP_REINT_RECS_MAX * FIDVV_MAX + LP_MSG_MAX + 256 <=
+	       LP_FRAME_MAX, "a REINTEGRATE_REPLY could outgrow its frame");
 
 static void put_rec(struct wr *w, const struct lento_rec *r)
 {
@@ -1852,6 +1862,7 @@ int lp_encode_reintegrate(struct lp_buf *b, uint32_t tag,
 	at = b->len;
 	put32(&w, 0);		/* count, once known */
 	for (; i < n && !w.err; i++) {
+		/* Within LP_REINT_RECS_MAX too (asserted above). */
 		if (i && b->len - w.start >= LP_SPLIT_TARGET)
 			break;
 		put_rec(&w, &recs[i]);
@@ -1891,7 +1902,7 @@ int lp_decode_reintegrate(const struct lp_frame *f, struct lp_reint *m,
 	m->volume = get32(&r);
 	m->client = get32(&r);
 	m->first = get64(&r);
-	m->count = get_count(&r, REC_MIN, UINT32_MAX);
+	m->count = get_count(&r, REC_MIN, LP_REINT_RECS_MAX);
 	m->more = f->flags & LP_F_MORE;
 	if (!m->client)
 		fail(&r, "client id 0");

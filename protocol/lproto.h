@@ -54,6 +54,13 @@
 #define LP_LIST_MAX		(1u << 18)	/* items of a validate list */
 #define LP_DIR_MAX		(1u << 24)	/* entries of one directory */
 #define LP_SPLIT_TARGET		(1u << 20)	/* READDIR/REINTEGRATE frames */
+/*
+ * Records of one REINTEGRATE: above what LP_SPLIT_TARGET lets an encoder
+ * put in a frame (a record is 209 bytes at least), and low enough that
+ * the reply's versions (4 fids a record at most) stay within LP_LIST_MAX
+ * and LP_FRAME_MAX.
+ */
+#define LP_REINT_RECS_MAX	(1u << 13)
 #define LP_PING_MS		5000	/* default heartbeat interval */
 #define LP_GONE_MS		15000	/* silence after which a peer is gone */
 #define LP_HEARTBEAT_MIN_MS	100
@@ -509,7 +516,8 @@ struct lp_reint {
 
 /*
  * Records @recs[0..n) of client @m->client for volume @m->volume, as many
- * as fit LP_SPLIT_TARGET (one at least): returns how many it took, which
+ * as fit LP_SPLIT_TARGET (one at least), which is fewer than
+ * LP_REINT_RECS_MAX: returns how many it took, which
  * are the batch. Their recnos must follow one another. MORE is set when a
  * STORE is among them: the caller then sends each STORE's body, in record
  * order, as DATA frames (rec = the record's index in the batch), MORE on

@@ -451,6 +451,41 @@ def case_resent_batch_leaves_no_body(srv):
     c.close()
 
 
+def creates(vol, cid, first, n):
+    """@n CREATE records from recno @first, of files "f<recno>" in the
+    root, each a new object of client @cid."""
+    return b"".join(record(r, OP_CREATE, fid(vol), fid(vol, cid, r), 1,
+                           0x1, 0o644, 0, b"f%d" % r)
+                    for r in range(first, first + n))
+
+
+def case_batch_sizes_bounded(srv):
+    """A batch of LP_REINT_RECS_MAX records is applied and answered with a
+    version of each object, in one reply; one record more is a malformed
+    frame, refused before anything of it is applied (else the answer could
+    outgrow its frame and the client send the batch again forever)."""
+    c, vol, cid, _, _ = writer_with_file(srv, "v7")
+    limit = 1 << 13
+    c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, limit + 1) +
+           creates(vol, cid, 2, limit + 1))
+    assert c.frame() is None, "a batch over the limit was answered"
+    time.sleep(0.2)
+    log = open(srv.log).read()
+    assert "REINTEGRATE: count beyond the protocol's limit" in log, \
+        log[-1500:]
+    c = Conn(srv.port)
+    cid2, _, _ = hello(c)
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    # Had any of it been applied, its names would be taken: EEXIST.
+    applied, code, vers = reintegrate(c, vol, cid2, 1,
+                                      creates(vol, cid2, 1, limit), limit)
+    assert (applied, code) == (limit, 0), (applied, code)
+    assert all(fid(vol, cid2, r) in vers for r in range(1, limit + 1)), \
+        len(vers)
+    c.close()
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -547,7 +582,7 @@ def case_malformed(srv):
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
          case_clients_bounded, case_reintegrate_needs_permit,
-         case_resent_batch_leaves_no_body,
+         case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 

@@ -1298,6 +1298,42 @@ START_TEST(reintegrate_split)
 }
 END_TEST
 
+/*
+ * A batch of more records than a reply could answer is malformed; the
+ * largest answer of one that is not (four objects a record, each with a
+ * full version vector) fits its frame.
+ */
+START_TEST(reintegrate_count_bounded)
+{
+	const uint32_t nv = 4 * LP_REINT_RECS_MAX;
+	struct lp_reint m = { .volume = 1, .client = 2 }, d;
+	struct lp_reint_reply rm = { .code = LP_OK, .index = LP_NO_INDEX };
+	struct lp_fidvv *v = calloc(nv, sizeof(*v));
+	struct lento_rec r;
+	struct lp_frame f;
+	const char *why;
+
+	srec(&r, LENTO_OP_SETATTR, 1, 0);
+	ck_assert_int_eq(lp_encode_reintegrate(&b, 1, &m, &r, 1), 1);
+	/* The count follows the volume, client and first recno. */
+	put32_at(16, LP_REINT_RECS_MAX + 1);
+	f = frame_at(0);
+	ck_assert_int_eq(lp_decode_reintegrate(&f, &d, &why), -EBADMSG);
+	ck_assert_str_eq(why, "count beyond the protocol's limit");
+	put32_at(16, 1);
+	ck_assert_int_eq(lp_decode_reintegrate(&f, &d, &why), 0);
+
+	ck_assert_ptr_nonnull(v);
+	for (uint32_t i = 0; i < nv; i++) {
+		v[i].fid = sfid(i);
+		v[i].vv = svv(LENTO_VV_MAX);
+	}
+	b.len = 0;
+	ck_assert_int_eq(lp_encode_reintegrate_reply(&b, 1, &rm, v, nv), 0);
+	free(v);
+}
+END_TEST
+
 START_TEST(reint_reply_round_trip)
 {
 	struct lp_reint_reply m, d;
@@ -2407,6 +2443,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, permit_round_trip);
 	tcase_add_test(tc, reintegrate_round_trip);
 	tcase_add_test(tc, reintegrate_split);
+	tcase_add_test(tc, reintegrate_count_bounded);
 	tcase_add_test(tc, reint_reply_round_trip);
 	tcase_add_test(tc, error_round_trip);
 	tcase_add_test(tc, ping_round_trip);
