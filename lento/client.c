@@ -608,9 +608,17 @@ static void on_sent(void *arg)
 	reint_sent(arg);
 }
 
+/* Bodies' chunks fill memory faster than the disk takes them. */
+static bool on_busy(void *arg)
+{
+	const struct client *cl = arg;
+
+	return cl->fetch_mem >= FETCH_MEM_MAX;
+}
+
 static const struct conn_ops conn_ops = {
 	.hello = on_hello, .up = on_up, .down = on_down, .push = on_push,
-	.sent = on_sent,
+	.sent = on_sent, .busy = on_busy,
 };
 
 /* ---------------------------------------------------------- ctl: info */

@@ -13,7 +13,9 @@
  * until the server has taken it or refused it.
  *
  * A body arrives in DATA chunks, each written through the ring as it
- * comes (not held in memory); the last one is followed by an fsync. A new
+ * comes and held in memory only until written; past FETCH_MEM_MAX of
+ * them the server's frames wait unread. The last one is followed by an
+ * fsync. A new
  * version goes into a temporary file renamed onto the object's path, so a
  * reader that has the old file open keeps the old inode. A placeholder is
  * filled where it is: nobody can have read it, and its inode, which stat
@@ -1092,6 +1094,7 @@ struct body_in {
 struct chunk_write {
 	struct job *j;
 	void *buf;
+	size_t len;
 };
 
 static void body_free(struct job *j)
@@ -1198,7 +1201,11 @@ static void chunk_written(void *arg, int res)
 	struct chunk_write *w = arg;
 	struct job *j = w->j;
 	struct body_in *b = j->priv;
+	struct client *cl = j->cl;
 
+	cl->fetch_mem -= w->len;
+	if (cl->fetch_mem <= FETCH_MEM_MAX / 2 && cl->conn)
+		conn_resume(cl->conn);
 	free(w->buf);
 	free(w);
 	j->io--;
@@ -1244,6 +1251,7 @@ static int body_chunk(struct job *j, const struct lp_frame *f,
 		return -EBADMSG;
 	}
 	w->j = j;
+	w->len = d.raw_len;
 	b->bytes += d.raw_len;
 	if (b->failed || lo_file_write(j->cl->loop, b->fd, w->buf, d.raw_len,
 				       d.offset, chunk_written, w)) {
@@ -1254,6 +1262,7 @@ static int body_chunk(struct job *j, const struct lp_frame *f,
 		return 0;
 	}
 	j->io++;
+	j->cl->fetch_mem += d.raw_len;
 	return 0;
 }
 

@@ -46,6 +46,7 @@ struct conn {
 	char last_error[1400];
 	bool failing;			/* attempts fail: log them quietly */
 	bool closing;			/* lo_conn_close() called */
+	bool held;			/* busy(): frames left unread */
 };
 
 static const struct lo_conn_ops lc_ops;
@@ -377,6 +378,12 @@ static ssize_t lc_data(struct lo_conn *lc, const uint8_t *p, size_t len)
 		if (n > 0) {
 			err = on_frame(c, &f, &why);
 			off += n;
+			if (!err && !c->closing && c->ops->busy &&
+			    c->ops->busy(c->arg)) {
+				c->held = true;
+				lo_conn_hold(lc);
+				break;
+			}
 			if (!err && off < len && !c->closing &&
 			    lo_now_ms() - c->heard_ms >= LO_STEP_MS) {
 				lo_conn_again(lc);	/* the loop's turn */
@@ -435,6 +442,7 @@ static void lc_closed(struct lo_conn *lc, int err, const char *reason)
 	c->lc = NULL;
 	c->state = CONN_IDLE;
 	c->closing = false;
+	c->held = false;
 	snprintf(why, sizeof(why), "%s%s%s", reason ? reason : "",
 		 reason && err ? ": " : "", err ? strerror(-err) : "");
 	if (!c->last_error[0])
@@ -539,6 +547,17 @@ uint64_t conn_due_ms(const struct conn *c, uint64_t now)
 	return now;
 }
 
+void conn_resume(struct conn *c)
+{
+	if (!c->held)
+		return;
+	c->held = false;
+	/* What waited in the socket counts as heard from now. */
+	c->heard_ms = lo_now_ms();
+	if (c->lc && !c->closing)
+		lo_conn_release(c->lc);
+}
+
 void conn_tick(struct conn *c, uint64_t now)
 {
 	uint64_t gone = 3ull * c->heartbeat_ms;
@@ -575,6 +594,9 @@ void conn_tick(struct conn *c, uint64_t now)
 		 * Asked (an ioctl) only once a heartbeat passed unheard: an
 		 * idle connection hears a PONG each heartbeat.
 		 */
+		/* Frames left unread are not the server's silence. */
+		if (c->held)
+			c->heard_ms = now;
 		if (now - c->heard_ms > c->heartbeat_ms) {
 			unacked = lo_conn_unacked(c->lc);
 			if (unacked && unacked < c->unacked)

@@ -59,6 +59,12 @@ struct conn_ops {
 	int (*push)(void *arg, const struct lp_frame *f, const char **why);
 	/* Queued output went out (a REINTEGRATE queues its bodies so). */
 	void (*sent)(void *arg);
+	/*
+	 * Optional: true while the owner has no memory for what more frames
+	 * would bring (bodies waiting for a slow disk). Frames are then left
+	 * unread, in the socket, until conn_resume().
+	 */
+	bool (*busy)(void *arg);
 };
 
 /*
@@ -76,6 +82,8 @@ int conn_new(struct lo_loop *loop, const char *addr,
 	     const struct conn_ops *ops, void *arg, struct conn **out);
 /* Closes the connection; requests in flight fail (their fns run). */
 void conn_free(struct conn *c);
+/* Frames are read again, if busy() held them. */
+void conn_resume(struct conn *c);
 
 void conn_tick(struct conn *c, uint64_t now_ms);
 /*

@@ -64,6 +64,7 @@ struct lo_conn {
 	int inflight;
 	bool connecting, sending, closing;
 	bool again;		/* lo_conn_again(): the input handed back */
+	bool held;		/* lo_conn_hold(): nothing read or handed */
 	bool draining;		/* closing once the output is sent */
 	int close_err;
 	char reason[160];
@@ -470,6 +471,20 @@ void lo_conn_close(struct lo_conn *c, int err, const char *reason)
 	lo_conn_shut(c);
 }
 
+/* A turn of the loop (a NOP), then what is buffered to the owner. */
+static void lo_conn_arm_again(struct lo_conn *c)
+{
+	struct io_uring_sqe *sqe = lo_sqe(c->loop);
+
+	if (!sqe) {
+		lo_conn_close(c, -EAGAIN, "io_uring submission queue full");
+		return;
+	}
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, &c->again_op);
+	c->inflight++;
+}
+
 /*
  * The input to its owner; then the next receive, or -- the owner asked
  * for it with lo_conn_again() -- a turn of the loop first (a NOP), after
@@ -477,7 +492,6 @@ void lo_conn_close(struct lo_conn *c, int err, const char *reason)
  */
 static void lo_conn_deliver(struct lo_conn *c)
 {
-	struct io_uring_sqe *sqe;
 	ssize_t used;
 
 	c->again = false;
@@ -491,15 +505,13 @@ static void lo_conn_deliver(struct lo_conn *c)
 		used = c->in.len;
 	memmove(c->in.p, c->in.p + used, c->in.len - used);
 	c->in.len -= used;
-	if (c->closing)
+	if (c->closing || c->held)
 		return;
-	if (!c->again || !c->in.len || !(sqe = lo_sqe(c->loop))) {
+	if (!c->again || !c->in.len) {
 		lo_conn_arm_recv(c);
 		return;
 	}
-	io_uring_prep_nop(sqe);
-	io_uring_sqe_set_data(sqe, &c->again_op);
-	c->inflight++;
+	lo_conn_arm_again(c);
 }
 
 static void lo_conn_recv_done(struct lo_conn *c, int res)
@@ -522,6 +534,24 @@ static void lo_conn_recv_done(struct lo_conn *c, int res)
 void lo_conn_again(struct lo_conn *c)
 {
 	c->again = true;
+}
+
+void lo_conn_hold(struct lo_conn *c)
+{
+	c->held = true;
+}
+
+void lo_conn_release(struct lo_conn *c)
+{
+	if (!c->held)
+		return;
+	c->held = false;
+	if (c->closing || c->draining)
+		return;
+	if (c->in.len)
+		lo_conn_arm_again(c);
+	else
+		lo_conn_arm_recv(c);
 }
 
 static void lo_conn_send_done(struct lo_conn *c, int res)

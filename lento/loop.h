@@ -127,6 +127,14 @@ int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid);
  */
 void lo_conn_again(struct lo_conn *c);
 /*
+ * From data(): deliver nothing more and read nothing (what the peer sends
+ * waits in the socket) until lo_conn_release(), after which what data()
+ * left is handed back at the next turn of the loop -- for an owner whose
+ * memory for what the frames bring is full.
+ */
+void lo_conn_hold(struct lo_conn *c);
+void lo_conn_release(struct lo_conn *c);
+/*
  * How long a data() callback works through the frames of one read before
  * it hands the rest back (lo_conn_again()): frames of zeros compress a
  * GiB into one read, and the loop has leases and heartbeats to answer.

@@ -25,6 +25,11 @@ struct echo_srv {
 	int close_on_byte;	/* close with a reason on this byte, -1: never */
 	size_t per_call;	/* > 0: echo that much a call, the rest again */
 	int calls;
+	/* > 0: echo that much a call, then hold the input (hold_timer) */
+	size_t hold_each;
+	struct lo_conn *held;
+	int calls_held;		/* calls when it was held */
+	int holds, early;	/* holds; calls while held */
 };
 
 static ssize_t echo_data(struct lo_conn *c, const uint8_t *p, size_t len)
@@ -36,6 +41,16 @@ static ssize_t echo_data(struct lo_conn *c, const uint8_t *p, size_t len)
 		return -EPROTO;
 	}
 	s->calls++;
+	if (s->held)
+		s->early++;
+	if (s->hold_each) {
+		if (len > s->hold_each)
+			len = s->hold_each;
+		lo_conn_hold(c);
+		s->held = c;
+		s->calls_held = s->calls;
+		s->holds++;
+	}
 	if (s->per_call && len > s->per_call) {
 		len = s->per_call;
 		lo_conn_again(c);
@@ -197,6 +212,55 @@ static void echo_roundtrip(const char *addr, int n, size_t total)
 {
 	echo_roundtrip_srv(addr, n, total, 0);
 }
+
+/* Lets go of a held input: nothing came to the server meanwhile. */
+static void hold_timer(struct lo_loop *loop, void *arg)
+{
+	struct echo_srv *s = arg;
+	struct lo_conn *c = s->held;
+
+	(void)loop;
+	if (!c)
+		return;
+	if (s->calls != s->calls_held)
+		s->early++;
+	s->held = NULL;
+	lo_conn_release(c);
+}
+
+/*
+ * A server that holds its input after every 100 bytes, until a timer
+ * lets go: nothing is handed to it while held (though the rest has long
+ * arrived), and everything comes back in the end.
+ */
+START_TEST(hold_until_released)
+{
+	struct echo_srv srv = { .close_on_byte = -1, .hold_each = 100 };
+	struct client cl;
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	struct lo_conn *c;
+	char err[256];
+	int done = 0, fired = 0;
+
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_msg(!lo_listen(loop, "127.0.0.1:0", echo_accept, &srv, &l,
+				 err, sizeof(err)), "%s", err);
+	ck_assert_int_eq(lo_timer(loop, 100, stop_timer, &fired), 0);
+	ck_assert_int_eq(lo_timer(loop, 10, hold_timer, &srv), 0);
+	cl = (struct client){ .loop = loop, .total = 1000, .done = &done,
+			      .want = 1 };
+	ck_assert_msg(!lo_connect(loop, lo_listener_addr(l), &client_ops, &cl,
+				  &c, err, sizeof(err)), "%s", err);
+	ck_assert_int_eq(lo_run(loop), 0);
+	ck_assert_int_eq(done, 1);
+	ck_assert_uint_eq(cl.got, 1000);
+	ck_assert_int_eq(cl.mismatches, 0);
+	ck_assert_int_ge(srv.holds, 10);
+	ck_assert_int_eq(srv.early, 0);
+	lo_loop_free(loop);
+}
+END_TEST
 
 /*
  * A server that takes 7 bytes a call and asks for the rest again: all
@@ -857,6 +921,7 @@ static Suite *loop_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, echo_ipv4);
 	tcase_add_test(tc, again_hands_back);
+	tcase_add_test(tc, hold_until_released);
 	tcase_add_test(tc, echo_ipv6);
 	tcase_add_test(tc, echo_unix);
 	tcase_add_test(tc, echo_large);
