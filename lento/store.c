@@ -2514,6 +2514,18 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 		if (ret)
 			return bsql(b, ret);
 	}
+	/*
+	 * A directory that moves to another parent is a link more of it,
+	 * unless a directory leaves that parent in exchange or is replaced.
+	 */
+	if (!same && o.type == LENTO_T_DIR && dd->nlink >= NLINK_MAX &&
+	    !(has_t && t.type == LENTO_T_DIR))
+		return bfail(b, -EMLINK, &dd->fid, "%" PRIu32 " links already",
+			     dd->nlink);
+	if (!same && exch && t.type == LENTO_T_DIR &&
+	    o.type != LENTO_T_DIR && sd->nlink >= NLINK_MAX)
+		return bfail(b, -EMLINK, &sd->fid, "%" PRIu32 " links already",
+			     sd->nlink);
 
 	if (exch) {
 		ret = ent_put(b->s, Q_ENT_SET_CHILD, &sd->fid, r->name, &t.fid);

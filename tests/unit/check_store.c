@@ -1101,6 +1101,72 @@ START_TEST(rename_lastlink)
 }
 END_TEST
 
+/*
+ * A directory with NLINK_MAX links (65000) takes no more subdirectories:
+ * not by MKDIR, nor by a RENAME or an exchange that moves one in. One
+ * moved out in exchange, or replaced, leaves the count as it was.
+ */
+START_TEST(dir_links_bounded)
+{
+	const size_t n = 65000 - 2;
+	uint32_t vol = new_volume("links", 0);
+	struct lento_fid root = LENTO_ROOT_FID(vol), full, src, d, f, in, e;
+	struct lento_rec *recs = calloc(n, sizeof(*recs));
+	struct store_result res;
+	struct lento_vv fvv;
+	struct tc c;
+
+	ck_assert_ptr_nonnull(recs);
+	tc_init(&c, vol, 3);
+	full = mkdir_(&c, root, "full");
+	src = mkdir_(&c, root, "src");
+	d = mkdir_(&c, src, "d");
+	e = mkdir_(&c, src, "e");
+	f = mkfile(&c, src, "f");
+	SEND_OK(&c);
+	fvv = getattr(full).vv;
+	for (size_t i = 0; i < n; i++) {
+		struct lento_rec *r = &recs[i];
+
+		r->recno = i + 1;
+		r->op = LENTO_OP_MKDIR;
+		r->time_ns = 1700000000000000000LL + (int64_t)i;
+		r->dir = full;
+		r->obj = (struct lento_fid){ vol, 9, i + 1 };
+		r->base_dir = fvv;
+		lento_vv_init(&r->base_obj, 0);
+		r->type = LENTO_T_DIR;
+		snprintf(r->name, sizeof(r->name), "sub-%05zu", i);
+		r->attr.valid = LENTO_A_MODE;
+		r->attr.mode = 0755;
+		lento_vv_bump(&fvv, 0, (struct lento_storeid){ 9, i + 1 });
+	}
+	ck_assert_int_eq(store_reintegrate(s, vol, 9, recs, n, NULL, &res), 0);
+	free(recs);
+	ck_assert_uint_eq(getattr(full).nlink, 65000);
+	in = (struct lento_fid){ vol, 9, 1 };	/* full/sub-00000 */
+
+	mkdir_(&c, full, "more");
+	ck_assert_int_eq(send(&c), -EMLINK);
+	mv(&c, src, "d", d, full, "d", (struct lento_fid){ 0 }, 0);
+	ck_assert_int_eq(send(&c), -EMLINK);
+	ck_assert(lento_fid_eq(&c.res.fid, &full));
+	mv(&c, src, "f", f, full, "sub-00000", in, LENTO_R_EXCHANGE);
+	ck_assert_int_eq(send(&c), 0);	/* a directory out, a file in */
+	ck_assert_uint_eq(getattr(full).nlink, 64999);
+	mv(&c, src, "e", e, full, "e", (struct lento_fid){ 0 }, 0);
+	ck_assert_int_eq(send(&c), 0);	/* the last link there was */
+	ck_assert_uint_eq(getattr(full).nlink, 65000);
+	mv(&c, full, "sub-00000", f, src, "d", d, LENTO_R_EXCHANGE);
+	ck_assert_int_eq(send(&c), -EMLINK);	/* a file out, d in */
+	ck_assert(lento_fid_eq(&c.res.fid, &full));
+	mv(&c, src, "d", d, full, "sub-00001",
+	   (struct lento_fid){ vol, 9, 2 }, 0);
+	ck_assert_int_eq(send(&c), 0);	/* a directory replaced */
+	ck_assert_uint_eq(getattr(full).nlink, 65000);
+}
+END_TEST
+
 START_TEST(rename_across_volumes)
 {
 	uint32_t v1 = new_volume("one", 0), v2 = new_volume("two", 0);
@@ -2495,6 +2561,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, link_unlink_rmdir);
 	tcase_add_test(tc, renames);
 	tcase_add_test(tc, rename_lastlink);
+	tcase_add_test(tc, dir_links_bounded);
 	tcase_add_test(tc, rename_across_volumes);
 	tcase_add_test(tc, setattr_and_sizes);
 	tcase_add_test(tc, xattrs);
