@@ -42,6 +42,7 @@
  * as the records advance would cost a commit of its own every few hundred
  * KiB of log, in the middle of the changes being logged.
  */
+#include <crypto/hash.h>
 #include <linux/crc32.h>
 #include <linux/falloc.h>
 #include <linux/freezer.h>
@@ -129,11 +130,25 @@ struct presto_journal {
 	struct presto_kml_seg *spare;
 	unsigned long last_sync;
 	void *buf;
+	struct crypto_shash *crc;	/* "crc32c": the CPU's, if it has one */
 };
 
-/* CRC-32C from ~0, not inverted at the end (KML.md); lib/crc32.c's. */
-static u32 presto_kml_crc(const void *p, size_t len)
+/*
+ * CRC-32C from ~0, not inverted at the end (KML.md): the crypto API's
+ * "crc32c" updated from that seed, as ext4 and jbd2 do, which is the
+ * CPU's instruction where there is one; else lib/crc32.c's table.
+ */
+static u32 presto_kml_crc(struct presto_journal *j, const void *p,
+			  size_t len)
 {
+	if (j->crc) {
+		SHASH_DESC_ON_STACK(desc, j->crc);
+
+		desc->tfm = j->crc;
+		*(u32 *)shash_desc_ctx(desc) = ~0U;
+		if (!crypto_shash_update(desc, p, len))
+			return *(u32 *)shash_desc_ctx(desc);
+	}
 	return __crc32c_le(~0U, p, len);
 }
 
@@ -327,7 +342,8 @@ static void presto_seg_touch(struct presto_kml_seg *s)
 	sb_end_write(inode->i_sb);
 }
 
-static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
+static int presto_seg_write_header(struct presto_journal *j,
+				   struct presto_kml_seg *s, u64 first_seq)
 {
 	struct presto_kml_seg_hdr *h;
 	loff_t pos = 0;
@@ -342,7 +358,7 @@ static int presto_seg_write_header(struct presto_kml_seg *s, u64 first_seq)
 	h->segno = cpu_to_le64(s->segno);
 	h->first_seq = cpu_to_le64(first_seq);
 	h->seg_size = cpu_to_le64(s->size);
-	h->crc = cpu_to_le32(presto_kml_crc(h, offsetof(typeof(*h), crc)));
+	h->crc = cpu_to_le32(presto_kml_crc(j, h, offsetof(typeof(*h), crc)));
 	ret = kernel_write(s->file, h, PRESTO_KML_HDR_SIZE, &pos);
 	kfree(h);
 	if (ret < 0)
@@ -408,7 +424,7 @@ static int presto_journal_roll(struct presto_journal *j, u64 first_seq)
 	}
 	/* Before the new header's sync, which commits the trim too. */
 	presto_seg_trim(&old->file->f_path, old->used);
-	err = presto_seg_write_header(j->spare, first_seq);
+	err = presto_seg_write_header(j, j->spare, first_seq);
 	if (err)
 		return err;
 	fput(old->file);
@@ -476,7 +492,7 @@ static int presto_journal_write(struct presto_journal *j)
 				err = presto_journal_roll(j, seq);
 		}
 		if (!err) {
-			e->rec.crc = cpu_to_le32(presto_kml_crc(&e->rec,
+			e->rec.crc = cpu_to_le32(presto_kml_crc(j, &e->rec,
 								e->size));
 			memcpy(j->buf + len, &e->rec, e->size);
 			len += e->size;
@@ -1042,8 +1058,8 @@ struct presto_seg_scan {
  * it is whole in the buffer, and what is left of a chunk moves to the
  * front before the next.
  */
-static int presto_seg_scan_records(struct file *f, struct presto_seg_scan *sc,
-				   void *buf)
+static int presto_seg_scan_records(struct presto_journal *j, struct file *f,
+				   struct presto_seg_scan *sc, void *buf)
 {
 	loff_t size = i_size_read(file_inode(f));
 	loff_t base = PRESTO_KML_HDR_SIZE;	/* file offset of buf[0] */
@@ -1086,7 +1102,7 @@ static int presto_seg_scan_records(struct file *f, struct presto_seg_scan *sc,
 			break;
 		crc = le32_to_cpu(r->crc);
 		r->crc = 0;
-		if (presto_kml_crc(r, len) != crc)
+		if (presto_kml_crc(j, r, len) != crc)
 			break;
 		off += len;
 		sc->next_seq++;
@@ -1130,7 +1146,7 @@ static int presto_seg_scan(struct presto_journal *j, u64 segno,
 	} else if (n != sizeof(*h) ||
 		   memcmp(h->magic, PRESTO_KML_MAGIC, sizeof(h->magic)) ||
 		   le32_to_cpu(h->crc) !=
-		   presto_kml_crc(h, offsetof(typeof(*h), crc)) ||
+		   presto_kml_crc(j, h, offsetof(typeof(*h), crc)) ||
 		   le64_to_cpu(h->segno) != segno) {
 		pr_err("presto: %s: log segment %s has no valid header\n",
 		       presto_sb(j->sb)->lower_name, name);
@@ -1146,7 +1162,7 @@ static int presto_seg_scan(struct presto_journal *j, u64 segno,
 		sc->next_seq = sc->first_seq;
 		sc->used = PRESTO_KML_HDR_SIZE;
 		if (records)
-			err = presto_seg_scan_records(f, sc, buf);
+			err = presto_seg_scan_records(j, f, sc, buf);
 		else
 			sc->used = max_t(u64, sc->used,
 					 i_size_read(file_inode(f)));
@@ -1264,7 +1280,7 @@ static int presto_journal_scan(struct presto_journal *j)
 	err = PTR_ERR(s);
 	if (IS_ERR(s))
 		goto out;
-	err = presto_seg_write_header(s, next_seq);
+	err = presto_seg_write_header(j, s, next_seq);
 	list_add_tail(&s->list, &j->segs);
 	j->cur = s;
 	j->nsegs++;
@@ -1345,6 +1361,8 @@ static void presto_journal_free(struct presto_journal *j)
 	}
 	path_put(&j->dir);
 	kvfree(j->buf);
+	if (j->crc)
+		crypto_free_shash(j->crc);
 	kfree(j);
 }
 
@@ -1370,6 +1388,9 @@ int presto_journal_open(struct super_block *sb, u64 limit)
 	j->buf = kvmalloc(PRESTO_KML_BUF_SIZE, GFP_KERNEL);
 	if (!j->buf)
 		goto fail;
+	j->crc = crypto_alloc_shash("crc32c", 0, 0);
+	if (IS_ERR(j->crc))
+		j->crc = NULL;	/* lib/crc32.c's, the same sums */
 	err = presto_private_dir(&presto_sb(sb)->lower, PRESTO_RESERVED_NAME,
 				 &j->dir);
 	if (err)
