@@ -608,12 +608,18 @@ static void on_sent(void *arg)
 	reint_sent(arg);
 }
 
-/* Bodies' chunks fill memory faster than the disk takes them. */
+/*
+ * Bodies' chunks fill memory faster than the disk takes them. A true
+ * answer holds the input until conn_resume(): counted, for lentoctl.
+ */
 static bool on_busy(void *arg)
 {
-	const struct client *cl = arg;
+	struct client *cl = arg;
 
-	return cl->fetch_mem >= FETCH_MEM_MAX;
+	if (cl->fetch_mem < FETCH_MEM_MAX)
+		return false;
+	cl->st.fetch_holds++;
+	return true;
 }
 
 static const struct conn_ops conn_ops = {
@@ -864,13 +870,16 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 			  "hits %" PRIu64 ", misses %" PRIu64 ", fetches %"
 			  PRIu64 " (%" PRIu64 " bytes), listings %" PRIu64
 			  ", evictions %" PRIu64 ", xattrs skipped %" PRIu64
-			  "\n", cs.objects,
+			  "\nbodies in memory at most %" PRIu64 " bytes, the "
+			  "server's input held %" PRIu64 " times for them\n",
+			  cs.objects,
 			  cs.files_cached, cs.bytes, cl->cache_size, cs.dirty,
 			  cs.dirty_bytes, cl->full_of_dirty ?
 			  " (FULL of dirty objects)" : "", cl->st.hits,
 			  cl->st.misses, cl->st.fetches, cl->st.fetched_bytes,
 			  cl->st.listings, cl->st.evictions,
-			  cl->st.xattrs_skipped);
+			  cl->st.xattrs_skipped, cl->st.fetch_mem_peak,
+			  cl->st.fetch_holds);
 		jw_printf(w, "database: %" PRIu64 " commits, %" PRIu64
 			  " durable%s%s\n", cache_gen(cl->cache),
 			  cache_durable_gen(cl->cache),
@@ -895,6 +904,8 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 	kv_uint(w, "evictions", cl->st.evictions);
 	kv_uint(w, "xattrs_skipped", cl->st.xattrs_skipped);
 	kv_uint(w, "size_counts", cl->st.size_counts);
+	kv_uint(w, "fetch_mem_peak", cl->st.fetch_mem_peak);
+	kv_uint(w, "fetch_holds", cl->st.fetch_holds);
 	/* The database's transactions since start, and how many are durable. */
 	kv_uint(w, "commits", cache_gen(cl->cache));
 	kv_uint(w, "commits_durable", cache_durable_gen(cl->cache));

@@ -1263,6 +1263,8 @@ static int body_chunk(struct job *j, const struct lp_frame *f,
 	}
 	j->io++;
 	j->cl->fetch_mem += d.raw_len;
+	if (j->cl->fetch_mem > j->cl->st.fetch_mem_peak)
+		j->cl->st.fetch_mem_peak = j->cl->fetch_mem;
 	return 0;
 }
 

@@ -166,6 +166,8 @@ struct client_stats {
 	uint64_t listings;
 	uint64_t xattrs_skipped;	/* the cache could not take them */
 	uint64_t size_counts;		/* evict_check()'s scans of the cache */
+	/* Chunks of bodies in memory at most, and the input held for them. */
+	uint64_t fetch_mem_peak, fetch_holds;
 };
 
 struct batch;

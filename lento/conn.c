@@ -532,7 +532,8 @@ uint64_t conn_due_ms(const struct conn *c, uint64_t now)
 	case CONN_READY:
 		/* Unheard for a heartbeat: looked into at every tick. */
 		due = c->heard_ms + c->heartbeat_ms + 1;
-		if (!c->ping_tag && c->pinged_ms + c->heartbeat_ms < due)
+		if ((!c->ping_tag || c->held) &&
+		    c->pinged_ms + c->heartbeat_ms < due)
 			due = c->pinged_ms + c->heartbeat_ms;
 		/*
 		 * A tick planned this close to the silence's end is one a
@@ -592,9 +593,9 @@ void conn_tick(struct conn *c, uint64_t now)
 		 * our PING, and so its PONG, waits behind a batch's bodies.
 		 * (A dead server stops taking them, and then is silent.)
 		 * Asked (an ioctl) only once a heartbeat passed unheard: an
-		 * idle connection hears a PONG each heartbeat.
+		 * idle connection hears a PONG each heartbeat. Frames left
+		 * unread (held) are not the server's silence either.
 		 */
-		/* Frames left unread are not the server's silence. */
 		if (c->held)
 			c->heard_ms = now;
 		if (now - c->heard_ms > c->heartbeat_ms) {
@@ -609,7 +610,14 @@ void conn_tick(struct conn *c, uint64_t now)
 			conn_close(c, -ETIMEDOUT, why);
 			return;
 		}
-		if (!c->ping_tag && now - c->pinged_ms >= c->heartbeat_ms)
+		/*
+		 * Held, the PONG waits unread behind the frames: a PING each
+		 * heartbeat all the same, or the server would take our
+		 * silence for a client gone. An earlier one's PONG, read
+		 * later, is a reply to a request with nobody waiting.
+		 */
+		if ((!c->ping_tag || c->held) &&
+		    now - c->pinged_ms >= c->heartbeat_ms)
 			send_ping(c, now);
 		return;
 	}

@@ -557,6 +557,97 @@ http {{
 """
 
 
+def sh(cmd):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    if r.returncode:
+        raise Fail("%s: exit %d: %s" % (cmd, r.returncode,
+                                         r.stderr.strip()[-300:]))
+    return r.stdout.strip()
+
+
+def case_slow_disk_fetch(s):
+    """A body fetched to a cache whose disk is slower than the line: the
+    client keeps at most its bound of chunks in memory (32 MiB and one
+    chunk), leaving the server's frames unread meanwhile, stays connected,
+    and the file arrives whole. The disk: ext4 on dm-delay (writes 100 ms
+    late) with the dirty page cache held to 4 MiB, so that writes wait."""
+    size = 96 << 20
+    srv = s.t.server(name="slow-server", heartbeat_ms=3000)
+    srv.volume(VOL)
+    pub = s.t.client("slow-pub", srv)
+    body = os.urandom(size)
+    path = os.path.join(s.t.tmp, "huge.body")
+    with open(path, "wb") as f:
+        f.write(body)
+    pub.ctl("write", VOL + "/huge", "@" + path)
+    pub.sync(timeout=600)
+    os.unlink(path)
+    want = hashlib.sha256(body).hexdigest()
+    del body
+    img = os.path.join(s.t.tmp, "slow.img")
+    slow = os.path.join(s.t.tmp, "slow")
+    vm = {k: open("/proc/sys/vm/" + k).read() for k in
+          ("dirty_bytes", "dirty_background_bytes", "dirty_ratio",
+           "dirty_background_ratio")}
+    loop = f = None
+    try:
+        sh("truncate -s 512M %s" % img)
+        sh("modprobe loop && modprobe dm-delay")
+        loop = sh("losetup -f --show %s" % img)
+        sh('dmsetup create rp-slow --table "0 $(blockdev --getsz %s) '
+           'delay %s 0 0 %s 0 100"' % (loop, loop, loop))
+        sh("mkfs.ext4 -q -F /dev/mapper/rp-slow")
+        os.makedirs(slow)
+        sh("mount /dev/mapper/rp-slow %s" % slow)
+        with open("/proc/sys/vm/dirty_bytes", "w") as v:
+            v.write(str(4 << 20))
+        with open("/proc/sys/vm/dirty_background_bytes", "w") as v:
+            v.write(str(1 << 20))
+        f = Kclient(slow, "f", srv, os.path.join(s.t.tmp, "mnt-f"))
+        f.start()
+        f.mount()
+        f.ready()
+        t0 = time.monotonic()
+        h = hashlib.sha256()
+        with open(os.path.join(f.mnt, "huge"), "rb") as r:
+            while True:
+                chunk = r.read(1 << 20)
+                if not chunk:
+                    break
+                h.update(chunk)
+        took = time.monotonic() - t0
+        check(h.hexdigest() == want, "the body read through F differs")
+        st = f.ctl("cache")
+        print("  # %d MiB in %.1f s; chunks in memory at most %.1f MiB, "
+              "input held %d times; reconnections: %s" % (
+                  size >> 20, took, st["fetch_mem_peak"] / 2 ** 20,
+                  st["fetch_holds"], f.logtext().count("connected to")))
+        check(st["fetch_holds"] >= 1,
+              "the disk kept up: nothing was held (%s)" % st)
+        check(st["fetch_mem_peak"] <= (33 << 20),
+              "%d bytes of chunks in memory" % st["fetch_mem_peak"])
+        check(f.logtext().count("connected to") == 1,
+              "F lost its connection while it held its input")
+    except Exception:
+        if f:
+            print(f.tail(60))
+        raise
+    finally:
+        for k, v in vm.items():
+            if k.endswith("bytes") and v.strip() == "0":
+                continue        # set through the ratio below
+            with open("/proc/sys/vm/" + k, "w") as out:
+                out.write(v)
+        if f:
+            f.umount()
+            for p in f.stop():
+                raise Fail(p)
+        subprocess.run(["umount", slow], check=False)
+        subprocess.run(["dmsetup", "remove", "rp-slow"], check=False)
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)
+
+
 def http_get(port, path):
     import urllib.request
     with urllib.request.urlopen("http://127.0.0.1:%d/%s" % (port, path),
@@ -630,6 +721,7 @@ CASES = [
     ("wrong_lower", case_wrong_lower),
     ("parallel_cold", case_parallel_cold),
     ("bigdir", case_bigdir),
+    ("slow_disk_fetch", case_slow_disk_fetch),
     ("nginx", case_nginx),
     ("status", case_status),
 ]
