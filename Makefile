@@ -192,7 +192,7 @@ LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
 	lento/kchan.c lento/kchan_decode.c lento/client_kernel.c \
 	lento/client_kml.c lento/kml_read.c lento/kml_apply.c lento/resolve.c \
-	lento/worker.c protocol/lproto.c protocol/kml.c
+	lento/worker.c lento/fault.c protocol/lproto.c protocol/kml.c
 LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h \
 	protocol/presto_genl.h protocol/kml.h protocol/presto_kml.h
 LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd) $(NL_FLAGS)
@@ -249,25 +249,27 @@ tests/bin/unit-cml: tests/unit/check_cml.c $(CMLLIB)
 UNITS += tests/bin/unit-cache
 
 tests/bin/unit-cache: tests/unit/check_cache.c lento/cache.c lento/cache.h \
+		lento/fault.c lento/fault.h \
 		$(CMLLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -o $@ \
-		tests/unit/check_cache.c lento/cache.c lento/cml.c \
+		tests/unit/check_cache.c lento/cache.c lento/fault.c lento/cml.c \
 		lento/cml_opt.c $$(pkg-config --cflags --libs check sqlite3)
 
 # lento consuming presto's journal: segments written as presto writes them
 # (tests/lib/kmlgen.c), read through the ring, turned into the CML.
 KAPPLYLIB := lento/kml_read.c lento/kml_read.h lento/kml_apply.c \
 	lento/kml_apply.h tests/lib/kmlgen.c tests/lib/kmlgen.h $(LOOPLIB) \
-	lento/cache.c lento/cache.h lento/log.c lento/log.h $(CMLLIB) $(KMLLIB)
+	lento/cache.c lento/cache.h lento/fault.c lento/fault.h lento/log.c \
+	lento/log.h $(CMLLIB) $(KMLLIB)
 UNITS += tests/bin/unit-kmlapply
 
 tests/bin/unit-kmlapply: tests/unit/check_kmlapply.c $(KAPPLYLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ \
 		tests/unit/check_kmlapply.c lento/kml_read.c lento/kml_apply.c \
-		tests/lib/kmlgen.c lento/loop.c lento/cache.c lento/cml.c \
-		lento/cml_opt.c lento/log.c protocol/kml.c -luring \
+		tests/lib/kmlgen.c lento/loop.c lento/cache.c lento/fault.c \
+		lento/cml.c lento/cml_opt.c lento/log.c protocol/kml.c -luring \
 		$$(pkg-config --cflags --libs check sqlite3)
 
 bench/bin/microbench: bench/microbench.c
@@ -279,8 +281,8 @@ bench/bin/kmlapply: bench/kmlapply.c $(KAPPLYLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ bench/kmlapply.c \
 		lento/kml_read.c lento/kml_apply.c tests/lib/kmlgen.c \
-		lento/loop.c lento/cache.c lento/cml.c lento/cml_opt.c \
-		lento/log.c protocol/kml.c -luring \
+		lento/loop.c lento/cache.c lento/fault.c lento/cml.c \
+		lento/cml_opt.c lento/log.c protocol/kml.c -luring \
 		$$(pkg-config --cflags --libs sqlite3)
 
 # C units on the host (under ASan+UBSan), then everything else in one boot

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "blob.h"
+#include "fault.h"
 #include "cml.h"
 
 #define PATH_DEPTH_MAX	2048	/* a path longer than this is a loop */
@@ -714,7 +715,8 @@ int cache_begin(struct cache *c)
 
 int cache_commit_lazy(struct cache *c)
 {
-	int e = sql_err(sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL));
+	int e = fault_at("cache-commit") ? -EIO :
+		sql_err(sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL));
 
 	if (e)
 		cache_rollback(c);
@@ -1611,6 +1613,19 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 	if (renameat(c->dirfd, tmp, c->dirfd, path))
 		return -errno;
 	return sync_parent(c, path);
+}
+
+int cache_link_aside(struct cache *c, const char *path, char *aside)
+{
+	int fd = cache_tmpfile(c, aside);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	if (unlinkat(c->dirfd, aside, 0) ||
+	    linkat(c->dirfd, path, c->dirfd, aside, 0))
+		return -errno;
+	return 0;
 }
 
 int cache_link(struct cache *c, const char *from, const char *to)

@@ -336,6 +336,12 @@ int cache_copy_fd(int in, int out, off_t size);
 int cache_install(struct cache *c, const char *tmp, const char *path,
 		  const struct cache_obj *o);
 /*
+ * A second name for the file at @path (relative to DIR) in .lento/tmp,
+ * into @aside (CACHE_PATH_MAX): its content kept while @path is replaced,
+ * for the caller to rename back or remove.
+ */
+int cache_link_aside(struct cache *c, const char *path, char *aside);
+/*
  * Make @path (relative to DIR) the object @o without its content: a
  * directory (kept if there), a symlink to @target, a fifo, socket or
  * device node (a device only as root: -EOPNOTSUPP otherwise, the caller

@@ -116,6 +116,13 @@ static int log_rec(struct client *cl, struct lento_rec *r, uint64_t body)
 	return err;
 }
 
+/* A change is in the log: the volume's reintegration learns of it. */
+static void changed(struct vol *v)
+{
+	v->last_change_ms = lo_now_ms();
+	v->log_changed = true;
+}
+
 static int finish(struct client *cl, struct vol *v, int err)
 {
 	err = err ?: cache_commit(cl->cache);
@@ -123,8 +130,7 @@ static int finish(struct client *cl, struct vol *v, int err)
 		cache_rollback(cl->cache);
 		return err;
 	}
-	v->last_change_ms = lo_now_ms();
-	v->log_changed = true;
+	changed(v);
 	return 0;
 }
 
@@ -398,7 +404,8 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 		 size_t len)
 {
 	struct client *cl = op->cl;
-	char tmp[CACHE_PATH_MAX];
+	int dirfd = cache_dirfd(cl->cache);
+	char tmp[CACHE_PATH_MAX], old[CACHE_PATH_MAX] = "";
 	struct cache_obj *o = &res->obj;
 	struct lento_rec r;
 	int err = write_tmp(cl, buf, len, tmp);
@@ -416,16 +423,43 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 	r.attr.size = len;
 	r.attr.mtime_ns = r.attr.ctime_ns = r.time_ns;
 	err = cache_begin(cl->cache);
-	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
+	if (err) {
+		unlinkat(dirfd, tmp, 0);
+		return err;
+	}
+	err = cache_obj_put(cl->cache, o, NULL, 0);
 	err = err ?: log_rec(cl, &r, len);
 	/* A new body keeps the file's xattrs; in place once logged. */
 	err = err ?: cache_copy_xattrs(cl->cache, res->path, tmp);
+	/*
+	 * The old body stays at @old until the record is committed: a
+	 * COMMIT that fails puts it back, so that the cache never holds
+	 * content its log does not account for.
+	 */
+	err = err ?: cache_link_aside(cl->cache, res->path, old);
 	err = err ?: cache_install(cl->cache, tmp, res->path, o);
-	err = finish(cl, res->vol, err);
-	if (err)
-		unlinkat(cache_dirfd(cl->cache), tmp, 0);
-	else
-		cache_handle_update(cl->cache, &o->fid, res->path);
+	if (err) {
+		cache_rollback(cl->cache);
+		goto drop;
+	}
+	err = cache_commit_lazy(cl->cache);	/* rolled back if it fails */
+	if (err) {
+		if (renameat(dirfd, old, dirfd, res->path)) {
+			log_err("%s: its old content could not be put back: "
+				"%s; it is in %s", res->path, strerror(errno),
+				old);
+			old[0] = 0;
+		}
+		goto drop;
+	}
+	unlinkat(dirfd, old, 0);
+	changed(res->vol);
+	cache_handle_update(cl->cache, &o->fid, res->path);
+	return cache_sync(cl->cache);
+drop:
+	unlinkat(dirfd, tmp, 0);	/* gone if installed */
+	if (old[0])
+		unlinkat(dirfd, old, 0);	/* gone if put back */
 	return err;
 }
 

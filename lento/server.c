@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "ctl.h"
+#include "fault.h"
 #include "fidset.h"
 #include "log.h"
 #include "loop.h"
@@ -276,7 +277,7 @@ static bool sess_drop_volume(struct session *s, uint32_t volume)
  */
 static void sess_promise(struct session *s, const struct lento_fid *fid)
 {
-	if (fidset_add(&s->cbs, fid) < 0)
+	if (fault_at("server-promise") || fidset_add(&s->cbs, fid) < 0)
 		sess_close(s, -ENOMEM, "out of memory for its callbacks");
 }
 

@@ -118,10 +118,13 @@ class Server:
         self.store = os.path.join(tmp, "store")
         self.log = os.path.join(tmp, "server.log")
         self.sock = os.path.join(tmp, "control.sock")
+        # A failure armed by writing its point's name here (lento(8)).
+        self.faults = os.path.join(tmp, "faults")
         self.p = subprocess.Popen(
             [lento, "server", "--store", self.store, "--listen",
              "127.0.0.1:0", "--control", self.sock, "--lease-ms",
-             str(lease_ms), "--log", self.log] + list(extra))
+             str(lease_ms), "--log", self.log] + list(extra),
+            env=dict(os.environ, LENTO_TEST_FAULTS=self.faults))
         for _ in range(100):
             if os.path.exists(self.sock):
                 break
@@ -486,6 +489,37 @@ def case_batch_sizes_bounded(srv):
     c.close()
 
 
+def case_promise_lost_closes_session(srv):
+    """A callback promise the server cannot record (injected) is never
+    made: the session that would have had it is closed before the
+    answer; its batch, sent again on a new connection, is found applied
+    and answered then."""
+    srv.ctl("volume", "create", "v8")
+    c = Conn(srv.port)
+    cid, _, uuid = hello(c)
+    vol, _ = volume(c, "v8")
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    f = fid(vol, cid, 1)
+    rec = record(1, OP_CREATE, fid(vol), f, 1, 0x1, 0o644, 0, b"f")
+    with open(srv.faults, "w") as out:
+        out.write("server-promise\n")
+    c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 1, 1) + rec)
+    assert c.frame() is None, "answered though a promise was lost"
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    c = Conn(srv.port)
+    again, _, _ = hello(c, client=cid, uuid=uuid)
+    assert again == cid, (again, cid)
+    volume(c, "v8")
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    applied, code, vers = reintegrate(c, vol, cid, 1, rec, 1)
+    assert (applied, code) == (1, 0) and f in vers, (applied, code)
+    c.close()
+    log = open(srv.log).read()
+    assert "out of memory for its callbacks" in log, log[-1500:]
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -583,6 +617,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
          case_clients_bounded, case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
+         case_promise_lost_closes_session,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 
