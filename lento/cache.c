@@ -590,8 +590,9 @@ static int empty_dir(struct cache *c, const char *sub)
 		return -errno;
 	}
 	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			unlinkat(fd, de->d_name, 0);
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		    unlinkat(fd, de->d_name, 0) && errno == EISDIR)
+			unlinkat(fd, de->d_name, AT_REMOVEDIR);	/* aside */
 	closedir(d);
 	return 0;
 }
@@ -739,7 +740,8 @@ int cache_commit(struct cache *c)
 int cache_sync(struct cache *c)
 {
 	if (!c->sync_err)
-		cache_synced(c, c->gen, fdatasync(c->walfd) ? -errno : 0);
+		cache_synced(c, c->gen, fault_at("cache-sync") ? -EIO :
+			     fdatasync(c->walfd) ? -errno : 0);
 	return c->sync_err;
 }
 
@@ -1615,17 +1617,33 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 	return sync_parent(c, path);
 }
 
-int cache_link_aside(struct cache *c, const char *path, char *aside)
+/* A fresh name in .lento/tmp into @aside, with nothing under it. */
+static int aside_name(struct cache *c, char *aside)
 {
 	int fd = cache_tmpfile(c, aside);
 
 	if (fd < 0)
 		return fd;
 	close(fd);
-	if (unlinkat(c->dirfd, aside, 0) ||
-	    linkat(c->dirfd, path, c->dirfd, aside, 0))
-		return -errno;
-	return 0;
+	return unlinkat(c->dirfd, aside, 0) ? -errno : 0;
+}
+
+int cache_link_aside(struct cache *c, const char *path, char *aside)
+{
+	int err = aside_name(c, aside);
+
+	if (!err && linkat(c->dirfd, path, c->dirfd, aside, 0))
+		err = -errno;
+	return err;
+}
+
+int cache_move_aside(struct cache *c, const char *path, char *aside)
+{
+	int err = aside_name(c, aside);
+
+	if (!err && renameat(c->dirfd, path, c->dirfd, aside))
+		err = -errno;
+	return err;
 }
 
 int cache_link(struct cache *c, const char *from, const char *to)

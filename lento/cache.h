@@ -341,6 +341,8 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
  * for the caller to rename back or remove.
  */
 int cache_link_aside(struct cache *c, const char *path, char *aside);
+/* The same, @path itself moved there (a file or a directory). */
+int cache_move_aside(struct cache *c, const char *path, char *aside);
 /*
  * Make @path (relative to DIR) the object @o without its content: a
  * directory (kept if there), a symlink to @target, a fifo, socket or

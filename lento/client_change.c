@@ -10,15 +10,20 @@
  * existence is known) and the volume's write-back permit; disconnected,
  * what is cached and a local permit. The change is made on the disk
  * first, then the cache's rows and the CML record go in one SQLite
- * transaction; if that fails the disk change is undone where it can be.
+ * transaction; if its COMMIT fails the disk change is undone: what a
+ * change replaces or removes (a file's old content, a removed name, a
+ * rename's target) waits in .lento/tmp until the COMMIT and is put back
+ * if it fails. A COMMIT that went in stands, though the sync after it
+ * fails (the error is reported, and the cache refuses to go on).
  * A file's new content is written to a temporary file, synced, and
- * renamed into place after the record is in the log.
+ * renamed into place.
  *
  * Records name, per object, the server's version this client knows of it
  * (the cache's vv, which local changes leave alone): cml.h's base rule.
  * Permissions are the server's to check at reintegration: until presto
  * does it in the kernel, these commands do not check them.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -123,15 +128,79 @@ static void changed(struct vol *v)
 	v->log_changed = true;
 }
 
-static int finish(struct client *cl, struct vol *v, int err)
+/*
+ * Commit the change begun, unless @err; *@logged (if given) says whether
+ * it was committed, which it may be though the sync after fails: then
+ * what the caller did on the disk stays, as the log has it.
+ */
+/*
+ * What a change moved to @aside first, back at @path. False, and said,
+ * if it cannot be: it stays there until lento starts again.
+ */
+static bool put_back(int dirfd, const char *aside, const char *path)
 {
-	err = err ?: cache_commit(cl->cache);
+	if (!renameat2(dirfd, aside, dirfd, path, RENAME_NOREPLACE))
+		return true;
+	log_err("%s: could not be put back from %s: %s; it stays there until "
+		"lento starts again", path, aside, strerror(errno));
+	return false;
+}
+
+/* Directory @path holds nothing (a removal moved it aside unchecked). */
+static bool dir_empty(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	bool empty = true;
+	DIR *d;
+
+	if (fd < 0)
+		return false;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return false;
+	}
+	while (empty && (de = readdir(d)))
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/*
+ * Move @path (of an object of @type) aside, into @aside, for a change
+ * that removes or replaces it. 0 and *@moved false if nothing is there
+ * (an object lento lists but could not make, as a device node); a
+ * directory that is not empty on the disk is put back: -ENOTEMPTY.
+ */
+static int move_aside(struct client *cl, const char *path, uint8_t type,
+		      char *aside, bool *moved)
+{
+	int dirfd = cache_dirfd(cl->cache);
+	int err = cache_move_aside(cl->cache, path, aside);
+
+	*moved = !err;
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (type == LENTO_T_DIR && !dir_empty(dirfd, aside)) {
+		if (put_back(dirfd, aside, path))
+			*moved = false;
+		return -ENOTEMPTY;
+	}
+	return 0;
+}
+
+static int finish(struct client *cl, struct vol *v, int err, bool *logged)
+{
+	err = err ?: cache_commit_lazy(cl->cache);
+	if (logged)
+		*logged = !err;
 	if (err) {
 		cache_rollback(cl->cache);
 		return err;
 	}
 	changed(v);
-	return 0;
+	return cache_sync(cl->cache);
 }
 
 /* A directory's times (and link count) move with its entries. */
@@ -166,13 +235,14 @@ static int resolve_new(struct op *op, const char *path, struct resolved *res)
 /* A new object of @type at @res with its attributes, logged. */
 static int new_object(struct op *op, struct resolved *res, uint16_t code,
 		      uint8_t type, uint32_t mode, const char *target,
-		      struct cache_obj *o)
+		      struct cache_obj *o, bool *logged)
 {
 	struct client *cl = op->cl;
 	struct cache_obj parent;
 	struct lento_rec r;
 	int err;
 
+	*logged = false;
 	rec_init(&r, op, code);
 	err = cache_obj_get(cl->cache, &res->parent, &parent, NULL, 0);
 	err = err ?: cml_mint_fid(cache_cml(cl->cache), res->vol->cv.id,
@@ -212,8 +282,8 @@ static int new_object(struct op *op, struct resolved *res, uint16_t code,
 	err = err ?: touch_dir(cl, &res->parent, type == LENTO_T_DIR,
 			       r.time_ns);
 	err = err ?: log_rec(cl, &r, 0);
-	err = finish(cl, res->vol, err);
-	if (!err)
+	err = finish(cl, res->vol, err, logged);
+	if (*logged)
 		cache_handle_update(cl->cache, &o->fid, res->path);
 	return err;
 }
@@ -239,6 +309,7 @@ static int mkdir_one(struct op *op, const char *path)
 	int dirfd = cache_dirfd(op->cl->cache);
 	struct resolved res;
 	struct cache_obj o;
+	bool logged;
 	int err = resolve_new(op, path, &res);
 
 	if (err)
@@ -246,9 +317,10 @@ static int mkdir_one(struct op *op, const char *path)
 	if (mkdirat(dirfd, res.path, 0700))
 		return fail(op, -errno, "%s", path);
 	err = new_object(op, &res, LENTO_OP_MKDIR, LENTO_T_DIR, DIR_MODE,
-			 NULL, &o);
+			 NULL, &o, &logged);
 	if (err) {
-		unlinkat(dirfd, res.path, AT_REMOVEDIR);
+		if (!logged)
+			unlinkat(dirfd, res.path, AT_REMOVEDIR);
 		return fail(op, err, "%s", path);
 	}
 	return 0;
@@ -273,14 +345,16 @@ static int create_at(struct op *op, struct resolved *res, const char *path,
 	int dirfd = cache_dirfd(op->cl->cache);
 	int fd = openat(dirfd, res->path, O_WRONLY | O_CREAT | O_EXCL |
 			O_CLOEXEC, 0600), err;
+	bool logged;
 
 	if (fd < 0)
 		return fail(op, -errno, "%s", path);
 	close(fd);
 	err = new_object(op, res, LENTO_OP_CREATE, LENTO_T_REG, FILE_MODE,
-			 NULL, o);
+			 NULL, o, &logged);
 	if (err) {
-		unlinkat(dirfd, res->path, 0);
+		if (!logged)
+			unlinkat(dirfd, res->path, 0);
 		return fail(op, err, "%s", path);
 	}
 	return 0;
@@ -313,6 +387,7 @@ static int symlink_step(struct op *op)
 	const char *target = op->argv[1];
 	struct resolved res;
 	struct cache_obj o;
+	bool logged;
 	int err;
 
 	if (!*target || strlen(target) > LENTO_SYMLINK_MAX) {
@@ -326,9 +401,10 @@ static int symlink_step(struct op *op)
 	if (symlinkat(target, dirfd, res.path))
 		return fail(op, -errno, "%s", op->argv[0]);
 	err = new_object(op, &res, LENTO_OP_SYMLINK, LENTO_T_SYMLINK, 0777,
-			 target, &o);
+			 target, &o, &logged);
 	if (err) {
-		unlinkat(dirfd, res.path, 0);
+		if (!logged)
+			unlinkat(dirfd, res.path, 0);
 		return fail(op, err, "%s", op->argv[0]);
 	}
 	return done_out(op);
@@ -405,8 +481,9 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 {
 	struct client *cl = op->cl;
 	int dirfd = cache_dirfd(cl->cache);
-	char tmp[CACHE_PATH_MAX], old[CACHE_PATH_MAX] = "";
+	char tmp[CACHE_PATH_MAX], old[CACHE_PATH_MAX];
 	struct cache_obj *o = &res->obj;
+	bool aside = false;
 	struct lento_rec r;
 	int err = write_tmp(cl, buf, len, tmp);
 
@@ -436,31 +513,36 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 	 * COMMIT that fails puts it back, so that the cache never holds
 	 * content its log does not account for.
 	 */
-	err = err ?: cache_link_aside(cl->cache, res->path, old);
-	err = err ?: cache_install(cl->cache, tmp, res->path, o);
-	if (err) {
-		cache_rollback(cl->cache);
-		goto drop;
+	if (!err) {
+		err = cache_link_aside(cl->cache, res->path, old);
+		aside = !err;
 	}
-	err = cache_commit_lazy(cl->cache);	/* rolled back if it fails */
+	err = err ?: cache_install(cl->cache, tmp, res->path, o);
+	if (err)
+		cache_rollback(cl->cache);
+	else
+		err = cache_commit_lazy(cl->cache);	/* rolled back if so */
 	if (err) {
-		if (renameat(dirfd, old, dirfd, res->path)) {
-			log_err("%s: its old content could not be put back: "
-				"%s; it is in %s", res->path, strerror(errno),
-				old);
-			old[0] = 0;
+		/*
+		 * Installed, or half so (its directory's sync failed), or
+		 * not at all (then @old is a second link of what is there,
+		 * and the rename does nothing): the old body at its name.
+		 */
+		if (aside && renameat(dirfd, old, dirfd, res->path)) {
+			log_err("%s: its old content could not be put back "
+				"from %s: %s; it stays there until lento starts "
+				"again", res->path, old, strerror(errno));
+			aside = false;
 		}
-		goto drop;
+		unlinkat(dirfd, tmp, 0);	/* gone if installed */
+		if (aside)
+			unlinkat(dirfd, old, 0);	/* left if the same */
+		return err;
 	}
 	unlinkat(dirfd, old, 0);
 	changed(res->vol);
 	cache_handle_update(cl->cache, &o->fid, res->path);
 	return cache_sync(cl->cache);
-drop:
-	unlinkat(dirfd, tmp, 0);	/* gone if installed */
-	if (old[0])
-		unlinkat(dirfd, old, 0);	/* gone if put back */
-	return err;
 }
 
 static int write_step(struct op *op)
@@ -638,7 +720,7 @@ static int setattr_step(struct op *op)
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
-	err = finish(cl, res.vol, err);
+	err = finish(cl, res.vol, err, NULL);
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 
@@ -650,13 +732,15 @@ int cmd_setattr(struct ctl_req *r, void *ctx, int argc, char **argv)
 /* ------------------------------------------------------- unlink, rmdir */
 
 /* @res's name goes from its directory; @o loses a link. Logged. */
-static int unname(struct op *op, struct resolved *res, uint16_t code)
+static int unname(struct op *op, struct resolved *res, uint16_t code,
+		  bool *logged)
 {
 	struct client *cl = op->cl;
 	struct cache_obj parent, *o = &res->obj;
 	struct lento_rec r;
 	int err = cache_obj_get(cl->cache, &res->parent, &parent, NULL, 0);
 
+	*logged = false;
 	if (err)
 		return err;
 	rec_init(&r, op, code);
@@ -677,12 +761,34 @@ static int unname(struct op *op, struct resolved *res, uint16_t code)
 	err = err ?: touch_dir(cl, &res->parent,
 			       code == LENTO_OP_RMDIR ? -1 : 0, r.time_ns);
 	err = err ?: log_rec(cl, &r, 0);
-	return finish(cl, res->vol, err);
+	return finish(cl, res->vol, err, logged);
+}
+
+/*
+ * Remove @res's name from the disk and the log: the object moved aside
+ * first, put back if the removal is not logged, gone once it is.
+ */
+static int remove_one(struct op *op, struct resolved *res, uint16_t code,
+		      const char *path)
+{
+	int dirfd = cache_dirfd(op->cl->cache);
+	char aside[CACHE_PATH_MAX];
+	bool logged, moved;
+	int err = move_aside(op->cl, res->path, res->obj.type, aside, &moved);
+
+	if (err)
+		return fail(op, err, "%s", path);
+	err = unname(op, res, code, &logged);
+	if (moved && logged)
+		unlinkat(dirfd, aside, code == LENTO_OP_RMDIR ?
+			 AT_REMOVEDIR : 0);
+	else if (moved)
+		put_back(dirfd, aside, res->path);
+	return err ? fail(op, err, "%s", path) : 0;
 }
 
 static int unlink_one(struct op *op, const char *path)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
 	struct resolved res;
 	int err = resolve(op, path, true, &res);
 
@@ -691,13 +797,7 @@ static int unlink_one(struct op *op, const char *path)
 		return err;
 	if (res.obj.type == LENTO_T_DIR || !res.name[0])
 		return fail(op, -EISDIR, "%s", path);
-	if (unlinkat(dirfd, res.path, 0))
-		return fail(op, -errno, "%s", path);
-	err = unname(op, &res, LENTO_OP_UNLINK);
-	if (err)
-		return fail(op, err, "%s (removed from the cache, but not "
-			    "logged)", path);
-	return 0;
+	return remove_one(op, &res, LENTO_OP_UNLINK, path);
 }
 
 static int unlink_step(struct op *op)
@@ -729,7 +829,6 @@ static int need_empty(struct op *op, struct resolved *res, const char *path)
 
 static int rmdir_one(struct op *op, const char *path)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
 	struct resolved res;
 	int err = resolve(op, path, true, &res);
 
@@ -742,13 +841,7 @@ static int rmdir_one(struct op *op, const char *path)
 	err = need_empty(op, &res, path) ?: need_permit(op, res.vol);
 	if (err)
 		return err;
-	if (unlinkat(dirfd, res.path, AT_REMOVEDIR))
-		return fail(op, -errno, "%s", path);
-	err = unname(op, &res, LENTO_OP_RMDIR);
-	if (err)
-		return fail(op, err, "%s (removed from the cache, but not "
-			    "logged)", path);
-	return 0;
+	return remove_one(op, &res, LENTO_OP_RMDIR, path);
 }
 
 static int rmdir_step(struct op *op)
@@ -809,7 +902,8 @@ static int rename_check(struct op *op, struct resolved *a, struct resolved *b)
 	return b->obj.type == LENTO_T_DIR ? need_empty(op, b, op->argv[1]) : 0;
 }
 
-static int rename_log(struct op *op, struct resolved *a, struct resolved *b)
+static int rename_log(struct op *op, struct resolved *a, struct resolved *b,
+		      bool *logged)
 {
 	struct client *cl = op->cl;
 	bool dir = a->obj.type == LENTO_T_DIR, moved =
@@ -820,6 +914,7 @@ static int rename_log(struct op *op, struct resolved *a, struct resolved *b)
 	int err = cache_obj_get(cl->cache, &a->parent, &pa, NULL, 0) ?:
 		  cache_obj_get(cl->cache, &b->parent, &pb, NULL, 0);
 
+	*logged = false;
 	if (err)
 		return err;
 	rec_init(&r, op, LENTO_OP_RENAME);
@@ -850,13 +945,15 @@ static int rename_log(struct op *op, struct resolved *a, struct resolved *b)
 	err = err ?: touch_dir(cl, &b->parent, (dir && moved ? 1 : 0) -
 			       (dir && target ? 1 : 0), r.time_ns);
 	err = err ?: log_rec(cl, &r, 0);
-	return finish(cl, a->vol, err);
+	return finish(cl, a->vol, err, logged);
 }
 
 static int rename_step(struct op *op)
 {
 	int dirfd = cache_dirfd(op->cl->cache);
+	char aside[CACHE_PATH_MAX];
 	struct resolved a, b;
+	bool moved = false, logged;
 	int err = resolve(op, op->argv[0], true, &a) ?:
 		  resolve(op, op->argv[1], false, &b);
 
@@ -867,14 +964,28 @@ static int rename_step(struct op *op)
 	/* Two names of one object: nothing to do (as rename(2)). */
 	if (lento_fid_eq(&a.fid, &b.fid))
 		return done_out(op);
-	if (renameat(dirfd, a.path, dirfd, b.path))
-		return fail(op, -errno, "%s -> %s", op->argv[0], op->argv[1]);
-	err = rename_log(op, &a, &b);
-	if (err) {
-		if (lento_fid_is_null(&b.fid))
-			renameat(dirfd, b.path, dirfd, a.path);
-		return fail(op, err, "%s -> %s", op->argv[0], op->argv[1]);
+	/* A target replaced stays aside until the rename is logged. */
+	if (!lento_fid_is_null(&b.fid)) {
+		err = move_aside(op->cl, b.path, b.obj.type, aside, &moved);
+		if (err)
+			return fail(op, err, "%s", op->argv[1]);
 	}
+	if (renameat(dirfd, a.path, dirfd, b.path)) {
+		err = -errno;
+		logged = false;
+	} else {
+		err = rename_log(op, &a, &b, &logged);
+		if (!logged)
+			put_back(dirfd, b.path, a.path);
+	}
+	/* Not put back over the renamed object if it could not go back. */
+	if (moved && logged)
+		unlinkat(dirfd, aside, b.obj.type == LENTO_T_DIR ?
+			 AT_REMOVEDIR : 0);
+	else if (moved)
+		put_back(dirfd, aside, b.path);
+	if (err)
+		return fail(op, err, "%s -> %s", op->argv[0], op->argv[1]);
 	return done_out(op);
 }
 
@@ -892,6 +1003,7 @@ static int link_step(struct op *op)
 	struct resolved a, b;
 	struct cache_obj parent;
 	struct lento_rec r;
+	bool logged;
 	int err = resolve(op, op->argv[0], true, &a) ?:
 		  resolve_new(op, op->argv[1], &b);
 
@@ -923,9 +1035,10 @@ static int link_step(struct op *op)
 	err = err ?: cache_dirent_put(cl->cache, &b.parent, b.name, &a.fid);
 	err = err ?: touch_dir(cl, &b.parent, 0, r.time_ns);
 	err = err ?: log_rec(cl, &r, 0);
-	err = finish(cl, a.vol, err);
+	err = finish(cl, a.vol, err, &logged);
 	if (err) {
-		unlinkat(dirfd, b.path, 0);
+		if (!logged)
+			unlinkat(dirfd, b.path, 0);
 		return fail(op, err, "%s", op->argv[1]);
 	}
 	return done_out(op);
@@ -974,7 +1087,7 @@ static int xattr_step(struct op *op, bool set)
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, &res.obj, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
-	err = finish(cl, res.vol, err);
+	err = finish(cl, res.vol, err, NULL);
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 
