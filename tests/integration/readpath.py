@@ -569,8 +569,8 @@ def case_slow_disk_fetch(s):
     """A body fetched to a cache whose disk is slower than the line: the
     client keeps at most its bound of chunks in memory (32 MiB and one
     chunk), leaving the server's frames unread meanwhile, stays connected,
-    and the file arrives whole. The disk: ext4 on dm-delay (writes 100 ms
-    late) with the dirty page cache held to 4 MiB, so that writes wait."""
+    and the file arrives whole. The disk: ext4 on dm-delay (writes 300 ms
+    late) with the dirty page cache held to 2 MiB, so that writes wait."""
     size = 96 << 20
     srv = s.t.server(name="slow-server", heartbeat_ms=3000)
     srv.volume(VOL)
@@ -598,12 +598,12 @@ def case_slow_disk_fetch(s):
               "this kernel has no dm-delay target")
         loop = sh("losetup -f --show %s" % img)
         sh('dmsetup create rp-slow --table "0 $(blockdev --getsz %s) '
-           'delay %s 0 0 %s 0 100"' % (loop, loop, loop))
+           'delay %s 0 0 %s 0 300"' % (loop, loop, loop))
         sh("mkfs.ext4 -q -F /dev/mapper/rp-slow")
         os.makedirs(slow)
         sh("mount /dev/mapper/rp-slow %s" % slow)
         with open("/proc/sys/vm/dirty_bytes", "w") as v:
-            v.write(str(4 << 20))
+            v.write(str(2 << 20))
         with open("/proc/sys/vm/dirty_background_bytes", "w") as v:
             v.write(str(1 << 20))
         f = Kclient(slow, "f", srv, os.path.join(s.t.tmp, "mnt-f"))
