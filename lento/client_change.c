@@ -516,6 +516,8 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 	if (!err) {
 		err = cache_link_aside(cl->cache, res->path, old);
 		aside = !err;
+		if (err == -ENOENT)	/* no file yet: nothing to keep */
+			err = 0;
 	}
 	err = err ?: cache_install(cl->cache, tmp, res->path, o);
 	if (err)
