@@ -1649,14 +1649,10 @@ int cache_move_aside(struct cache *c, const char *path, char *aside)
 int cache_link(struct cache *c, const char *from, const char *to)
 {
 	char tmp[CACHE_PATH_MAX];
-	int fd = cache_tmpfile(c, tmp), err = 0;
+	int err = cache_link_aside(c, from, tmp);
 
-	if (fd < 0)
-		return fd;
-	close(fd);
-	if (unlinkat(c->dirfd, tmp, 0) ||
-	    linkat(c->dirfd, from, c->dirfd, tmp, 0))
-		return -errno;
+	if (err)
+		return err;
 	if (renameat(c->dirfd, tmp, c->dirfd, to))
 		err = -errno;
 	/* Gone if renamed; left if @to was that inode already. */

@@ -476,36 +476,27 @@ static int write_tmp(struct client *cl, const char *buf, size_t len,
 	return err;
 }
 
-static int store(struct op *op, struct resolved *res, const char *buf,
-		 size_t len)
+/*
+ * @tmp, a new synced body for @res's file, in place with record @r (whose
+ * body is @body bytes of it) and @res->obj's rows: all of it, or none,
+ * and @tmp gone either way.
+ */
+static int replace_body(struct op *op, struct resolved *res, const char *tmp,
+			struct lento_rec *r, uint64_t body)
 {
 	struct client *cl = op->cl;
 	int dirfd = cache_dirfd(cl->cache);
-	char tmp[CACHE_PATH_MAX], old[CACHE_PATH_MAX];
+	char old[CACHE_PATH_MAX];
 	struct cache_obj *o = &res->obj;
 	bool aside = false;
-	struct lento_rec r;
-	int err = write_tmp(cl, buf, len, tmp);
+	int err = cache_begin(cl->cache);
 
-	if (err)
-		return err;
-	rec_init(&r, op, LENTO_OP_STORE);
-	r.obj = o->fid;
-	r.base_obj = o->vv;
-	o->attr.size = len;
-	o->attr.mtime_ns = o->attr.ctime_ns = r.time_ns;
-	o->data = o->dirty = true;
-	o->used_ms = wall_ms();
-	r.attr.valid = LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME;
-	r.attr.size = len;
-	r.attr.mtime_ns = r.attr.ctime_ns = r.time_ns;
-	err = cache_begin(cl->cache);
 	if (err) {
 		unlinkat(dirfd, tmp, 0);
 		return err;
 	}
 	err = cache_obj_put(cl->cache, o, NULL, 0);
-	err = err ?: log_rec(cl, &r, len);
+	err = err ?: log_rec(cl, r, body);
 	/* A new body keeps the file's xattrs; in place once logged. */
 	err = err ?: cache_copy_xattrs(cl->cache, res->path, tmp);
 	/*
@@ -541,10 +532,34 @@ static int store(struct op *op, struct resolved *res, const char *buf,
 			unlinkat(dirfd, old, 0);	/* left if the same */
 		return err;
 	}
-	unlinkat(dirfd, old, 0);
+	if (aside)
+		unlinkat(dirfd, old, 0);
 	changed(res->vol);
 	cache_handle_update(cl->cache, &o->fid, res->path);
 	return cache_sync(cl->cache);
+}
+
+static int store(struct op *op, struct resolved *res, const char *buf,
+		 size_t len)
+{
+	char tmp[CACHE_PATH_MAX];
+	struct cache_obj *o = &res->obj;
+	struct lento_rec r;
+	int err = write_tmp(op->cl, buf, len, tmp);
+
+	if (err)
+		return err;
+	rec_init(&r, op, LENTO_OP_STORE);
+	r.obj = o->fid;
+	r.base_obj = o->vv;
+	o->attr.size = len;
+	o->attr.mtime_ns = o->attr.ctime_ns = r.time_ns;
+	o->data = o->dirty = true;
+	o->used_ms = wall_ms();
+	r.attr.valid = LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME;
+	r.attr.size = len;
+	r.attr.mtime_ns = r.attr.ctime_ns = r.time_ns;
+	return replace_body(op, res, tmp, &r, len);
 }
 
 static int write_step(struct op *op)
@@ -651,39 +666,107 @@ static int parse_attrs(struct op *op, struct lento_attr *a)
 	return 0;
 }
 
-/* The attributes on the cache's copy. */
-static int setattr_disk(struct client *cl, const char *path,
-			const struct cache_obj *o, const struct lento_attr *a)
-{
-	int dirfd = cache_dirfd(cl->cache), fd, err = 0;
-	struct cache_obj t = *o;
+#define SETATTR_DISK (LENTO_A_MODE | LENTO_A_UID | LENTO_A_GID | \
+		      LENTO_A_ATIME | LENTO_A_MTIME)
 
-	if (a->valid & LENTO_A_SIZE) {
-		fd = openat(dirfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		if (ftruncate(fd, (off_t)a->size) || fsync(fd))
-			err = -errno;
-		close(fd);
-	}
-	t.attr.valid = a->valid & (LENTO_A_MODE | LENTO_A_UID | LENTO_A_GID |
-				   LENTO_A_ATIME | LENTO_A_MTIME);
-	return err ?: cache_set_attrs(cl->cache, path, &t);
+/*
+ * @path's content cut or stretched to @size, into a new synced temporary
+ * file @tmp: a truncate in place could not be undone if its record
+ * failed to go in.
+ */
+static int resized_tmp(struct client *cl, const char *path, uint64_t size,
+		       char *tmp)
+{
+	int dirfd = cache_dirfd(cl->cache);
+	int out = cache_tmpfile(cl->cache, tmp), in, err;
+	struct stat sb;
+
+	if (out < 0)
+		return out;
+	in = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0 || fstat(in, &sb))
+		err = -errno;
+	else
+		err = cache_copy_fd(in, out, (uint64_t)sb.st_size < size ?
+					     sb.st_size : (off_t)size);
+	if (!err && (ftruncate(out, (off_t)size) || fsync(out)))
+		err = -errno;
+	if (in >= 0)
+		close(in);
+	close(out);
+	if (err)
+		unlinkat(dirfd, tmp, 0);
+	return err;
 }
 
+/* @o's attributes as @a sets them; @r's record of it. */
+static void setattr_apply(struct cache_obj *o, const struct lento_attr *a,
+			  struct lento_rec *r)
+{
+	r->obj = o->fid;
+	r->base_obj = o->vv;
+	r->attr = *a;
+	r->attr.valid |= LENTO_A_CTIME;
+	r->attr.ctime_ns = r->time_ns;
+	if (a->valid & LENTO_A_MODE)
+		o->attr.mode = a->mode;
+	if (a->valid & LENTO_A_UID)
+		o->attr.uid = a->uid;
+	if (a->valid & LENTO_A_GID)
+		o->attr.gid = a->gid;
+	if (a->valid & LENTO_A_SIZE)
+		o->attr.size = a->size;
+	if (a->valid & LENTO_A_ATIME)
+		o->attr.atime_ns = a->atime_ns;
+	if (a->valid & LENTO_A_MTIME)
+		o->attr.mtime_ns = a->mtime_ns;
+	else if (a->valid & LENTO_A_SIZE)
+		o->attr.mtime_ns = r->time_ns;
+	o->attr.ctime_ns = r->time_ns;
+	o->dirty = true;
+}
+
+/* What @path's attributes are on the disk, to set them back. */
+static int attrs_as_now(struct client *cl, const char *path,
+			struct cache_obj *o)
+{
+	struct stat sb;
+
+	if (fstatat(cache_dirfd(cl->cache), path, &sb, AT_SYMLINK_NOFOLLOW))
+		return -errno;
+	o->type = S_ISLNK(sb.st_mode) ? LENTO_T_SYMLINK : LENTO_T_REG;
+	o->attr.mode = sb.st_mode & 07777;
+	o->attr.uid = sb.st_uid;
+	o->attr.gid = sb.st_gid;
+	o->attr.atime_ns = (int64_t)sb.st_atim.tv_sec * 1000000000 +
+			   sb.st_atim.tv_nsec;
+	o->attr.mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+			   sb.st_mtim.tv_nsec;
+	return 0;
+}
+
+/*
+ * A new size makes a new body (replace_body()); other attributes are set
+ * on the cache's copy, and set back as they were if the record fails to
+ * go in.
+ */
 static int setattr_step(struct op *op)
 {
 	struct client *cl = op->cl;
+	char tmp[CACHE_PATH_MAX];
+	struct cache_obj was = { 0 }, *o;
 	struct lento_attr a;
 	struct resolved res;
 	struct lento_rec r;
-	struct cache_obj *o = &res.obj;
-	int err = parse_attrs(op, &a);
+	uint32_t valid;
+	bool logged;
+	int undo, err = parse_attrs(op, &a);
 
 	err = err ?: resolve(op, op->argv[0], true, &res);
 	err = err ?: need_permit(op, res.vol);
 	if (err)
 		return err;
+	o = &res.obj;
 	if ((a.valid & LENTO_A_SIZE) && o->type != LENTO_T_REG) {
 		ctl_error(op->r, "%s: only a regular file has a size to set",
 			  op->argv[0]);
@@ -695,34 +778,30 @@ static int setattr_step(struct op *op)
 		       op_need(op, J_FETCH, 0, &o->fid, NULL) :
 		       fail(op, -ENOTCONN, "%s: not cached", op->argv[0]);
 	rec_init(&r, op, LENTO_OP_SETATTR);
-	err = setattr_disk(cl, res.path, o, &a);
+	valid = o->attr.valid;
+	setattr_apply(o, &a, &r);
+	if (a.valid & LENTO_A_SIZE) {
+		err = resized_tmp(cl, res.path, a.size, tmp);
+		err = err ?: replace_body(op, &res, tmp, &r, 0);
+		return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
+	}
+	err = attrs_as_now(cl, res.path, &was);
 	if (err)
 		return fail(op, err, "%s", op->argv[0]);
-	r.obj = o->fid;
-	r.base_obj = o->vv;
-	r.attr = a;
-	r.attr.valid |= LENTO_A_CTIME;
-	r.attr.ctime_ns = r.time_ns;
-	if (a.valid & LENTO_A_MODE)
-		o->attr.mode = a.mode;
-	if (a.valid & LENTO_A_UID)
-		o->attr.uid = a.uid;
-	if (a.valid & LENTO_A_GID)
-		o->attr.gid = a.gid;
-	if (a.valid & LENTO_A_SIZE)
-		o->attr.size = a.size;
-	if (a.valid & LENTO_A_ATIME)
-		o->attr.atime_ns = a.atime_ns;
-	if (a.valid & LENTO_A_MTIME)
-		o->attr.mtime_ns = a.mtime_ns;
-	else if (a.valid & LENTO_A_SIZE)
-		o->attr.mtime_ns = r.time_ns;
-	o->attr.ctime_ns = r.time_ns;
-	o->dirty = true;
+	was.attr.valid = a.valid & SETATTR_DISK;
+	o->attr.valid = was.attr.valid;
+	err = cache_set_attrs(cl->cache, res.path, o);
+	o->attr.valid = valid;
+	if (err)
+		return fail(op, err, "%s", op->argv[0]);
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
-	err = finish(cl, res.vol, err, NULL);
+	err = finish(cl, res.vol, err, &logged);
+	if (err && !logged && (undo = cache_set_attrs(cl->cache, res.path,
+						       &was)))
+		log_err("%s: its attributes could not be set back: %s",
+			res.path, strerror(-undo));
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 
@@ -1053,14 +1132,38 @@ int cmd_link(struct ctl_req *r, void *ctx, int argc, char **argv)
 
 /* --------------------------------------------------------------- xattrs */
 
+/*
+ * Attribute @name of @path as it is (*@val NULL if it has none), to set it
+ * back if the change's record fails to go in.
+ */
+static int xattr_as_now(const char *path, const char *name, char **val,
+			size_t *len)
+{
+	ssize_t n;
+
+	*val = malloc(LENTO_XATTR_SIZE_MAX);
+	if (!*val)
+		return -ENOMEM;
+	n = lgetxattr(path, name, *val, LENTO_XATTR_SIZE_MAX);
+	if (n >= 0) {
+		*len = (size_t)n;
+		return 0;
+	}
+	free(*val);
+	*val = NULL;
+	return errno == ENODATA ? 0 : -errno;
+}
+
 static int xattr_step(struct op *op, bool set)
 {
 	struct client *cl = op->cl;
 	const char *name = op->argv[1];
 	const char *value = set ? op->argv[2] : NULL;
-	char abs[CACHE_PATH_MAX * 2];
+	char abs[CACHE_PATH_MAX * 2], *was;
 	struct resolved res;
 	struct lento_rec r;
+	size_t was_len = 0;
+	bool logged;
 	int err;
 
 	if (!*name || strlen(name) > LENTO_XATTR_NAME_MAX ||
@@ -1073,9 +1176,15 @@ static int xattr_step(struct op *op, bool set)
 	if (err)
 		return err;
 	snprintf(abs, sizeof(abs), "%s/%s", cl->opt->cache, res.path);
+	err = xattr_as_now(abs, name, &was, &was_len);
+	if (err)
+		return fail(op, err, "%s", op->argv[0]);
 	if (set ? lsetxattr(abs, name, value, strlen(value), 0) :
-		  lremovexattr(abs, name))
-		return fail(op, -errno, "%s", op->argv[0]);
+		  lremovexattr(abs, name)) {
+		err = fail(op, -errno, "%s", op->argv[0]);
+		free(was);
+		return err;
+	}
 	rec_init(&r, op, set ? LENTO_OP_SETXATTR : LENTO_OP_REMOVEXATTR);
 	r.obj = res.fid;
 	r.base_obj = res.obj.vv;
@@ -1089,7 +1198,12 @@ static int xattr_step(struct op *op, bool set)
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, &res.obj, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
-	err = finish(cl, res.vol, err, NULL);
+	err = finish(cl, res.vol, err, &logged);
+	if (err && !logged && (was ? lsetxattr(abs, name, was, was_len, 0) :
+			       lremovexattr(abs, name)))
+		log_err("%s: its attribute %s could not be set back: %s",
+			res.path, name, strerror(errno));
+	free(was);
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 
