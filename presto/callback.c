@@ -17,24 +17,38 @@
 #include <linux/xattr.h>
 #include "presto.h"
 
+/* The flags lento persisted on @lower into @x: false if none. */
+static bool presto_cb_read(struct dentry *lower, struct presto_cb_xattr *x)
+{
+	/* No permission check: this is presto reading its own state. */
+	ssize_t n = __vfs_getxattr(lower, d_inode(lower), PRESTO_CB_XATTR, x,
+				   sizeof(*x));
+
+	/* An epoch of presto's own is no epoch lento could confirm. */
+	return n == sizeof(*x) && x->version == PRESTO_CB_XATTR_VERSION &&
+	       le64_to_cpu(x->epoch) != PRESTO_EPOCH_LOCAL;
+}
+
+/* Caller holds @inode's i_lock. */
+static void presto_cb_store(struct inode *inode,
+			    const struct presto_cb_xattr *x)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+
+	WRITE_ONCE(pi->cb_flags, x->flags & PRESTO_CB_ALL);
+	WRITE_ONCE(pi->cb_epoch, le64_to_cpu(x->epoch));
+	WRITE_ONCE(pi->cb_nlink, le32_to_cpu(x->nlink));
+}
+
 /* @inode was just made from @lower: its persisted flags, if any. */
 void presto_cb_load(struct inode *inode, struct dentry *lower)
 {
-	struct presto_inode *pi = PRESTO_I(inode);
 	struct presto_cb_xattr x;
-	ssize_t n;
 
-	if (!presto_sb(inode->i_sb)->fileset)
-		return;
-	/* No permission check: this is presto reading its own state. */
-	n = __vfs_getxattr(lower, d_inode(lower), PRESTO_CB_XATTR, &x,
-			   sizeof(x));
-	if (n != sizeof(x) || x.version != PRESTO_CB_XATTR_VERSION)
+	if (!presto_sb(inode->i_sb)->fileset || !presto_cb_read(lower, &x))
 		return;
 	spin_lock(&inode->i_lock);
-	WRITE_ONCE(pi->cb_flags, x.flags & PRESTO_CB_ALL);
-	WRITE_ONCE(pi->cb_epoch, le64_to_cpu(x.epoch));
-	WRITE_ONCE(pi->cb_nlink, le32_to_cpu(x.nlink));
+	presto_cb_store(inode, &x);
 	spin_unlock(&inode->i_lock);
 }
 
@@ -44,16 +58,33 @@ void presto_cb_load(struct inode *inode, struct dentry *lower)
  * presto held with flags of an older epoch (or none) is often complete
  * already. One xattr read instead of an upcall. The lower has an alias
  * while presto holds the inode (presto's dentry pins it).
+ *
+ * lento writes the xattr before the downcall that says the same: a BREAK
+ * or PURGE that came while the xattr was being read says more than what
+ * was read, which must not overwrite it (cb_gen tells).
  */
 static bool presto_cb_reload(struct inode *inode, u32 want)
 {
+	struct presto_inode *pi = PRESTO_I(inode);
 	struct inode *lower = presto_lower_inode(inode);
 	struct dentry *alias = d_find_any_alias(lower);
+	struct presto_cb_xattr x;
+	bool read;
+	u32 gen;
 
 	if (!alias)
 		return false;
-	presto_cb_load(inode, alias);
+	spin_lock(&inode->i_lock);
+	gen = pi->cb_gen;
+	spin_unlock(&inode->i_lock);
+	read = presto_cb_read(alias, &x);
 	dput(alias);
+	if (!read)
+		return false;
+	spin_lock(&inode->i_lock);
+	if (pi->cb_gen == gen)
+		presto_cb_store(inode, &x);
+	spin_unlock(&inode->i_lock);
 	return presto_cb_valid(inode, want);
 }
 
@@ -127,6 +158,7 @@ bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
 		WRITE_ONCE(pi->cb_epoch, epoch);
 	}
 	WRITE_ONCE(pi->cb_flags, flags & ~clear);
+	pi->cb_gen++;
 	spin_unlock(&inode->i_lock);
 	/* lento changed the lower: the VFS's copy follows. */
 	presto_copyattr(inode);
@@ -160,6 +192,7 @@ int presto_cb_purge(struct super_block *sb, const struct presto_handle *h)
 		err = -EBUSY;
 	else
 		WRITE_ONCE(pi->cb_flags, pi->cb_flags & ~PRESTO_CB_DATA);
+	pi->cb_gen++;
 	spin_unlock(&inode->i_lock);
 out:
 	iput(inode);

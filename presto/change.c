@@ -84,7 +84,7 @@ void presto_change_free(struct presto_change *chg)
 	presto_kml_free(chg->sb, chg->rec);
 	chg->rec = NULL;
 	if (chg->permit)
-		presto_permit_put(chg->sb);
+		presto_permit_put(chg->sb, false);
 	chg->permit = false;
 	presto_kml_free(chg->sb, chg->store);
 	chg->store = NULL;
@@ -172,7 +172,7 @@ int presto_change_begin(struct presto_change *chg, struct super_block *sb,
 	chg->sb = sb;
 	if (op) {
 		/* First: a wait for lento holds nothing else. */
-		err = presto_permit_get(sb);
+		err = presto_permit_get(sb, false);
 		if (err)
 			goto fail;
 		chg->permit = true;
@@ -468,8 +468,8 @@ static int presto_store_reserve(struct file *file)
 }
 
 /*
- * Before a write through @file at @pos (-1: anywhere, as through a
- * mapping): the permit (a file with no name logs nothing and needs
+ * Before a write through @file at @pos (-1: anywhere, a page fault's
+ * through a mapping): the permit (a file with no name logs nothing and needs
  * none), room for the STORE it will owe, or the write is refused before
  * it is done, and the mark that covers the data; opens @file's lower file
  * if its open put that off. Notes the mode, which a
@@ -489,8 +489,9 @@ int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w)
 		return err;
 	w->mode = presto_lower_inode(inode)->i_mode;
 	w->permit = presto_lower_inode(inode)->i_nlink;
+	w->fault = pos < 0;
 	if (w->permit) {
-		err = presto_permit_get(sb);
+		err = presto_permit_get(sb, w->fault);
 		if (err)
 			return err;
 	}
@@ -515,7 +516,7 @@ int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w)
 	return 0;
 fail:
 	if (w->permit)
-		presto_permit_put(sb);
+		presto_permit_put(sb, w->fault);
 	return err;
 }
 
@@ -529,7 +530,7 @@ void presto_store_end(struct file *file, const struct presto_write *w,
 		atomic64_inc(&PRESTO_I(inode)->data_gen);
 	presto_data_unhold(inode, 1);
 	if (w->permit)
-		presto_permit_put(inode->i_sb);
+		presto_permit_put(inode->i_sb, w->fault);
 }
 
 /*

@@ -79,7 +79,6 @@ struct presto_fileset {
 	bool notice_owed;		/* its MOUNTED or UNMOUNTED was lost */
 	bool attached;			/* a mount has it (maybe not ready) */
 	struct super_block *sb;		/* the mount, ready; NULL: none */
-	u64 next_id;
 	struct list_head upcalls;	/* not answered yet */
 	unsigned int pending;
 	struct delayed_work resend;
@@ -119,6 +118,12 @@ struct presto_upcall {
 
 static LIST_HEAD(presto_filesets);
 static DEFINE_MUTEX(presto_filesets_lock);
+/*
+ * Upcall ids, for every fileset: a fileset freed and made again (lento
+ * unregistered, nothing mounted) must not reuse the ids of an old one,
+ * which a late REPLY may still name.
+ */
+static atomic64_t presto_upcall_ids = ATOMIC64_INIT(0);
 /*
  * KML_SYNC and revoke workers run here, so that module exit can wait for
  * them: a worker's deactivate_super() may drop the module's last
@@ -446,7 +451,7 @@ static struct presto_upcall *presto_upcall_get(struct presto_fileset *fs,
 	up = kzalloc(sizeof(*up), GFP_KERNEL);
 	if (!up)
 		return NULL;
-	up->id = ++fs->next_id;
+	up->id = atomic64_inc_return(&presto_upcall_ids);
 	up->op = op;
 	up->handle = h;
 	init_waitqueue_head(&up->wq);
@@ -646,22 +651,39 @@ bool presto_fileset_is_lento(struct presto_fileset *fs, u32 portid)
 	return READ_ONCE(fs->portid) == portid;
 }
 
-/* @portid becomes the lento of @fs; -EBUSY if another one is. */
-int presto_fileset_register(struct presto_fileset *fs, u32 portid)
+/*
+ * The sender of @info becomes the lento of @fs (-EBUSY if another one
+ * is), answered with @msg (begun at @hdr; consumed) and the mount's state,
+ * under the lock that MOUNTED and UNMOUNTED notices are sent under, so
+ * that none of them overtakes the answer with news older than it. A
+ * lento the answer did not reach is not registered.
+ */
+int presto_fileset_register(struct presto_fileset *fs, struct genl_info *info,
+			    struct sk_buff *msg, void *hdr)
 {
-	int err = 0;
+	u32 portid = info->snd_portid;
+	int err;
 
 	mutex_lock(&fs->mutex);
-	if (fs->portid && fs->portid != portid) {
-		err = -EBUSY;
-	} else {
-		if (!fs->portid)
-			kref_get(&fs->ref);	/* lento's, until it goes */
-		fs->portid = portid;
-		/* The answer to the REGISTER tells the mount's state. */
-		fs->notice_owed = false;
-	}
+	err = -EBUSY;
+	if (fs->portid && fs->portid != portid)
+		goto out;
+	err = presto_put_mount(msg, fs);
+	if (err)
+		goto out;
+	genlmsg_end(msg, hdr);
+	err = genlmsg_reply(msg, info);
+	msg = NULL;
+	if (err)
+		goto out;
+	if (!fs->portid)
+		kref_get(&fs->ref);	/* lento's, until it goes */
+	fs->portid = portid;
+	/* The answer told the mount's state. */
+	fs->notice_owed = false;
+out:
 	mutex_unlock(&fs->mutex);
+	nlmsg_free(msg);
 	return err;
 }
 
@@ -738,9 +760,8 @@ void presto_filesets_exit(void)
 	}
 }
 
-/* The state of @fs into @skb: its mount, and with @stats its counters. */
-int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
-			bool stats)
+/* The state of @fs into @skb: its mount and its counters. */
+int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb)
 {
 	u64 v[PRESTO_ST_NR], watched = 0;
 	struct nlattr *nest;
@@ -750,7 +771,7 @@ int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
 	mutex_lock(&fs->mutex);
 	err = presto_put_mount(skb, fs);
 	mutex_unlock(&fs->mutex);
-	if (err || !stats)
+	if (err)
 		return err;
 	nest = nla_nest_start(skb, PRESTO_A_STAT);
 	if (!nest)

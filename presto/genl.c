@@ -20,6 +20,11 @@
 
 static struct genl_family presto_genl_family;
 
+static struct netlink_range_validation presto_epoch_range = {
+	.min = 1,
+	.max = PRESTO_EPOCH_LOCAL - 1,
+};
+
 static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_FILESET]	= { .type = NLA_NUL_STRING,
 				    .len = PRESTO_FILESET_MAX },
@@ -33,7 +38,9 @@ static const struct nla_policy presto_policy[PRESTO_A_MAX + 1] = {
 	[PRESTO_A_HANDLE]	= NLA_POLICY_EXACT_LEN(sizeof(struct presto_handle)),
 	[PRESTO_A_ERRNO]	= NLA_POLICY_MAX(NLA_U32, 511),
 	[PRESTO_A_FLAGS]	= NLA_POLICY_MASK(NLA_U32, PRESTO_CB_ALL),
-	[PRESTO_A_EPOCH]	= NLA_POLICY_MIN(NLA_U64, 1),
+	/* U64_MAX is presto's own: PRESTO_EPOCH_LOCAL. */
+	[PRESTO_A_EPOCH]	= NLA_POLICY_FULL_RANGE(NLA_U64,
+							&presto_epoch_range),
 	[PRESTO_A_SEQ]		= { .type = NLA_U64 },
 	[PRESTO_A_PERMIT]	= NLA_POLICY_MAX(NLA_U8, 1),
 	[PRESTO_A_NAME]		= { .type = NLA_NUL_STRING, .len = NAME_MAX },
@@ -124,42 +131,42 @@ static void presto_post_doit(const struct genl_ops *ops, struct sk_buff *skb,
 	presto_fileset_put(info->user_ptr[0]);
 }
 
-/* REGISTER and STATS answer with a message: the fileset's state. */
-static int presto_reply_state(struct genl_info *info, u8 cmd, bool stats)
+/* An answer to @info naming its fileset, begun (*@hdr) for the rest. */
+static struct sk_buff *presto_reply_begin(struct genl_info *info, u8 cmd,
+					  void **hdr)
 {
-	struct presto_fileset *fs = info->user_ptr[0];
-	struct sk_buff *msg;
-	const char *name;
-	void *hdr;
+	const char *name = nla_data(info->attrs[PRESTO_A_FILESET]);
+	struct sk_buff *msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 
-	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!msg)
-		return -ENOMEM;
-	name = nla_data(info->attrs[PRESTO_A_FILESET]);
-	hdr = genlmsg_put_reply(msg, info, &presto_genl_family, 0, cmd);
-	if (!hdr || nla_put_string(msg, PRESTO_A_FILESET, name) ||
-	    presto_fileset_fill(fs, msg, stats)) {
+		return ERR_PTR(-ENOMEM);
+	*hdr = genlmsg_put_reply(msg, info, &presto_genl_family, 0, cmd);
+	if (!*hdr || nla_put_string(msg, PRESTO_A_FILESET, name)) {
 		nlmsg_free(msg);
-		return -EMSGSIZE;
+		return ERR_PTR(-EMSGSIZE);
 	}
-	genlmsg_end(msg, hdr);
-	return genlmsg_reply(msg, info);
+	return msg;
 }
 
+/* REGISTER answers with the mount's state (presto_fileset_register()). */
 static int presto_cmd_register(struct sk_buff *skb, struct genl_info *info)
 {
 	struct presto_fileset *fs = info->user_ptr[0];
+	struct sk_buff *msg;
+	void *hdr;
 	int err;
 
-	err = presto_fileset_register(fs, info->snd_portid);
-	if (err) {
+	msg = presto_reply_begin(info, PRESTO_CMD_REGISTER, &hdr);
+	if (IS_ERR(msg))
+		return PTR_ERR(msg);
+	err = presto_fileset_register(fs, info, msg, hdr);
+	if (err == -EBUSY)
 		GENL_SET_ERR_MSG(info, "presto: another lento holds the fileset");
+	if (err)
 		return err;
-	}
-	err = presto_reply_state(info, PRESTO_CMD_REGISTER, false);
 	/* After the answer, what was pending for the old lento, if any. */
 	presto_fileset_resend(fs);
-	return err;
+	return 0;
 }
 
 static int presto_cmd_unregister(struct sk_buff *skb, struct genl_info *info)
@@ -248,9 +255,22 @@ static int presto_cmd_notify(struct sk_buff *skb, struct genl_info *info)
 	return presto_fileset_notify(info->user_ptr[0], &h, name, event);
 }
 
+/* STATS answers with the fileset's state and counters. */
 static int presto_cmd_stats(struct sk_buff *skb, struct genl_info *info)
 {
-	return presto_reply_state(info, PRESTO_CMD_STATS, true);
+	struct presto_fileset *fs = info->user_ptr[0];
+	struct sk_buff *msg;
+	void *hdr;
+
+	msg = presto_reply_begin(info, PRESTO_CMD_STATS, &hdr);
+	if (IS_ERR(msg))
+		return PTR_ERR(msg);
+	if (presto_fileset_fill(fs, msg)) {
+		nlmsg_free(msg);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(msg, hdr);
+	return genlmsg_reply(msg, info);
 }
 
 static int presto_cmd_kml_ack(struct sk_buff *skb, struct genl_info *info)

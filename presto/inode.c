@@ -60,6 +60,7 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 	pi->cb_flags = 0;
 	pi->cb_epoch = 0;
 	pi->cb_nlink = 0;
+	pi->cb_gen = 0;
 	pi->opens = 0;
 	pi->hinted = 0;
 	return &pi->vfs_inode;

@@ -7,10 +7,20 @@
  * lower's speed, never waiting for lento, until lento revokes it.
  *
  * A revoke must know when the changes made under the permit have all
- * reached the log: each change holds permit_sem for reading while it
- * runs (a per-CPU rwsem, so that the common case costs no shared cache
- * line), and the revoke, having cleared the flag, takes it for writing
- * once, which waits for the changes still in progress.
+ * reached the log: each change holds a per-CPU rwsem for reading while it
+ * runs (so that the common case costs no shared cache line), and the
+ * revoke, having cleared the flag, takes it for writing once, which waits
+ * for the changes still in progress. Two of them, as the VFS's freeze
+ * levels: system calls hold permit_calls, page faults (page_mkwrite)
+ * permit_faults, drained in that order. With one, a write(2) holding it
+ * while its copy from user memory waits for mmap_lock (queued behind an
+ * mmap(2) that waits for a fault's mmap_lock) would deadlock with that
+ * fault, which holds mmap_lock and waits for the semaphore behind the
+ * revoke, which waits for the write(2).
+ *
+ * A change waits for a revoke interruptibly (and so a suspend goes on):
+ * a read trylock in a wait the drain wakes, as the rwsem's own waits are
+ * uninterruptible.
  *
  * A local mount (no fileset=) needs no permit. Changes that log nothing
  * (an O_TMPFILE before it has a name) and records owed for changes
@@ -20,31 +30,61 @@
 
 int presto_permit_init(struct super_block *sb)
 {
-	return percpu_init_rwsem(&presto_sb(sb)->permit_sem);
+	struct presto_sb_info *sbi = presto_sb(sb);
+	int err;
+
+	init_waitqueue_head(&sbi->permit_wq);
+	/* Two calls: two lock classes, as they nest in the drain. */
+	err = percpu_init_rwsem(&sbi->permit_calls);
+	if (err)
+		return err;
+	err = percpu_init_rwsem(&sbi->permit_faults);
+	if (err)
+		percpu_free_rwsem(&sbi->permit_calls);
+	return err;
 }
 
+/* Safe on a zeroed superblock (a mount that failed before init). */
 void presto_permit_destroy(struct super_block *sb)
 {
-	percpu_free_rwsem(&presto_sb(sb)->permit_sem);
+	struct presto_sb_info *sbi = presto_sb(sb);
+
+	percpu_free_rwsem(&sbi->permit_faults);
+	percpu_free_rwsem(&sbi->permit_calls);
+}
+
+static struct percpu_rw_semaphore *presto_permit_sem(struct super_block *sb,
+						     bool fault)
+{
+	struct presto_sb_info *sbi = presto_sb(sb);
+
+	return fault ? &sbi->permit_faults : &sbi->permit_calls;
 }
 
 /*
- * Before a change: hold the permit until presto_permit_put(), asking
- * lento for it as often as it is found missing. 0, or the upcall's
- * error (lento refused; ENOTCONN, ETIMEDOUT, ERESTARTSYS).
+ * Before a change (@fault: a page fault's): hold the permit until
+ * presto_permit_put(), asking lento for it as often as it is found
+ * missing. 0, or the upcall's error (lento refused; ENOTCONN, ETIMEDOUT,
+ * ERESTARTSYS), or ERESTARTSYS if a signal ended the wait for a revoke.
  */
-int presto_permit_get(struct super_block *sb)
+int presto_permit_get(struct super_block *sb, bool fault)
 {
 	struct presto_sb_info *sbi = presto_sb(sb);
+	struct percpu_rw_semaphore *sem = presto_permit_sem(sb, fault);
 	int err;
 
 	if (!sbi->fileset)
 		return 0;
 	for (;;) {
-		percpu_down_read(&sbi->permit_sem);
+		if (!percpu_down_read_trylock(sem)) {
+			err = wait_event_interruptible(sbi->permit_wq,
+						percpu_down_read_trylock(sem));
+			if (err)
+				return err;
+		}
 		if (READ_ONCE(sbi->permit))
 			return 0;
-		percpu_up_read(&sbi->permit_sem);
+		percpu_up_read(sem);
 		/* Never wait for lento while holding the semaphore. */
 		err = presto_upcall(d_inode(sb->s_root), PRESTO_OP_PERMIT);
 		if (err)
@@ -55,12 +95,10 @@ int presto_permit_get(struct super_block *sb)
 	}
 }
 
-void presto_permit_put(struct super_block *sb)
+void presto_permit_put(struct super_block *sb, bool fault)
 {
-	struct presto_sb_info *sbi = presto_sb(sb);
-
-	if (sbi->fileset)
-		percpu_up_read(&sbi->permit_sem);
+	if (presto_sb(sb)->fileset)
+		percpu_up_read(presto_permit_sem(sb, fault));
 }
 
 /*
@@ -77,6 +115,9 @@ void presto_permit_drain(struct super_block *sb)
 {
 	struct presto_sb_info *sbi = presto_sb(sb);
 
-	percpu_down_write(&sbi->permit_sem);
-	percpu_up_write(&sbi->permit_sem);
+	percpu_down_write(&sbi->permit_calls);
+	percpu_down_write(&sbi->permit_faults);
+	percpu_up_write(&sbi->permit_faults);
+	percpu_up_write(&sbi->permit_calls);
+	wake_up_all(&sbi->permit_wq);
 }

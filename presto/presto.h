@@ -44,11 +44,12 @@ struct presto_sb_info {
 	u64 epoch;			/* the flags' epoch lento confirmed */
 	/*
 	 * The fileset's write-back permit (permit.c): changes hold
-	 * permit_sem for reading while they run, so that a revoke can
-	 * wait for the ones in progress.
+	 * permit_calls (page faults permit_faults) for reading while they
+	 * run, so that a revoke can wait for the ones in progress.
 	 */
 	bool permit;
-	struct percpu_rw_semaphore permit_sem;
+	struct percpu_rw_semaphore permit_calls, permit_faults;
+	wait_queue_head_t permit_wq;	/* changes waiting for a drain */
 	/*
 	 * Does the lower give a regular file FMODE_NOWAIT? 0: no lower
 	 * regular file was opened yet; else PRESTO_NOWAIT_NO or _YES. What a
@@ -93,6 +94,7 @@ struct presto_inode {
 	u32 cb_flags;			/* PRESTO_CB_* */
 	u64 cb_epoch;			/* they count in; 0: none */
 	u32 cb_nlink;			/* a directory's at the server, or 0 */
+	u32 cb_gen;			/* downcalls that changed the flags */
 	unsigned int opens;		/* open files (a fileset's regular file) */
 	unsigned long hinted;		/* jiffies of its last access hint */
 	struct inode vfs_inode;
@@ -274,6 +276,7 @@ void presto_intent_close(struct super_block *sb);
 /* channel.c */
 struct presto_fileset;
 struct sk_buff;
+struct genl_info;
 bool presto_fileset_name_ok(const char *name);
 int presto_fileset_attach(struct super_block *sb, const char *name);
 void presto_fileset_announce(struct super_block *sb);
@@ -285,14 +288,14 @@ void presto_hint_open(struct inode *inode);
 struct presto_fileset *presto_fileset_get(const char *name, bool make);
 void presto_fileset_put(struct presto_fileset *fs);
 bool presto_fileset_is_lento(struct presto_fileset *fs, u32 portid);
-int presto_fileset_register(struct presto_fileset *fs, u32 portid);
+int presto_fileset_register(struct presto_fileset *fs, struct genl_info *info,
+			    struct sk_buff *msg, void *hdr);
 void presto_fileset_resend(struct presto_fileset *fs);
 void presto_fileset_unregister(struct presto_fileset *fs, u32 portid);
 void presto_lento_closed(u32 portid);
 int presto_filesets_init(void);
 void presto_filesets_exit(void);
-int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb,
-			bool stats);
+int presto_fileset_fill(struct presto_fileset *fs, struct sk_buff *skb);
 int presto_fileset_set_epoch(struct presto_fileset *fs, u64 epoch);
 int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
 			 u32 flags, u64 epoch);
@@ -311,8 +314,8 @@ int presto_fileset_notify(struct presto_fileset *fs,
 /* permit.c */
 int presto_permit_init(struct super_block *sb);
 void presto_permit_destroy(struct super_block *sb);
-int presto_permit_get(struct super_block *sb);
-void presto_permit_put(struct super_block *sb);
+int presto_permit_get(struct super_block *sb, bool fault);
+void presto_permit_put(struct super_block *sb, bool fault);
 void presto_permit_set(struct super_block *sb, bool held);
 void presto_permit_drain(struct super_block *sb);
 
@@ -386,6 +389,7 @@ struct presto_change {
 struct presto_write {
 	umode_t mode;			/* before: a write may drop set-id */
 	bool permit;			/* held: the file has a name */
+	bool fault;			/* a page fault's (permit.c) */
 };
 
 int presto_change_begin(struct presto_change *chg, struct super_block *sb,

@@ -579,6 +579,8 @@ def case_refusals(ext, mnt):
              "an 8-byte handle"),
             ("SET_EPOCH", [F, genl.a_u64(A["EPOCH"], 0)], errno.EINVAL,
              "epoch 0"),
+            ("SET_EPOCH", [F, genl.a_u64(A["EPOCH"], 2**64 - 1)],
+             errno.EINVAL, "epoch 2^64-1, presto's own for local objects"),
             ("KML_SYNC", [F, genl.a_u64(A["REQ"], 0)], errno.EINVAL,
              "REQ 0, which names no request"),
             ("SET_EPOCH", [F, genl.a_u32(A["EPOCH"], 3)], errno.EINVAL,
@@ -1122,6 +1124,79 @@ def case_revoke(ext, mnt):
         m.umount()
 
 
+def case_permit_revoke_mmap(ext, mnt):
+    """A revoke waits for a write(2) whose source page is slow to come
+    (a userfaultfd holds it) while, in the same process, a write fault on
+    a presto mapping and an mmap(2) queue for mmap_lock. All of them
+    finish, and the revoke with them; a change that waits for the revoke
+    is killable meanwhile. With one semaphore for both, the fault waited
+    for it holding mmap_lock, the mmap(2) for the fault, the write's
+    fault for the mmap(2), and the revoke for the write: a deadlock of
+    unkillable tasks. The waiting change was unkillable too."""
+    m = Mount(ext, mnt, timeout=5)
+    with open(m.lp("m"), "wb") as f:
+        f.write(b"m" * 4096)
+    m.warm_all(EPOCH)
+    m.mount()
+    l = lento_for(m)
+    child = waiter = None
+    try:
+        check(l.call("PERMIT", m.name, genl.a_u8(A["PERMIT"], 1)) == 0,
+              "PERMIT 1")
+        here = os.path.dirname(os.path.abspath(__file__))
+        child = subprocess.Popen(
+            [sys.executable, os.path.join(here, "permit_mmap.py"),
+             m.mp("f"), m.mp("m")], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        line = child.stdout.readline().strip()
+        check(line == "blocked", "the writer: %r" % line)
+        check(l.call("PERMIT", m.name, genl.a_u8(A["PERMIT"], 0),
+                     genl.a_u64(A["REQ"], 9)) == 0, "PERMIT 0")
+        time.sleep(0.3)
+        # A change now waits for the revoke, which waits for the write.
+        waiter = os.fork()
+        if waiter == 0:
+            try:
+                os.mkdir(m.mp("w"))
+            finally:
+                os._exit(0)
+        wait_for(lambda: proc_state(waiter) in "SD", 10,
+                 "the mkdir never waited")
+        time.sleep(0.3)
+        state = proc_state(waiter)
+        os.kill(waiter, signal.SIGKILL)
+        end = time.monotonic() + 3
+        reaped = False
+        while not reaped and time.monotonic() < end:
+            reaped = os.waitpid(waiter, os.WNOHANG)[0] != 0
+            time.sleep(0.05)
+        check(reaped, "a change waiting for the revoke could not be "
+              "killed (state %s)" % state)
+        check(not os.path.exists(m.lp("w")), "the killed mkdir was done")
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        # The fault asks for the permit again: granted, as lento would.
+        msg = l.next_msg(10, "UPCALL")
+        check(msg and msg.u32("OP") == OP["PERMIT"], "no PERMIT upcall")
+        serve(l, m, msg)
+        line = child.stdout.readline().strip()
+        check(line == "done", "the process: %r" % line)
+        check(child.wait(5) == 0, "permit_mmap.py failed")
+        ans = l.next_msg(5, "KML")
+        while ans and A["REQ"] not in ans.attrs:
+            ans = l.next_msg(5, "KML")
+        check(ans and ans.u64("REQ") == 9, "no answer to the revoke")
+        with open(m.lp("m"), "rb") as f:
+            check(f.read(1) == b"A", "the mapping's write is not below")
+    finally:
+        if child and child.poll() is None:
+            child.kill()
+        l.close()
+        # A deadlock's tasks cannot be killed: leave their mount.
+        if child is None or child.poll() is not None:
+            m.umount()
+
+
 def case_kml_notice_ack_sync(ext, mnt):
     """lento hears where the log is durable, acknowledges it, and asks
     for it to be synced; presto retires what was acknowledged."""
@@ -1302,6 +1377,7 @@ CASES = [
     ("silent-lento-ETIMEDOUT-progress-extends", case_timeouts),
     ("permit-upcall-joined-refused-granted-kept", case_permit_upcall),
     ("revoke-drains-changes-log-durable", case_revoke),
+    ("permit-revoke-with-mmap-no-deadlock", case_permit_revoke_mmap),
     ("kml-notice-ack-sync", case_kml_notice_ack_sync),
 ]
 
