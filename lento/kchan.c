@@ -365,7 +365,7 @@ void kchan_tick(struct kchan *k, uint64_t now)
 	}
 	/* Acks that never came. */
 	for (pp = &k->pend; (p = *pp);) {
-		if (now - p->sent_ms < KCHAN_ACK_MS) {
+		if (!kchan_ack_overdue(p->sent_ms, now)) {
 			pp = &p->next;
 			continue;
 		}
