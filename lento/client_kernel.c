@@ -1169,8 +1169,18 @@ static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
 		upcalls_drop(cl, fs);
 		return;
 	}
-	if (was && fs->root_ok && handle_eq(&m->root, &fs->root))
-		return;		/* told again */
+	if (was && fs->root_ok && handle_eq(&m->root, &fs->root)) {
+		/*
+		 * Told again -- or mounted again over the same lower, the
+		 * UNMOUNTED notice between lost: that mount has no epoch
+		 * until it hears one. The two look alike, and SET_EPOCH
+		 * twice does no harm: sent again either way.
+		 */
+		fs->timeout_ms = m->timeout_ms;
+		fs->epoch_sent = false;
+		epoch_at_mount(cl, fs);
+		return;
+	}
 	fs->root = m->root;
 	fs->timeout_ms = m->timeout_ms;
 	fs->epoch_sent = false;
