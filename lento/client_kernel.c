@@ -274,8 +274,16 @@ static void epoch_ack(void *arg, int err, const struct kmsg *reply)
 	struct fset *fs = arg;
 
 	(void)reply;
-	if (err)
-		log_warn("fileset %s: SET_EPOCH: %s", fs->name, strerror(-err));
+	if (!err)
+		return;
+	log_warn("fileset %s: SET_EPOCH: %s; sent again at the next upcall "
+		 "or validation", fs->name, strerror(-err));
+	/*
+	 * presto does not have the epoch: a later epoch_push() must not
+	 * take it for sent, or the fileset serves nothing from the cache
+	 * until it is remounted.
+	 */
+	fs->epoch_sent = false;
 }
 
 /* SET_EPOCH, once per mount and epoch. */
