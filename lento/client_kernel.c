@@ -217,6 +217,15 @@ static int flags_read(struct client *cl, const char *path, uint32_t *flags,
 	return kchan_cb_decode(b, (size_t)n, flags, NULL, epoch);
 }
 
+/* No trusted.presto.cb at all on the lower object at @path. */
+static int flags_remove(struct client *cl, const char *path)
+{
+	char p[CACHE_PATH_MAX + 40];
+
+	proc_path(cl, path, p, sizeof(p));
+	return lremovexattr(p, PRESTO_CB_XATTR) ? -errno : 0;
+}
+
 /* What the kernel may do alone with @o, by lento's database. */
 static uint32_t flags_of(struct client *cl, const struct cache_obj *o)
 {
@@ -821,9 +830,29 @@ static void break_path(struct client *cl, struct fset *fs, const char *path,
 
 	if (err == -ENOENT)
 		return;		/* not materialised: nothing to break */
-	if (err && err != -EOPNOTSUPP)
+	if (err && err != -EOPNOTSUPP) {
 		log_warn("fileset %s: clearing the flags of %s: %s", fs->name,
 			 path, strerror(-err));
+		err = flags_remove(cl, path);
+	}
+	/*
+	 * The xattr still claims what the BREAK takes away: presto would
+	 * read the flags again from it the next time it meets the inode.
+	 * A new epoch turns every flag of the fileset off at once, this
+	 * one's too.
+	 */
+	if (err && err != -ENOENT && err != -ENODATA && err != -EOPNOTSUPP) {
+		log_warn("fileset %s: removing the flags of %s: %s: a new "
+			 "epoch instead", fs->name, path, strerror(-err));
+		err = epoch_new(cl, fs);
+		if (!err) {
+			epoch_push(cl, fs);	/* every flag off: no BREAK */
+			return;
+		}
+		/* presto's flags off at least, until it reads the xattr. */
+		log_err("fileset %s: cannot record a new epoch: %s", fs->name,
+			strerror(-err));
+	}
 	if (!fset_live(fs))
 		return;
 	if (root)
