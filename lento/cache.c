@@ -1764,6 +1764,22 @@ int cache_handles(struct cache *c, const struct lento_fid *fid,
 	return err;
 }
 
+int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} h;
+	struct lento_fid got;
+	int mount_id, err;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	err = cache_fd_handle(fd, &h.fh, &mount_id);
+	err = err ?: cache_handle_lookup(c, h.fh.handle_type, h.fh.f_handle,
+					 h.fh.handle_bytes, &got);
+	return err ?: lento_fid_eq(&got, fid);
+}
+
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid)
 {

@@ -366,6 +366,13 @@ typedef int (*cache_handle_fn)(void *arg, int type, const void *handle,
 /* The handles recorded for @fid (old inodes' too); @fn may stop it. */
 int cache_handles(struct cache *c, const struct lento_fid *fid,
 		  cache_handle_fn fn, void *arg);
+/*
+ * Is the object open as @fd one of @fid's inodes, by the handles
+ * recorded? 1, 0 (another object's), or -errno: -ENOENT if its handle
+ * was never recorded, -EOPNOTSUPP if the file system gives none. For a
+ * path of the rows, which may now name another object.
+ */
+int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);

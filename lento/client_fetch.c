@@ -1297,9 +1297,13 @@ static int open_placeholder(struct client *cl, const struct lento_fid *fid,
 	/*
 	 * No data: only holes (its blocks may be an xattr block). Filled in
 	 * place, it keeps its inode number (tar, rsync -H and git go by it).
+	 * And the object's own inode: the path may be stale (a user of a
+	 * presto mount moved the file and made another under its name),
+	 * and that other file must not get this one's content and owner.
 	 */
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
 	    lseek(fd, 0, SEEK_DATA) >= 0 || errno != ENXIO ||
+	    cache_fd_is(cl->cache, fd, fid) != 1 ||
 	    ftruncate(fd, (off_t)size)) {
 		close(fd);
 		return -1;
@@ -1929,6 +1933,9 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	e.data = false;
 	if (!err)
 		err = cache_placeholder(cl->cache, path, &e, NULL);
+	/* A new inode: a fetch fills it in place if it knows it as @o's. */
+	if (!err)
+		cache_handle_update(cl->cache, &e.fid, path);
 	/* Every name on the new inode, so that the content goes. */
 	err = err ?: relink_names(cl, &e.fid, path);
 	err = err ?: cache_names_fit(cl->cache, &e.fid, path, e.nlink);

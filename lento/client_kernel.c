@@ -161,6 +161,37 @@ static int handle_of_fd(int fd, struct presto_handle *ph)
 	return handle_take(fd, NULL, NULL, ph);
 }
 
+/*
+ * The lower object at @path (a path of the rows), opened with @flags, if
+ * it is the object with handle @want -- or, given @fid, one of the
+ * inodes the cache recorded for @fid (a fetch put a new one in place
+ * since presto named the old). The path may be stale: a user of the
+ * mount moved the object and put another under its name; lento must not
+ * set that other's attributes, flags or size. -ESTALE then.
+ */
+static int open_expected(struct client *cl, const char *path, int flags,
+			 const struct presto_handle *want,
+			 const struct lento_fid *fid)
+{
+	struct presto_handle ph;
+	int fd = cache_open_obj(cl->cache, path, flags, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = handle_of_fd(fd, &ph);
+	if (!err && handle_eq(&ph, want))
+		return fd;
+	if (!err && fid && cache_fd_is(cl->cache, fd, fid) == 1)
+		return fd;
+	close(fd);
+	if (err)
+		return err;
+	log_debug("%s is inode %" PRIu64 "/%" PRIu32 ", not the object "
+		  "expected there (%" PRIu64 "/%" PRIu32 "): left alone", path,
+		  (uint64_t)ph.ino, ph.gen, (uint64_t)want->ino, want->gen);
+	return -ESTALE;
+}
+
 static int fid_of_handle(struct client *cl, struct fset *fs, struct vol *v,
 			 const struct presto_handle *ph, struct lento_fid *fid)
 {
@@ -508,7 +539,8 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 		cl->st.misses++;
 		return uc_need(uc, J_READDIR, 0, &o->fid, NULL);
 	}
-	fd = cache_open_obj(cl->cache, path, O_PATH, 0);
+	/* Not another directory moved under its name. */
+	fd = open_expected(cl, path, O_PATH, &uc->h, &o->fid);
 	if (fd < 0)
 		return fd;
 	n = cache_dir_count(cl->cache, &o->fid);
@@ -535,7 +567,7 @@ static int fill_file(struct upcall *uc, const struct cache_obj *o,
 		cl->st.misses++;
 		return uc_need(uc, J_FETCH, 0, &o->fid, NULL);
 	}
-	fd = cache_open_obj(cl->cache, path, O_PATH, 0);
+	fd = open_expected(cl, path, O_PATH, &uc->h, &o->fid);
 	if (fd < 0)
 		return fd;
 	if (!uc->fetched)
@@ -568,8 +600,8 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 			return err;
 		return uc_need(uc, J_READDIR, 0, &dir, NULL);
 	}
-	/* One inode for the attributes and the flags. */
-	fd = cache_open_obj(cl->cache, path, O_PATH, 0);
+	/* The object presto asked about, not another under its name. */
+	fd = open_expected(cl, path, O_PATH, &uc->h, &o->fid);
 	if (fd < 0)
 		return fd;
 	err = cache_set_attrs_fd(fd, o);
@@ -1068,6 +1100,7 @@ struct purge {
 	struct client *cl;
 	struct fset *fs;
 	struct lento_fid fid;
+	struct presto_handle handle;	/* the inode PURGEd */
 	char path[CACHE_PATH_MAX];
 };
 
@@ -1075,11 +1108,14 @@ struct purge {
  * Drop a file's content in place (a sparse file of its size): presto
  * keeps its inode, which PURGE just made incomplete. Not by a new
  * placeholder inode as evict_obj() does: presto would still hold the old.
+ * Only that inode: by the time the ack comes its path may name another
+ * (a user of the mount moved the file and made one under its name).
  */
 static int evict_in_place(struct client *cl, const struct cache_obj *o,
 			  const struct purge *p)
 {
-	int fd = cache_open_obj(cl->cache, p->path, O_WRONLY, 0), err = 0;
+	int fd = open_expected(cl, p->path, O_WRONLY, &p->handle, NULL),
+	    err = 0;
 
 	if (fd < 0)
 		return fd;
@@ -1093,10 +1129,10 @@ static int evict_in_place(struct client *cl, const struct cache_obj *o,
 	return err;
 }
 
-/* DATA back on the file PURGEd. */
+/* DATA back on the inode PURGEd, if its path still names it. */
 static void purge_undo(struct purge *p)
 {
-	int fd = cache_open_obj(p->cl->cache, p->path, O_PATH, 0);
+	int fd = open_expected(p->cl, p->path, O_PATH, &p->handle, NULL);
 
 	if (fd < 0)
 		return;
@@ -1167,9 +1203,12 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 	p->fs = fs;
 	p->fid = o->fid;
 	err = cache_path(cl->cache, &o->fid, p->path, sizeof(p->path));
-	/* The handle PURGEd and the xattr written: one inode. */
+	/* The handle PURGEd and the xattr written: one inode, the file's. */
 	fd = err ? err : cache_open_obj(cl->cache, p->path, O_PATH, 0);
 	err = fd < 0 ? fd : handle_of_fd(fd, &c.handle);
+	if (!err && cache_fd_is(cl->cache, fd, &o->fid) == 0)
+		err = -ESTALE;	/* another object under its name */
+	p->handle = c.handle;
 	if (err == -ENOENT) {
 		free(p);
 		return 0;

@@ -839,7 +839,8 @@ END_TEST
  * A directory of the cache replaced by a symlink, behind lento's back (a
  * user of a presto mount can): no path through it reaches the files
  * outside -- attributes, bodies, placeholders, removals, xattrs, links,
- * opens -- each is -ELOOP and cache_strerror() says why.
+ * opens -- each is -ELOOP and cache_strerror() says why. A stale name
+ * (another file under it) is told apart by the handles recorded.
  */
 START_TEST(symlink_in_the_way)
 {
@@ -912,6 +913,19 @@ START_TEST(symlink_in_the_way)
 	close(fd);
 	ck_assert_int_eq(unlinkat(dfd, "vol/d", 0), 0);
 
+	/* A stale name: another file where f was is not f's. */
+	ck_assert_int_eq(cache_placeholder(c, "vol/f", &f, NULL), 0);
+	if (cache_handle_update(c, &f.fid, "vol/f") == 0) {
+		fd = cache_open_obj(c, "vol/f", O_PATH, 0);
+		ck_assert_int_eq(cache_fd_is(c, fd, &f.fid), 1);
+		ck_assert_int_eq(cache_fd_is(c, fd, &d.fid), 0);
+		close(fd);
+		ck_assert_int_eq(renameat(dfd, "vol/f", dfd, "vol/moved"), 0);
+		fd = openat(dfd, "vol/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(cache_fd_is(c, fd, &f.fid), -ENOENT);
+		close(fd);
+	}
 	cache_close(c);
 }
 END_TEST
