@@ -21,10 +21,13 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include "blob.h"
 #include "fault.h"
@@ -578,12 +581,12 @@ static int db_open(struct cache *c, const char *dir, char *err, size_t errlen)
 /* The files in directory @sub (a crash's leftovers): nobody wants them. */
 static int empty_dir(struct cache *c, const char *sub)
 {
-	int fd = openat(c->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = cache_open_obj(c, sub, O_RDONLY | O_DIRECTORY, 0);
 	struct dirent *de;
 	DIR *d;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
@@ -611,8 +614,8 @@ static int empty_tmp(struct cache *c, const char *dir, char *err,
 		return e;
 	}
 	e = empty_dir(c, ".lento/shadow");
-	if (!e && unlinkat(c->dirfd, ".lento/shadow", AT_REMOVEDIR))
-		e = -errno;
+	if (!e)
+		e = cache_unlink(c, ".lento/shadow", AT_REMOVEDIR);
 	if (e && e != -ENOENT) {
 		snprintf(err, errlen, "%s/.lento/shadow: %s", dir,
 			 strerror(-e));
@@ -706,6 +709,315 @@ struct sqlite3 *cache_db(struct cache *c)
 int cache_dirfd(const struct cache *c)
 {
 	return c->dirfd;
+}
+
+/* ---------------------------------------------------------- safe paths */
+
+/*
+ * The paths of the cache's rows may be stale, and not only by a name: a
+ * user of a presto mount (its lower is DIR/VOLUME) renames directories
+ * and makes symlinks in the tree, and lento learns of it only when it
+ * consumes the journal, seconds later. lento runs as root: a path walked
+ * the usual way through a symlink that a user put where the cache has a
+ * directory would have it chmod, truncate, rename over or read any file
+ * of the host (O_NOFOLLOW and AT_SYMLINK_NOFOLLOW guard the last
+ * component only). So no path is walked that way here: every lookup is
+ * openat2() beneath DIR with no symlink on the way (ELOOP, which
+ * cache_strerror() names), and the last component is then acted on by
+ * name in the directory so reached, never followed.
+ */
+#define CACHE_RESOLVE	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | \
+			 RESOLVE_NO_MAGICLINKS)
+
+int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.resolve = CACHE_RESOLVE,
+	};
+	int fd = -1;
+
+	/*
+	 * A symlink last is ELOOP like any other (RESOLVE_NO_SYMLINKS),
+	 * but for an O_PATH open of an object, which may be a symlink
+	 * itself: O_NOFOLLOW gives that symlink. Not for a directory,
+	 * where it would make a symlink ENOTDIR rather than ELOOP.
+	 */
+	if ((flags & O_PATH) && !(flags & O_DIRECTORY))
+		how.flags |= O_NOFOLLOW;
+	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
+		how.mode = mode;
+	/* EAGAIN: a rename raced the lookup (RESOLVE_BENEATH): again. */
+	for (int tries = 0; tries < 16; tries++) {
+		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		if (fd >= 0 || errno != EAGAIN)
+			break;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+int cache_open_obj(struct cache *c, const char *path, int flags, mode_t mode)
+{
+	return cache_beneath(c->dirfd, path, flags, mode);
+}
+
+int cache_parent(struct cache *c, const char *path, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	const char *last = slash ? slash + 1 : path;
+	char dir[CACHE_PATH_MAX];
+
+	/* A name in that directory, not a way out of it. */
+	if (!*last || !strcmp(last, ".") || !strcmp(last, ".."))
+		return -EINVAL;
+	*name = last;
+	if (!slash)
+		return c->dirfd;
+	if ((size_t)(slash - path) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, path, slash - path);
+	dir[slash - path] = '\0';
+	return cache_beneath(c->dirfd, dir, O_PATH | O_DIRECTORY, 0);
+}
+
+void cache_parent_put(struct cache *c, int fd)
+{
+	if (fd >= 0 && fd != c->dirfd)
+		close(fd);
+}
+
+const char *cache_strerror(int err)
+{
+	if (err == -ELOOP)
+		return "a symlink stands where the cache has a directory "
+		       "(changed behind lento's back; the journal will say "
+		       "how)";
+	return strerror(err < 0 ? -err : err);
+}
+
+int cache_lstat(struct cache *c, const char *path, struct stat *sb)
+{
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	if (fstatat(pfd, name, sb, AT_SYMLINK_NOFOLLOW))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+int cache_unlink(struct cache *c, const char *path, int flags)
+{
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	if (unlinkat(pfd, name, flags))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+int cache_mkdir(struct cache *c, const char *path, mode_t mode)
+{
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	if (mkdirat(pfd, name, mode))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+int cache_symlink(struct cache *c, const char *target, const char *path)
+{
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	if (symlinkat(target, pfd, name))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+static int cache_mknod(struct cache *c, const char *path, mode_t mode,
+		       dev_t dev)
+{
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	if (mknodat(pfd, name, mode, dev))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+/* @from and @to's parents, for a call on two names. */
+static int parents2(struct cache *c, const char *from, const char *to,
+		    int *pf, const char **nf, int *pt, const char **nt)
+{
+	*pf = cache_parent(c, from, nf);
+	if (*pf < 0)
+		return *pf;
+	*pt = cache_parent(c, to, nt);
+	if (*pt < 0) {
+		cache_parent_put(c, *pf);
+		return *pt;
+	}
+	return 0;
+}
+
+int cache_rename(struct cache *c, const char *from, const char *to,
+		 unsigned int flags)
+{
+	const char *nf, *nt;
+	int pf, pt, err = parents2(c, from, to, &pf, &nf, &pt, &nt);
+
+	if (err)
+		return err;
+	if (flags ? renameat2(pf, nf, pt, nt, flags) : renameat(pf, nf, pt, nt))
+		err = -errno;
+	cache_parent_put(c, pf);
+	cache_parent_put(c, pt);
+	return err;
+}
+
+int cache_hardlink(struct cache *c, const char *from, const char *to)
+{
+	const char *nf, *nt;
+	int pf, pt, err = parents2(c, from, to, &pf, &nf, &pt, &nt);
+
+	if (err)
+		return err;
+	/* No AT_SYMLINK_FOLLOW: a symlink at @from is linked, not its target. */
+	if (linkat(pf, nf, pt, nt, 0))
+		err = -errno;
+	cache_parent_put(c, pf);
+	cache_parent_put(c, pt);
+	return err;
+}
+
+/*
+ * The path the l*xattr calls take for @name in the directory @pfd: the
+ * directory by its descriptor, the name not followed.
+ */
+static void xattr_at(int pfd, const char *name, char *out, size_t size)
+{
+	snprintf(out, size, "/proc/self/fd/%d/%s", pfd, name);
+}
+
+/* The same for the object @fd (O_PATH will do) itself, for *xattr(). */
+static void xattr_fd(int fd, char *out, size_t size)
+{
+	snprintf(out, size, "/proc/self/fd/%d", fd);
+}
+
+ssize_t cache_getxattr(struct cache *c, const char *path, const char *xname,
+		       void *buf, size_t size)
+{
+	char p[CACHE_PATH_MAX + 40];
+	const char *name;
+	int pfd = cache_parent(c, path, &name);
+	ssize_t n;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_at(pfd, name, p, sizeof(p));
+	n = lgetxattr(p, xname, buf, size);
+	if (n < 0)
+		n = -errno;
+	cache_parent_put(c, pfd);
+	return n;
+}
+
+int cache_setxattr(struct cache *c, const char *path, const char *xname,
+		   const void *value, size_t size)
+{
+	char p[CACHE_PATH_MAX + 40];
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_at(pfd, name, p, sizeof(p));
+	if (lsetxattr(p, xname, value, size, 0))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+int cache_removexattr(struct cache *c, const char *path, const char *xname)
+{
+	char p[CACHE_PATH_MAX + 40];
+	const char *name;
+	int pfd = cache_parent(c, path, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_at(pfd, name, p, sizeof(p));
+	if (lremovexattr(p, xname))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+/*
+ * Through /proc/self/fd/N the object @fd was opened on is reached itself
+ * (a symlink too: the magic link is not followed further), whatever its
+ * names are now; fsetxattr() would refuse an O_PATH descriptor.
+ */
+ssize_t cache_fgetxattr(int fd, const char *xname, void *buf, size_t size)
+{
+	char p[40];
+	ssize_t n;
+
+	xattr_fd(fd, p, sizeof(p));
+	n = getxattr(p, xname, buf, size);
+	return n < 0 ? -errno : n;
+}
+
+int cache_fsetxattr(int fd, const char *xname, const void *value,
+		    size_t size)
+{
+	char p[40];
+
+	xattr_fd(fd, p, sizeof(p));
+	return setxattr(p, xname, value, size, 0) ? -errno : 0;
+}
+
+int cache_fremovexattr(int fd, const char *xname)
+{
+	char p[40];
+
+	xattr_fd(fd, p, sizeof(p));
+	return removexattr(p, xname) ? -errno : 0;
+}
+
+int cache_fd_handle(int fd, struct file_handle *fh, int *mount_id)
+{
+	return name_to_handle_at(fd, "", fh, mount_id, AT_EMPTY_PATH) ?
+	       -errno : 0;
+}
+
+int cache_name_to_handle(struct cache *c, const char *path,
+			 struct file_handle *fh, int *mount_id)
+{
+	int fd = cache_open_obj(c, path, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_fd_handle(fd, fh, mount_id);
+	close(fd);
+	return err;
 }
 
 int cache_begin(struct cache *c)
@@ -1395,12 +1707,18 @@ int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 	} h;
 	sqlite3_stmt *st;
 	struct stat sb;
-	int mount_id;
+	int mount_id, err, fd = cache_open_obj(c, path, O_PATH, 0);
 
+	if (fd < 0)
+		return fd;
+	/* The handle and the inode number of one inode, whatever moves. */
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(c->dirfd, path, &h.fh, &mount_id, 0) ||
-	    fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW))
-		return -errno;
+	err = cache_fd_handle(fd, &h.fh, &mount_id);
+	if (!err && fstat(fd, &sb))
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
 	/*
 	 * The handles of inodes it had before stay: presto may still hold
 	 * one (an open file, a dentry not yet revalidated) and ask by it.
@@ -1446,6 +1764,22 @@ int cache_handles(struct cache *c, const struct lento_fid *fid,
 	return err;
 }
 
+int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} h;
+	struct lento_fid got;
+	int mount_id, err;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	err = cache_fd_handle(fd, &h.fh, &mount_id);
+	err = err ?: cache_handle_lookup(c, h.fh.handle_type, h.fh.f_handle,
+					 h.fh.handle_bytes, &got);
+	return err ?: lento_fid_eq(&got, fid);
+}
+
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid)
 {
@@ -1472,10 +1806,9 @@ static int newfile(struct cache *c, const char *dir, char *path)
 
 		snprintf(path, CACHE_PATH_MAX, "%s/%d.%u", dir, (int)getpid(),
 			 ++counter);
-		fd = openat(c->dirfd, path, O_RDWR | O_CREAT | O_EXCL |
-			    O_CLOEXEC, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			return fd >= 0 ? fd : -errno;
+		fd = cache_open_obj(c, path, O_RDWR | O_CREAT | O_EXCL, 0600);
+		if (fd != -EEXIST)
+			return fd;
 	}
 	return -EEXIST;
 }
@@ -1511,11 +1844,11 @@ int cache_copy_fd(int in, int out, off_t size)
 int cache_copy_content(int dirfd, const char *path, int out,
 		       struct stat *sb)
 {
-	int in = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int in = cache_beneath(dirfd, path, O_RDONLY, 0);
 	int err;
 
 	if (in < 0)
-		return -errno;
+		return in;
 	err = fstat(in, sb) ? -errno : cache_copy_fd(in, out, sb->st_size);
 	close(in);
 	return err;
@@ -1529,11 +1862,10 @@ void cache_defer_dirsync(struct cache *c, bool on)
 
 int cache_sync_dir(struct cache *c, const char *path)
 {
-	int fd = openat(c->dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
-	    err = 0;
+	int fd = cache_open_obj(c, path, O_RDONLY | O_DIRECTORY, 0), err = 0;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fsync(fd))
 		err = -errno;
 	close(fd);
@@ -1556,9 +1888,9 @@ static int sync_parent(struct cache *c, const char *path)
 		memcpy(dir, path, slash - path);
 		dir[slash - path] = 0;
 	}
-	fd = openat(c->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = cache_open_obj(c, dir, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fsync(fd))
 		err = -errno;
 	close(fd);
@@ -1577,32 +1909,47 @@ static struct timespec ts_of(int64_t ns)
 	return ts;
 }
 
-int cache_set_attrs(struct cache *c, const char *path,
-		    const struct cache_obj *o)
+int cache_set_attrs_fd(int fd, const struct cache_obj *o)
 {
 	const struct lento_attr *a = &o->attr;
 	struct timespec ts[2] = { ts_of(a->atime_ns), ts_of(a->mtime_ns) };
+	char p[40];
 
 	/* Only root can give files away; others keep them as lento's. */
 	if (geteuid() == 0 && (a->valid & (LENTO_A_UID | LENTO_A_GID)) &&
-	    fchownat(c->dirfd, path, a->valid & LENTO_A_UID ? a->uid : -1u,
-		     a->valid & LENTO_A_GID ? a->gid : -1u,
-		     AT_SYMLINK_NOFOLLOW))
+	    fchownat(fd, "", a->valid & LENTO_A_UID ? a->uid : -1u,
+		     a->valid & LENTO_A_GID ? a->gid : -1u, AT_EMPTY_PATH))
 		return -errno;
 	/*
-	 * Never through a symlink: what the cache has at @path may not be
-	 * what the server says it is (a symlink's target is anyone's).
+	 * Never through a symlink: what the cache has may not be what the
+	 * server says it is (a symlink's target is anyone's). By /proc, as
+	 * fchmod() refuses an O_PATH descriptor: the magic link reaches the
+	 * inode itself, and one that is a symlink refuses a mode.
 	 */
+	xattr_fd(fd, p, sizeof(p));
 	if (o->type != LENTO_T_SYMLINK && (a->valid & LENTO_A_MODE) &&
-	    fchmodat(c->dirfd, path, a->mode & 07777, AT_SYMLINK_NOFOLLOW))
+	    chmod(p, a->mode & 07777))
 		return -errno;
 	if (!(a->valid & LENTO_A_ATIME))
 		ts[0].tv_nsec = UTIME_OMIT;
 	if (!(a->valid & LENTO_A_MTIME))
 		ts[1].tv_nsec = UTIME_OMIT;
-	if (utimensat(c->dirfd, path, ts, AT_SYMLINK_NOFOLLOW))
+	if (utimensat(fd, "", ts, AT_EMPTY_PATH))
 		return -errno;
 	return 0;
+}
+
+int cache_set_attrs(struct cache *c, const char *path,
+		    const struct cache_obj *o)
+{
+	/* One inode for the three calls, reached with no symlink. */
+	int fd = cache_open_obj(c, path, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_set_attrs_fd(fd, o);
+	close(fd);
+	return err;
 }
 
 int cache_install(struct cache *c, const char *tmp, const char *path,
@@ -1612,9 +1959,8 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 
 	if (err)
 		return err;
-	if (renameat(c->dirfd, tmp, c->dirfd, path))
-		return -errno;
-	return sync_parent(c, path);
+	err = cache_rename(c, tmp, path, 0);
+	return err ?: sync_parent(c, path);
 }
 
 /* A fresh name in .lento/tmp into @aside, with nothing under it. */
@@ -1625,25 +1971,21 @@ static int aside_name(struct cache *c, char *aside)
 	if (fd < 0)
 		return fd;
 	close(fd);
-	return unlinkat(c->dirfd, aside, 0) ? -errno : 0;
+	return cache_unlink(c, aside, 0);
 }
 
 int cache_link_aside(struct cache *c, const char *path, char *aside)
 {
 	int err = aside_name(c, aside);
 
-	if (!err && linkat(c->dirfd, path, c->dirfd, aside, 0))
-		err = -errno;
-	return err;
+	return err ?: cache_hardlink(c, path, aside);
 }
 
 int cache_move_aside(struct cache *c, const char *path, char *aside)
 {
 	int err = aside_name(c, aside);
 
-	if (!err && renameat(c->dirfd, path, c->dirfd, aside))
-		err = -errno;
-	return err;
+	return err ?: cache_rename(c, path, aside, 0);
 }
 
 int cache_link(struct cache *c, const char *from, const char *to)
@@ -1653,10 +1995,9 @@ int cache_link(struct cache *c, const char *from, const char *to)
 
 	if (err)
 		return err;
-	if (renameat(c->dirfd, tmp, c->dirfd, to))
-		err = -errno;
+	err = cache_rename(c, tmp, to, 0);
 	/* Gone if renamed; left if @to was that inode already. */
-	unlinkat(c->dirfd, tmp, 0);
+	cache_unlink(c, tmp, 0);
 	return err;
 }
 
@@ -1674,7 +2015,7 @@ static int placeholder_file(struct cache *c, const char *path,
 	if (!err)
 		err = cache_install(c, tmp, path, o);
 	if (err)
-		unlinkat(c->dirfd, tmp, 0);
+		cache_unlink(c, tmp, 0);
 	return err;
 }
 
@@ -1688,12 +2029,13 @@ static int placeholder_symlink(struct cache *c, const char *path,
 		return fd;
 	close(fd);
 	/* A name to make it under, then renamed over @path. */
-	if (unlinkat(c->dirfd, tmp, 0) ||
-	    symlinkat(target ? target : "", c->dirfd, tmp))
-		return -errno;
+	err = cache_unlink(c, tmp, 0) ?:
+	      cache_symlink(c, target ? target : "", tmp);
+	if (err)
+		return err;
 	err = cache_install(c, tmp, path, o);
 	if (err)
-		unlinkat(c->dirfd, tmp, 0);
+		cache_unlink(c, tmp, 0);
 	return err;
 }
 
@@ -1717,14 +2059,15 @@ static int placeholder_node(struct cache *c, const char *path,
 	if (fd < 0)
 		return fd;
 	close(fd);
-	if (unlinkat(c->dirfd, tmp, 0))
-		return -errno;
-	if (mknodat(c->dirfd, tmp, fmt[o->type] | 0600,
-		    o->type == LENTO_T_CHR || o->type == LENTO_T_BLK ? dev : 0))
-		return errno == EPERM ? -EOPNOTSUPP : -errno;
+	err = cache_unlink(c, tmp, 0) ?:
+	      cache_mknod(c, tmp, fmt[o->type] | 0600,
+			  o->type == LENTO_T_CHR || o->type == LENTO_T_BLK ?
+			  dev : 0);
+	if (err)
+		return err == -EPERM ? -EOPNOTSUPP : err;
 	err = cache_install(c, tmp, path, o);
 	if (err)
-		unlinkat(c->dirfd, tmp, 0);
+		cache_unlink(c, tmp, 0);
 	return err;
 }
 
@@ -1732,18 +2075,18 @@ int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target)
 {
 	struct stat sb;
+	int err;
 
 	switch (o->type) {
 	case LENTO_T_DIR:
-		if (fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    !S_ISDIR(sb.st_mode)) {
-			int err = cache_remove_tree(c, path);
-
-			if (err)
-				return err;
-		}
-		if (mkdirat(c->dirfd, path, 0700) && errno != EEXIST)
-			return -errno;
+		err = cache_lstat(c, path, &sb);
+		if (!err && !S_ISDIR(sb.st_mode))
+			err = cache_remove_tree(c, path);
+		else if (err == -ENOENT)
+			err = 0;
+		err = err ?: cache_mkdir(c, path, 0700);
+		if (err && err != -EEXIST)
+			return err;
 		return cache_set_attrs(c, path, o);
 	case LENTO_T_SYMLINK:
 		if (!target || !*target)
@@ -1799,32 +2142,26 @@ static int remove_below(int dfd)
 
 int cache_remove_tree(struct cache *c, const char *path)
 {
-	int fd, err;
+	const char *name;
+	int pfd = cache_parent(c, path, &name), fd, err = 0;
 
-	if (!unlinkat(c->dirfd, path, 0))
-		return 0;
-	if (errno == ENOENT)
-		return 0;
-	if (errno != EISDIR)
-		return -errno;
-	fd = openat(c->dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-		    O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	err = remove_below(fd);
-	if (!err && unlinkat(c->dirfd, path, AT_REMOVEDIR))
-		err = -errno;
+	if (pfd < 0)
+		return pfd == -ENOENT ? 0 : pfd;
+	if (unlinkat(pfd, name, 0))
+		err = errno == ENOENT ? 0 : -errno;
+	if (err == -EISDIR) {
+		/* One name in @pfd, not followed: its tree, not another's. */
+		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC);
+		err = fd < 0 ? -errno : remove_below(fd);
+		if (!err && unlinkat(pfd, name, AT_REMOVEDIR))
+			err = -errno;
+	}
+	cache_parent_put(c, pfd);
 	return err;
 }
 
 /* ------------------------------------------------------------ xattrs */
-
-/* A path that the l*xattr calls take: through DIR's fd, not followed. */
-static void xattr_path(struct cache *c, const char *path, char *out,
-		       size_t size)
-{
-	snprintf(out, size, "/proc/self/fd/%d/%s", c->dirfd, path);
-}
 
 /* Names cache_sync_xattrs leaves alone: presto's and the LSM's. */
 static bool xattr_local(const char *name, size_t len)
@@ -1897,13 +2234,18 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 	char p[CACHE_PATH_MAX + 40], name[LENTO_XATTR_NAME_MAX + 1];
 	char *list;
 	uint8_t *buf = NULL;
+	const char *last;
 	ssize_t len;
-	int err = 0;
+	int pfd = cache_parent(c, path, &last), err = 0;
 
-	xattr_path(c, path, p, sizeof(p));
+	if (pfd < 0)
+		return pfd;
+	xattr_at(pfd, last, p, sizeof(p));
 	len = xattr_names(p, &list);
-	if (len < 0)
+	if (len < 0) {
+		cache_parent_put(c, pfd);
 		return len == -EOPNOTSUPP ? 0 : (int)len;
+	}
 	for (char *s = list; s < list + len; s += strlen(s) + 1) {
 		if (xattr_local(s, strlen(s)) || xattr_listed(x, n, s))
 			continue;
@@ -1940,6 +2282,7 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 out:
 	free(buf);
 	free(list);
+	cache_parent_put(c, pfd);
 	return err;
 }
 
@@ -1948,14 +2291,20 @@ int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
 	char pf[CACHE_PATH_MAX + 40], pt[CACHE_PATH_MAX + 40];
 	char *list;
 	uint8_t *buf = NULL;
+	const char *nf, *nt;
 	ssize_t len, v;
-	int err = 0;
+	int dfrom, dto, err = parents2(c, from, to, &dfrom, &nf, &dto, &nt);
 
-	xattr_path(c, from, pf, sizeof(pf));
-	xattr_path(c, to, pt, sizeof(pt));
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	xattr_at(dfrom, nf, pf, sizeof(pf));
+	xattr_at(dto, nt, pt, sizeof(pt));
 	len = xattr_names(pf, &list);
-	if (len <= 0)
+	if (len <= 0) {
+		cache_parent_put(c, dfrom);
+		cache_parent_put(c, dto);
 		return len == -ENOENT || len == -EOPNOTSUPP ? 0 : (int)len;
+	}
 	for (char *s = list; !err && s < list + len; s += strlen(s) + 1) {
 		if (xattr_local(s, strlen(s)))
 			continue;
@@ -1972,6 +2321,8 @@ int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
 	}
 	free(buf);
 	free(list);
+	cache_parent_put(c, dfrom);
+	cache_parent_put(c, dto);
 	return err;
 }
 
@@ -1993,39 +2344,42 @@ int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 	char name[CACHE_PATH_MAX];
 	struct stat sb, hb;
 	uint32_t hidden = 0, visible, want;
+	int err = cache_lstat(c, path, &sb);
 
-	if (fstatat(c->dirfd, path, &sb, AT_SYMLINK_NOFOLLOW))
-		return -errno;
+	if (err)
+		return err;
 	if (!S_ISREG(sb.st_mode))
 		return 0;
 	/* Those there, each made this inode's again if it is another's. */
 	for (;; hidden++) {
 		hidden_name(name, fid, hidden);
-		if (fstatat(c->dirfd, name, &hb, AT_SYMLINK_NOFOLLOW))
+		err = cache_lstat(c, name, &hb);
+		if (err)
 			break;
 		if (hb.st_ino != sb.st_ino) {
-			int err = cache_link(c, path, name);
-
+			err = cache_link(c, path, name);
 			if (err)
 				return err;
 			sb.st_nlink++;
 		}
 	}
-	if (errno != ENOENT)
-		return -errno;
+	if (err != -ENOENT)
+		return err;
 	visible = (uint32_t)sb.st_nlink - hidden;
 	want = nlink > visible ? nlink - visible : 0;
 	if (want > CACHE_HIDDEN_MAX)
 		want = CACHE_HIDDEN_MAX;
 	for (; hidden < want; hidden++) {
 		hidden_name(name, fid, hidden);
-		if (linkat(c->dirfd, path, c->dirfd, name, 0))
-			return -errno;
+		err = cache_hardlink(c, path, name);
+		if (err)
+			return err;
 	}
 	while (hidden > want) {
 		hidden_name(name, fid, --hidden);
-		if (unlinkat(c->dirfd, name, 0) && errno != ENOENT)
-			return -errno;
+		err = cache_unlink(c, name, 0);
+		if (err && err != -ENOENT)
+			return err;
 	}
 	return 0;
 }
@@ -2036,7 +2390,7 @@ void cache_names_drop(struct cache *c, const struct lento_fid *fid)
 
 	for (uint32_t n = 0;; n++) {
 		hidden_name(name, fid, n);
-		if (unlinkat(c->dirfd, name, 0))
+		if (cache_unlink(c, name, 0))
 			break;
 	}
 }
@@ -2044,8 +2398,7 @@ void cache_names_drop(struct cache *c, const struct lento_fid *fid)
 /* Every hidden name of @volume's files (the volume goes). */
 static void names_purge(struct cache *c, uint32_t volume)
 {
-	int fd = openat(c->dirfd, ".lento/names", O_RDONLY | O_DIRECTORY |
-			O_CLOEXEC);
+	int fd = cache_open_obj(c, ".lento/names", O_RDONLY | O_DIRECTORY, 0);
 	char prefix[16];
 	struct dirent *de;
 	DIR *d;

@@ -74,6 +74,66 @@ struct sqlite3 *cache_db(struct cache *c);
 int cache_dirfd(const struct cache *c);
 
 /*
+ * Paths in the cache, safely. The paths the rows give (cache_path()) may
+ * be stale: a user of a presto mount, whose lower is DIR/VOLUME, renames
+ * directories and makes symlinks there, and lento learns of it only from
+ * the journal, seconds later. lento is root: no path is walked through a
+ * symlink. Lookups are openat2() beneath DIR with RESOLVE_NO_SYMLINKS (a
+ * symlink anywhere on the way: -ELOOP, which cache_strerror() says as
+ * "a symlink stands where the cache has a directory"); the last
+ * component is never followed. Every function below taking a path
+ * relative to DIR goes through these.
+ */
+/*
+ * @path opened beneath @dirfd (O_CLOEXEC added; @mode for O_CREAT or
+ * O_TMPFILE): a descriptor or -errno. A symlink last is -ELOOP too, but
+ * for O_PATH without O_DIRECTORY, which opens the symlink itself. Needs
+ * no struct cache: the worker's thread uses it too.
+ */
+int cache_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/* cache_beneath() from DIR. */
+int cache_open_obj(struct cache *c, const char *path, int flags, mode_t mode);
+/*
+ * The directory @path is in, reached as cache_beneath() does (O_PATH):
+ * its descriptor, DIR's own for a name at the top, and in *@name the
+ * last component, to act on by name there (not followed). -EINVAL for a
+ * last component "." or "..". Given back with cache_parent_put().
+ */
+int cache_parent(struct cache *c, const char *path, const char **name);
+void cache_parent_put(struct cache *c, int fd);
+/* strerror(-@err), but for ELOOP what it means here. */
+const char *cache_strerror(int err);
+
+/* The *at() calls, by (parent, name): 0 or -errno. */
+int cache_lstat(struct cache *c, const char *path, struct stat *sb);
+int cache_unlink(struct cache *c, const char *path, int flags);
+int cache_mkdir(struct cache *c, const char *path, mode_t mode);
+int cache_symlink(struct cache *c, const char *target, const char *path);
+/* renameat2() with @flags (0: renameat()); linkat() not following. */
+int cache_rename(struct cache *c, const char *from, const char *to,
+		 unsigned int flags);
+int cache_hardlink(struct cache *c, const char *from, const char *to);
+/* The l*xattr() calls on @path: a size, 0, or -errno. */
+ssize_t cache_getxattr(struct cache *c, const char *path, const char *xname,
+		       void *buf, size_t size);
+int cache_setxattr(struct cache *c, const char *path, const char *xname,
+		   const void *value, size_t size);
+int cache_removexattr(struct cache *c, const char *path, const char *xname);
+/* The same on the object open as @fd (O_PATH will do), by /proc. */
+ssize_t cache_fgetxattr(int fd, const char *xname, void *buf, size_t size);
+int cache_fsetxattr(int fd, const char *xname, const void *value,
+		    size_t size);
+int cache_fremovexattr(int fd, const char *xname);
+/*
+ * The handle (name_to_handle_at()) of the object open as @fd, or of the
+ * one at @path (a symlink's own). @fh->handle_bytes: its room.
+ */
+struct file_handle;
+int cache_fd_handle(int fd, struct file_handle *fh, int *mount_id);
+int cache_name_to_handle(struct cache *c, const char *path,
+			 struct file_handle *fh, int *mount_id);
+
+/*
  * A transaction around several changes (the CML's join it).
  * cache_commit() returns once the transaction, and every one before it,
  * is durable. cache_commit_lazy() is for the event loop's busy paths: the
@@ -306,6 +366,13 @@ typedef int (*cache_handle_fn)(void *arg, int type, const void *handle,
 /* The handles recorded for @fid (old inodes' too); @fn may stop it. */
 int cache_handles(struct cache *c, const struct lento_fid *fid,
 		  cache_handle_fn fn, void *arg);
+/*
+ * Is the object open as @fd one of @fid's inodes, by the handles
+ * recorded? 1, 0 (another object's), or -errno: -ENOENT if its handle
+ * was never recorded, -EOPNOTSUPP if the file system gives none. For a
+ * path of the rows, which may now name another object.
+ */
+int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);
@@ -369,6 +436,8 @@ int cache_sync_dir(struct cache *c, const char *path);
 /* Mode, times and (as root) owner of @path from @o. */
 int cache_set_attrs(struct cache *c, const char *path,
 		    const struct cache_obj *o);
+/* The same for the object open as @fd (O_PATH will do). */
+int cache_set_attrs_fd(int fd, const struct cache_obj *o);
 /* Remove @path and, for a directory, everything below it. */
 int cache_remove_tree(struct cache *c, const char *path);
 

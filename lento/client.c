@@ -447,11 +447,17 @@ static void permits_tick(struct client *cl, uint64_t now)
 			continue;
 		if (!v->renewing && now >= v->renew_at_ms)
 			permit_renew(cl, v);
-		/* Changes logged during this tick are later than @now. */
+		/*
+		 * Changes logged during this tick are later than @now.
+		 * presto's permit drained before the log is counted: draining
+		 * consumes its journal, which may add records (kick_volume's
+		 * order too).
+		 */
 		if (v->releasing || v->acquiring ||
 		    now < v->last_change_ms + PERMIT_IDLE_MS ||
+		    !kclient_permit_drained(cl, v) ||
 		    cml_stats(cache_cml(cl->cache), v->cv.id, &cs) ||
-		    cs.records || !kclient_permit_drained(cl, v))
+		    cs.records)
 			continue;
 		log_info("volume %s: permit unused for %d s: giving it back",
 			 v->cv.name, PERMIT_IDLE_MS / 1000);

@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,7 +69,7 @@ static int fail(struct op *op, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	ctl_error(op->r, "%s: %s", msg, strerror(-err));
+	ctl_error(op->r, "%s: %s", msg, cache_strerror(err));
 	return err;
 }
 
@@ -137,19 +136,21 @@ static void changed(struct vol *v)
  * What a change moved to @aside first, back at @path. False, and said,
  * if it cannot be: it stays there until lento starts again.
  */
-static bool put_back(int dirfd, const char *aside, const char *path)
+static bool put_back(struct cache *c, const char *aside, const char *path)
 {
-	if (!renameat2(dirfd, aside, dirfd, path, RENAME_NOREPLACE))
+	int err = cache_rename(c, aside, path, RENAME_NOREPLACE);
+
+	if (!err)
 		return true;
 	log_err("%s: could not be put back from %s: %s; it stays there until "
-		"lento starts again", path, aside, strerror(errno));
+		"lento starts again", path, aside, cache_strerror(err));
 	return false;
 }
 
 /* Directory @path holds nothing (a removal moved it aside unchecked). */
-static bool dir_empty(int dirfd, const char *path)
+static bool dir_empty(struct cache *c, const char *path)
 {
-	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = cache_open_obj(c, path, O_RDONLY | O_DIRECTORY, 0);
 	struct dirent *de;
 	bool empty = true;
 	DIR *d;
@@ -176,14 +177,13 @@ static bool dir_empty(int dirfd, const char *path)
 static int move_aside(struct client *cl, const char *path, uint8_t type,
 		      char *aside, bool *moved)
 {
-	int dirfd = cache_dirfd(cl->cache);
 	int err = cache_move_aside(cl->cache, path, aside);
 
 	*moved = !err;
 	if (err)
 		return err == -ENOENT ? 0 : err;
-	if (type == LENTO_T_DIR && !dir_empty(dirfd, aside)) {
-		if (put_back(dirfd, aside, path))
+	if (type == LENTO_T_DIR && !dir_empty(cl->cache, aside)) {
+		if (put_back(cl->cache, aside, path))
 			*moved = false;
 		return -ENOTEMPTY;
 	}
@@ -306,7 +306,7 @@ static int each_path(struct op *op, int (*one)(struct op *op,
 
 static int mkdir_one(struct op *op, const char *path)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
+	struct cache *c = op->cl->cache;
 	struct resolved res;
 	struct cache_obj o;
 	bool logged;
@@ -314,13 +314,14 @@ static int mkdir_one(struct op *op, const char *path)
 
 	if (err)
 		return err;
-	if (mkdirat(dirfd, res.path, 0700))
-		return fail(op, -errno, "%s", path);
+	err = cache_mkdir(c, res.path, 0700);
+	if (err)
+		return fail(op, err, "%s", path);
 	err = new_object(op, &res, LENTO_OP_MKDIR, LENTO_T_DIR, DIR_MODE,
 			 NULL, &o, &logged);
 	if (err) {
 		if (!logged)
-			unlinkat(dirfd, res.path, AT_REMOVEDIR);
+			cache_unlink(c, res.path, AT_REMOVEDIR);
 		return fail(op, err, "%s", path);
 	}
 	return 0;
@@ -342,19 +343,19 @@ int cmd_mkdir(struct ctl_req *r, void *ctx, int argc, char **argv)
 static int create_at(struct op *op, struct resolved *res, const char *path,
 		     struct cache_obj *o)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
-	int fd = openat(dirfd, res->path, O_WRONLY | O_CREAT | O_EXCL |
-			O_CLOEXEC, 0600), err;
+	struct cache *c = op->cl->cache;
+	int fd = cache_open_obj(c, res->path, O_WRONLY | O_CREAT | O_EXCL,
+				0600), err;
 	bool logged;
 
 	if (fd < 0)
-		return fail(op, -errno, "%s", path);
+		return fail(op, fd, "%s", path);
 	close(fd);
 	err = new_object(op, res, LENTO_OP_CREATE, LENTO_T_REG, FILE_MODE,
 			 NULL, o, &logged);
 	if (err) {
 		if (!logged)
-			unlinkat(dirfd, res->path, 0);
+			cache_unlink(c, res->path, 0);
 		return fail(op, err, "%s", path);
 	}
 	return 0;
@@ -383,7 +384,7 @@ int cmd_create(struct ctl_req *r, void *ctx, int argc, char **argv)
 
 static int symlink_step(struct op *op)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
+	struct cache *c = op->cl->cache;
 	const char *target = op->argv[1];
 	struct resolved res;
 	struct cache_obj o;
@@ -398,13 +399,14 @@ static int symlink_step(struct op *op)
 	err = resolve_new(op, op->argv[0], &res);
 	if (err)
 		return err;
-	if (symlinkat(target, dirfd, res.path))
-		return fail(op, -errno, "%s", op->argv[0]);
+	err = cache_symlink(c, target, res.path);
+	if (err)
+		return fail(op, err, "%s", op->argv[0]);
 	err = new_object(op, &res, LENTO_OP_SYMLINK, LENTO_T_SYMLINK, 0777,
 			 target, &o, &logged);
 	if (err) {
 		if (!logged)
-			unlinkat(dirfd, res.path, 0);
+			cache_unlink(c, res.path, 0);
 		return fail(op, err, "%s", op->argv[0]);
 	}
 	return done_out(op);
@@ -472,7 +474,7 @@ static int write_tmp(struct client *cl, const char *buf, size_t len,
 		err = -errno;
 	close(fd);
 	if (err)
-		unlinkat(cache_dirfd(cl->cache), tmp, 0);
+		cache_unlink(cl->cache, tmp, 0);
 	return err;
 }
 
@@ -485,14 +487,14 @@ static int replace_body(struct op *op, struct resolved *res, const char *tmp,
 			struct lento_rec *r, uint64_t body)
 {
 	struct client *cl = op->cl;
-	int dirfd = cache_dirfd(cl->cache);
+	struct cache *c = cl->cache;
 	char old[CACHE_PATH_MAX];
 	struct cache_obj *o = &res->obj;
 	bool aside = false;
-	int err = cache_begin(cl->cache);
+	int undo, err = cache_begin(cl->cache);
 
 	if (err) {
-		unlinkat(dirfd, tmp, 0);
+		cache_unlink(c, tmp, 0);
 		return err;
 	}
 	err = cache_obj_put(cl->cache, o, NULL, 0);
@@ -521,19 +523,19 @@ static int replace_body(struct op *op, struct resolved *res, const char *tmp,
 		 * not at all (then @old is a second link of what is there,
 		 * and the rename does nothing): the old body at its name.
 		 */
-		if (aside && renameat(dirfd, old, dirfd, res->path)) {
+		if (aside && (undo = cache_rename(c, old, res->path, 0))) {
 			log_err("%s: its old content could not be put back "
 				"from %s: %s; it stays there until lento starts "
-				"again", res->path, old, strerror(errno));
+				"again", res->path, old, cache_strerror(undo));
 			aside = false;
 		}
-		unlinkat(dirfd, tmp, 0);	/* gone if installed */
+		cache_unlink(c, tmp, 0);	/* gone if installed */
 		if (aside)
-			unlinkat(dirfd, old, 0);	/* left if the same */
+			cache_unlink(c, old, 0);	/* left if the same */
 		return err;
 	}
 	if (aside)
-		unlinkat(dirfd, old, 0);
+		cache_unlink(c, old, 0);
 	changed(res->vol);
 	cache_handle_update(cl->cache, &o->fid, res->path);
 	return cache_sync(cl->cache);
@@ -677,14 +679,15 @@ static int parse_attrs(struct op *op, struct lento_attr *a)
 static int resized_tmp(struct client *cl, const char *path, uint64_t size,
 		       char *tmp)
 {
-	int dirfd = cache_dirfd(cl->cache);
 	int out = cache_tmpfile(cl->cache, tmp), in, err;
 	struct stat sb;
 
 	if (out < 0)
 		return out;
-	in = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0 || fstat(in, &sb))
+	in = cache_open_obj(cl->cache, path, O_RDONLY, 0);
+	if (in < 0)
+		err = in;
+	else if (fstat(in, &sb))
 		err = -errno;
 	else
 		err = cache_copy_fd(in, out, (uint64_t)sb.st_size < size ?
@@ -695,7 +698,7 @@ static int resized_tmp(struct client *cl, const char *path, uint64_t size,
 		close(in);
 	close(out);
 	if (err)
-		unlinkat(dirfd, tmp, 0);
+		cache_unlink(cl->cache, tmp, 0);
 	return err;
 }
 
@@ -731,9 +734,10 @@ static int attrs_as_now(struct client *cl, const char *path,
 			struct cache_obj *o)
 {
 	struct stat sb;
+	int err = cache_lstat(cl->cache, path, &sb);
 
-	if (fstatat(cache_dirfd(cl->cache), path, &sb, AT_SYMLINK_NOFOLLOW))
-		return -errno;
+	if (err)
+		return err;
 	o->type = S_ISLNK(sb.st_mode) ? LENTO_T_SYMLINK : LENTO_T_REG;
 	o->attr.mode = sb.st_mode & 07777;
 	o->attr.uid = sb.st_uid;
@@ -801,7 +805,7 @@ static int setattr_step(struct op *op)
 	if (err && !logged && (undo = cache_set_attrs(cl->cache, res.path,
 						       &was)))
 		log_err("%s: its attributes could not be set back: %s",
-			res.path, strerror(-undo));
+			res.path, cache_strerror(undo));
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 
@@ -852,7 +856,7 @@ static int unname(struct op *op, struct resolved *res, uint16_t code,
 static int remove_one(struct op *op, struct resolved *res, uint16_t code,
 		      const char *path)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
+	struct cache *c = op->cl->cache;
 	char aside[CACHE_PATH_MAX];
 	bool logged, moved;
 	int err = move_aside(op->cl, res->path, res->obj.type, aside, &moved);
@@ -861,10 +865,10 @@ static int remove_one(struct op *op, struct resolved *res, uint16_t code,
 		return fail(op, err, "%s", path);
 	err = unname(op, res, code, &logged);
 	if (moved && logged)
-		unlinkat(dirfd, aside, code == LENTO_OP_RMDIR ?
-			 AT_REMOVEDIR : 0);
+		cache_unlink(c, aside, code == LENTO_OP_RMDIR ?
+			     AT_REMOVEDIR : 0);
 	else if (moved)
-		put_back(dirfd, aside, res->path);
+		put_back(c, aside, res->path);
 	return err ? fail(op, err, "%s", path) : 0;
 }
 
@@ -1031,7 +1035,7 @@ static int rename_log(struct op *op, struct resolved *a, struct resolved *b,
 
 static int rename_step(struct op *op)
 {
-	int dirfd = cache_dirfd(op->cl->cache);
+	struct cache *c = op->cl->cache;
 	char aside[CACHE_PATH_MAX];
 	struct resolved a, b;
 	bool moved = false, logged;
@@ -1051,20 +1055,20 @@ static int rename_step(struct op *op)
 		if (err)
 			return fail(op, err, "%s", op->argv[1]);
 	}
-	if (renameat(dirfd, a.path, dirfd, b.path)) {
-		err = -errno;
+	err = cache_rename(c, a.path, b.path, 0);
+	if (err) {
 		logged = false;
 	} else {
 		err = rename_log(op, &a, &b, &logged);
 		if (!logged)
-			put_back(dirfd, b.path, a.path);
+			put_back(c, b.path, a.path);
 	}
 	/* Not put back over the renamed object if it could not go back. */
 	if (moved && logged)
-		unlinkat(dirfd, aside, b.obj.type == LENTO_T_DIR ?
-			 AT_REMOVEDIR : 0);
+		cache_unlink(c, aside, b.obj.type == LENTO_T_DIR ?
+			     AT_REMOVEDIR : 0);
 	else if (moved)
-		put_back(dirfd, aside, b.path);
+		put_back(c, aside, b.path);
 	if (err)
 		return fail(op, err, "%s -> %s", op->argv[0], op->argv[1]);
 	return done_out(op);
@@ -1080,7 +1084,6 @@ int cmd_rename(struct ctl_req *r, void *ctx, int argc, char **argv)
 static int link_step(struct op *op)
 {
 	struct client *cl = op->cl;
-	int dirfd = cache_dirfd(cl->cache);
 	struct resolved a, b;
 	struct cache_obj parent;
 	struct lento_rec r;
@@ -1099,8 +1102,9 @@ static int link_step(struct op *op)
 		ctl_error(op->r, "a link across volumes");
 		return -EXDEV;
 	}
-	if (linkat(dirfd, a.path, dirfd, b.path, 0))
-		return fail(op, -errno, "%s", op->argv[1]);
+	err = cache_hardlink(cl->cache, a.path, b.path);
+	if (err)
+		return fail(op, err, "%s", op->argv[1]);
 	rec_init(&r, op, LENTO_OP_LINK);
 	err = cache_obj_get(cl->cache, &b.parent, &parent, NULL, 0);
 	r.dir = b.parent;
@@ -1119,7 +1123,7 @@ static int link_step(struct op *op)
 	err = finish(cl, a.vol, err, &logged);
 	if (err) {
 		if (!logged)
-			unlinkat(dirfd, b.path, 0);
+			cache_unlink(cl->cache, b.path, 0);
 		return fail(op, err, "%s", op->argv[1]);
 	}
 	return done_out(op);
@@ -1136,22 +1140,22 @@ int cmd_link(struct ctl_req *r, void *ctx, int argc, char **argv)
  * Attribute @name of @path as it is (*@val NULL if it has none), to set it
  * back if the change's record fails to go in.
  */
-static int xattr_as_now(const char *path, const char *name, char **val,
-			size_t *len)
+static int xattr_as_now(struct cache *c, const char *path, const char *name,
+			char **val, size_t *len)
 {
 	ssize_t n;
 
 	*val = malloc(LENTO_XATTR_SIZE_MAX);
 	if (!*val)
 		return -ENOMEM;
-	n = lgetxattr(path, name, *val, LENTO_XATTR_SIZE_MAX);
+	n = cache_getxattr(c, path, name, *val, LENTO_XATTR_SIZE_MAX);
 	if (n >= 0) {
 		*len = (size_t)n;
 		return 0;
 	}
 	free(*val);
 	*val = NULL;
-	return errno == ENODATA ? 0 : -errno;
+	return n == -ENODATA ? 0 : (int)n;
 }
 
 static int xattr_step(struct op *op, bool set)
@@ -1159,12 +1163,12 @@ static int xattr_step(struct op *op, bool set)
 	struct client *cl = op->cl;
 	const char *name = op->argv[1];
 	const char *value = set ? op->argv[2] : NULL;
-	char abs[CACHE_PATH_MAX * 2], *was;
+	char *was;
 	struct resolved res;
 	struct lento_rec r;
 	size_t was_len = 0;
 	bool logged;
-	int err;
+	int undo, err;
 
 	if (!*name || strlen(name) > LENTO_XATTR_NAME_MAX ||
 	    !strncmp(name, "trusted.presto.", 15)) {
@@ -1175,13 +1179,14 @@ static int xattr_step(struct op *op, bool set)
 	      need_permit(op, res.vol);
 	if (err)
 		return err;
-	snprintf(abs, sizeof(abs), "%s/%s", cl->opt->cache, res.path);
-	err = xattr_as_now(abs, name, &was, &was_len);
+	err = xattr_as_now(cl->cache, res.path, name, &was, &was_len);
 	if (err)
 		return fail(op, err, "%s", op->argv[0]);
-	if (set ? lsetxattr(abs, name, value, strlen(value), 0) :
-		  lremovexattr(abs, name)) {
-		err = fail(op, -errno, "%s", op->argv[0]);
+	err = set ? cache_setxattr(cl->cache, res.path, name, value,
+				   strlen(value)) :
+		    cache_removexattr(cl->cache, res.path, name);
+	if (err) {
+		err = fail(op, err, "%s", op->argv[0]);
 		free(was);
 		return err;
 	}
@@ -1199,10 +1204,12 @@ static int xattr_step(struct op *op, bool set)
 	err = err ?: cache_obj_put(cl->cache, &res.obj, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
 	err = finish(cl, res.vol, err, &logged);
-	if (err && !logged && (was ? lsetxattr(abs, name, was, was_len, 0) :
-			       lremovexattr(abs, name)))
+	if (err && !logged &&
+	    (undo = was ? cache_setxattr(cl->cache, res.path, name, was,
+					 was_len) :
+			  cache_removexattr(cl->cache, res.path, name)))
 		log_err("%s: its attribute %s could not be set back: %s",
-			res.path, name, strerror(errno));
+			res.path, name, cache_strerror(undo));
 	free(was);
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }

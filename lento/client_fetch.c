@@ -124,7 +124,7 @@ void job_end(struct job *j, int err)
 	j->done = true;
 	j->err = err;
 	if (err && !j->msg[0])
-		job_msg(j, "%s", strerror(-err));
+		job_msg(j, "%s", cache_strerror(err));
 	for (pp = &cl->jobs; *pp; pp = &(*pp)->next)
 		if (*pp == j) {
 			*pp = j->next;
@@ -203,9 +203,11 @@ static int lookup_store(struct client *cl, const struct cache_vol *cv)
 	err = err ?: cache_commit(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
-	if (!err && mkdirat(cache_dirfd(cl->cache), cv->name, 0700) &&
-	    errno != EEXIST)
-		err = -errno;
+	if (!err) {
+		err = cache_mkdir(cl->cache, cv->name, 0700);
+		if (err == -EEXIST)
+			err = 0;
+	}
 	return err;
 }
 
@@ -625,8 +627,7 @@ static int find_other(void *arg, const struct lento_fid *dir,
 	struct stat sb;
 
 	if (name_path(np, dir, name, path) || !strcmp(path, np->skip) ||
-	    fstatat(cache_dirfd(np->cl->cache), path, &sb,
-		    AT_SYMLINK_NOFOLLOW))
+	    cache_lstat(np->cl->cache, path, &sb))
 		return 0;
 	snprintf(np->found, sizeof(np->found), "%s", path);
 	return 1;
@@ -1050,7 +1051,7 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 	}
 	if (err) {
 		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
-			strerror(-err));
+			cache_strerror(err));
 	} else {
 		cl->st.listings++;
 		kclient_notify(cl, &j->fid, li->ev, li->nev);
@@ -1104,7 +1105,7 @@ static void body_free(struct job *j)
 	if (b->fd >= 0)
 		close(b->fd);
 	if (b->tmp[0])
-		unlinkat(cache_dirfd(j->cl->cache), b->tmp, 0);
+		cache_unlink(j->cl->cache, b->tmp, 0);
 	free(b);
 }
 
@@ -1126,14 +1127,18 @@ static int body_install(struct job *j)
 	o.valid = !j->broken;
 	o.data = true;
 	o.used_ms = wall_ms();
-	/* A temporary file gets its attributes as it is installed. */
+	/*
+	 * A temporary file gets its attributes as it is installed; the
+	 * placeholder filled, by the descriptor written through (its name
+	 * may have moved on meanwhile).
+	 */
 	if (b->in_place)
-		err = cache_set_attrs(cl->cache, path, &o);
+		err = cache_set_attrs_fd(b->fd, &o);
 	/*
 	 * Complete: presto may serve it alone once it has the name (after
 	 * the attributes, in the lower's journal too).
 	 */
-	err = err ?: kclient_flags_new(cl, &o.fid, b->in_place ? path : b->tmp);
+	err = err ?: kclient_flags_new(cl, &o.fid, b->fd);
 	if (err == -EOPNOTSUPP)
 		err = 0;
 	err = err ?: cache_begin(cl->cache);
@@ -1172,7 +1177,7 @@ static void body_synced(void *arg, int res)
 		j->cl->st.fetched_bytes += ((struct body_in *)j->priv)->bytes;
 	} else {
 		job_msg(j, "storing the body of " FIDFMT ": %s",
-			FIDARG(&j->fid), strerror(-err));
+			FIDARG(&j->fid), cache_strerror(err));
 	}
 	job_end(j, err);	/* and it goes */
 }
@@ -1187,7 +1192,7 @@ static void body_maybe_done(struct job *j)
 		return;
 	if (b->failed) {
 		job_msg(j, "writing the body of " FIDFMT ": %s",
-			FIDARG(&j->fid), strerror(-b->err));
+			FIDARG(&j->fid), cache_strerror(b->err));
 		return job_end(j, b->err);
 	}
 	err = lo_file_fsync(j->cl->loop, b->fd, body_synced, j);
@@ -1286,16 +1291,19 @@ static int open_placeholder(struct client *cl, const struct lento_fid *fid,
 	    o.type != LENTO_T_REG ||
 	    cache_path(cl->cache, fid, path, sizeof(path)))
 		return -1;
-	fd = openat(cache_dirfd(cl->cache), path,
-		    O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = cache_open_obj(cl->cache, path, O_WRONLY, 0);
 	if (fd < 0)
 		return -1;
 	/*
 	 * No data: only holes (its blocks may be an xattr block). Filled in
 	 * place, it keeps its inode number (tar, rsync -H and git go by it).
+	 * And the object's own inode: the path may be stale (a user of a
+	 * presto mount moved the file and made another under its name),
+	 * and that other file must not get this one's content and owner.
 	 */
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) ||
 	    lseek(fd, 0, SEEK_DATA) >= 0 || errno != ENXIO ||
+	    cache_fd_is(cl->cache, fd, fid) != 1 ||
 	    ftruncate(fd, (off_t)size)) {
 		close(fd);
 		return -1;
@@ -1686,7 +1694,7 @@ int resolve(struct op *op, const char *path, bool need_obj,
 					sizeof(res->path));
 	}
 	if (err)
-		ctl_error(op->r, "%s: %s", path, strerror(-err));
+		ctl_error(op->r, "%s: %s", path, cache_strerror(err));
 	return err;
 }
 
@@ -1808,10 +1816,12 @@ static int cat_out(struct op *op, const struct resolved *res)
 	struct stat sb;
 	char *buf = NULL;
 	ssize_t n = 0;
-	int fd = openat(cache_dirfd(op->cl->cache), res->path,
-			O_RDONLY | O_CLOEXEC | O_NOFOLLOW), err = 0;
+	int fd = cache_open_obj(op->cl->cache, res->path, O_RDONLY, 0),
+	    err = 0;
 
-	if (fd < 0 || fstat(fd, &sb))
+	if (fd < 0)
+		err = fd;
+	else if (fstat(fd, &sb))
 		err = -errno;
 	if (!err && !(buf = malloc(sb.st_size + 1)))
 		err = -ENOMEM;
@@ -1821,7 +1831,7 @@ static int cat_out(struct op *op, const struct resolved *res)
 		close(fd);
 	if (err) {
 		free(buf);
-		ctl_error(op->r, "%s: %s", op->argv[0], strerror(-err));
+		ctl_error(op->r, "%s: %s", op->argv[0], cache_strerror(err));
 		return err;
 	}
 	if (ctl_json(op->r)) {
@@ -1923,6 +1933,9 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	e.data = false;
 	if (!err)
 		err = cache_placeholder(cl->cache, path, &e, NULL);
+	/* A new inode: a fetch fills it in place if it knows it as @o's. */
+	if (!err)
+		cache_handle_update(cl->cache, &e.fid, path);
 	/* Every name on the new inode, so that the content goes. */
 	err = err ?: relink_names(cl, &e.fid, path);
 	err = err ?: cache_names_fit(cl->cache, &e.fid, path, e.nlink);
@@ -1979,9 +1992,12 @@ void evict_check(struct client *cl, uint64_t now)
 	for (size_t i = 0; (err == 0 || err == 1) && i < vs->n &&
 	     cs.bytes > cl->cache_size; i++) {
 		/* presto first, if it has the file: not while open. */
-		int k = kclient_evict(cl, &vs->o[i]);
+		int k = kclient_evict(cl, &vs->o[i]), e = 0;
 
-		if (k < 0 || (!k && evict_obj(cl, &vs->o[i])))
+		if (!k && (e = evict_obj(cl, &vs->o[i])))
+			log_warn("evicting " FIDFMT ": %s",
+				 FIDARG(&vs->o[i].fid), cache_strerror(e));
+		if (k < 0 || e)
 			continue;
 		cs.bytes -= vs->o[i].attr.size;
 	}

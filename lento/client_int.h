@@ -363,9 +363,11 @@ void kclient_notify(struct client *cl, const struct lento_fid *dir,
 		    const struct name_event *ev, size_t n);
 /* The object at @path (of @volume) changed under its name. */
 void kclient_clear_flags(struct client *cl, uint32_t volume, const char *path);
-/* A new complete body at @path (a temporary file) for @fid: its flags. */
-int kclient_flags_new(struct client *cl, const struct lento_fid *fid,
-		      const char *path);
+/*
+ * A new complete body for @fid, open as @fd (a temporary file, or the
+ * placeholder filled in place): its flags.
+ */
+int kclient_flags_new(struct client *cl, const struct lento_fid *fid, int fd);
 /* Is @name in @dir presto's own (.presto at a volume's root)? */
 bool kclient_skip_name(struct client *cl, const struct lento_fid *dir,
 		       const char *name);

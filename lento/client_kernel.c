@@ -123,21 +123,22 @@ static bool handle_eq(const struct presto_handle *a,
 	return a->ino == b->ino && a->gen == b->gen;
 }
 
-/* The handle of the lower object at @path (relative to the cache). */
-static int handle_of(struct client *cl, const char *path,
-		     struct presto_handle *ph)
+/* A handle as presto has it, of the lower object @fd (or at @path). */
+static int handle_take(int fd, struct client *cl, const char *path,
+		       struct presto_handle *ph)
 {
 	struct {
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
 	uint32_t ino, gen;
-	int mount_id;
+	int mount_id, err;
 
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(cache_dirfd(cl->cache), path, &h.fh, &mount_id,
-			      0))
-		return -errno;
+	err = fd >= 0 ? cache_fd_handle(fd, &h.fh, &mount_id) :
+	      cache_name_to_handle(cl->cache, path, &h.fh, &mount_id);
+	if (err)
+		return err;
 	if (h.fh.handle_type != FILEID_INO32_GEN || h.fh.handle_bytes != 8)
 		return -EOPNOTSUPP;
 	memcpy(&ino, h.fh.f_handle, 4);
@@ -146,6 +147,49 @@ static int handle_of(struct client *cl, const char *path,
 	ph->gen = gen;
 	ph->pad = 0;
 	return 0;
+}
+
+/* The handle of the lower object at @path (relative to the cache). */
+static int handle_of(struct client *cl, const char *path,
+		     struct presto_handle *ph)
+{
+	return handle_take(-1, cl, path, ph);
+}
+
+static int handle_of_fd(int fd, struct presto_handle *ph)
+{
+	return handle_take(fd, NULL, NULL, ph);
+}
+
+/*
+ * The lower object at @path (a path of the rows), opened with @flags, if
+ * it is the object with handle @want -- or, given @fid, one of the
+ * inodes the cache recorded for @fid (a fetch put a new one in place
+ * since presto named the old). The path may be stale: a user of the
+ * mount moved the object and put another under its name; lento must not
+ * set that other's attributes, flags or size. -ESTALE then.
+ */
+static int open_expected(struct client *cl, const char *path, int flags,
+			 const struct presto_handle *want,
+			 const struct lento_fid *fid)
+{
+	struct presto_handle ph;
+	int fd = cache_open_obj(cl->cache, path, flags, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = handle_of_fd(fd, &ph);
+	if (!err && handle_eq(&ph, want))
+		return fd;
+	if (!err && fid && cache_fd_is(cl->cache, fd, fid) == 1)
+		return fd;
+	close(fd);
+	if (err)
+		return err;
+	log_debug("%s is inode %" PRIu64 "/%" PRIu32 ", not the object "
+		  "expected there (%" PRIu64 "/%" PRIu32 "): left alone", path,
+		  (uint64_t)ph.ino, ph.gen, (uint64_t)want->ino, want->gen);
+	return -ESTALE;
 }
 
 static int fid_of_handle(struct client *cl, struct fset *fs, struct vol *v,
@@ -167,23 +211,24 @@ static int fid_of_handle(struct client *cl, struct fset *fs, struct vol *v,
 	return err;
 }
 
-static void proc_path(struct client *cl, const char *path, char *out,
-		      size_t size)
-{
-	snprintf(out, size, "/proc/self/fd/%d/%s", cache_dirfd(cl->cache),
-		 path);
-}
-
 /* trusted.presto.cb of the lower object at @path. */
 int flags_write_nlink(struct client *cl, const char *path, uint32_t flags,
 		      uint32_t nlink, uint64_t epoch)
 {
-	char p[CACHE_PATH_MAX + 40];
 	uint8_t b[KCHAN_CB_LEN];
 
-	proc_path(cl, path, p, sizeof(p));
 	kchan_cb_encode(b, flags, nlink, epoch);
-	return lsetxattr(p, PRESTO_CB_XATTR, b, sizeof(b), 0) ? -errno : 0;
+	return cache_setxattr(cl->cache, path, PRESTO_CB_XATTR, b, sizeof(b));
+}
+
+/* The same on the object open as @fd. */
+static int flags_write_fd(int fd, uint32_t flags, uint32_t nlink,
+			  uint64_t epoch)
+{
+	uint8_t b[KCHAN_CB_LEN];
+
+	kchan_cb_encode(b, flags, nlink, epoch);
+	return cache_fsetxattr(fd, PRESTO_CB_XATTR, b, sizeof(b));
 }
 
 int flags_write(struct client *cl, const char *path, uint32_t flags,
@@ -203,18 +248,20 @@ static uint32_t nlink_of(const struct cache_obj *o, uint32_t flags)
 	       o->nlink : 0;
 }
 
-static int flags_read(struct client *cl, const char *path, uint32_t *flags,
-		      uint64_t *epoch)
+static int flags_read_fd(int fd, uint32_t *flags, uint64_t *epoch)
 {
-	char p[CACHE_PATH_MAX + 40];
 	uint8_t b[KCHAN_CB_LEN + 1];
-	ssize_t n;
+	ssize_t n = cache_fgetxattr(fd, PRESTO_CB_XATTR, b, sizeof(b));
 
-	proc_path(cl, path, p, sizeof(p));
-	n = lgetxattr(p, PRESTO_CB_XATTR, b, sizeof(b));
 	if (n < 0)
-		return -errno;
+		return (int)n;
 	return kchan_cb_decode(b, (size_t)n, flags, NULL, epoch);
+}
+
+/* No trusted.presto.cb at all on the lower object at @path. */
+static int flags_remove(struct client *cl, const char *path)
+{
+	return cache_removexattr(cl->cache, path, PRESTO_CB_XATTR);
 }
 
 /* What the kernel may do alone with @o, by lento's database. */
@@ -274,8 +321,16 @@ static void epoch_ack(void *arg, int err, const struct kmsg *reply)
 	struct fset *fs = arg;
 
 	(void)reply;
-	if (err)
-		log_warn("fileset %s: SET_EPOCH: %s", fs->name, strerror(-err));
+	if (!err)
+		return;
+	log_warn("fileset %s: SET_EPOCH: %s; sent again at the next upcall "
+		 "or validation", fs->name, strerror(-err));
+	/*
+	 * presto does not have the epoch: a later epoch_push() must not
+	 * take it for sent, or the fileset serves nothing from the cache
+	 * until it is remounted.
+	 */
+	fs->epoch_sent = false;
 }
 
 /* SET_EPOCH, once per mount and epoch. */
@@ -439,7 +494,7 @@ static int child_flags(void *arg, const char *name,
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
 	uint32_t flags;
-	int err;
+	int fd, err;
 
 	/* A directory of 100,000: presto hears from us meanwhile. */
 	if (!(++cf->n % 16))
@@ -448,8 +503,10 @@ static int child_flags(void *arg, const char *name,
 	    (int)sizeof(path) || cache_obj_get(cf->cl->cache, fid, &o, NULL, 0))
 		return 0;
 	flags = flags_of(cf->cl, &o);
-	err = flags_write_nlink(cf->cl, path, flags, nlink_of(&o, flags),
-				cf->fs->epoch);
+	/* One inode for the flags and the handle told. */
+	fd = cache_open_obj(cf->cl->cache, path, O_PATH, 0);
+	err = fd < 0 ? fd : flags_write_fd(fd, flags, nlink_of(&o, flags),
+					   cf->fs->epoch);
 	/* Not materialised (a device): presto does not meet it either. */
 	if (err && err != -ENOENT && !cf->err)
 		cf->err = err;
@@ -459,9 +516,11 @@ static int child_flags(void *arg, const char *name,
 				  .have = KA(HANDLE) | KA(FLAGS) | KA(EPOCH),
 				  .flags = flags, .epoch = cf->fs->epoch };
 
-		if (!handle_of(cf->cl, path, &c.handle))
+		if (!handle_of_fd(fd, &c.handle))
 			kchan_send(cf->cl->k->kc, &c, NULL, NULL);
 	}
+	if (fd >= 0)
+		close(fd);
 	return 0;
 }
 
@@ -470,7 +529,7 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 {
 	struct client *cl = uc->cl;
 	struct child_flags cf = { .cl = cl, .fs = uc->fs, .dirpath = path };
-	int err, n;
+	int fd, err, n;
 
 	if (o->type != LENTO_T_DIR)
 		return -EIO;
@@ -480,11 +539,16 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 		cl->st.misses++;
 		return uc_need(uc, J_READDIR, 0, &o->fid, NULL);
 	}
+	/* Not another directory moved under its name. */
+	fd = open_expected(cl, path, O_PATH, &uc->h, &o->fid);
+	if (fd < 0)
+		return fd;
 	n = cache_dir_count(cl->cache, &o->fid);
 	cf.tell = n >= 0 && n <= SET_FLAGS_MAX;
 	err = cache_readdir(cl->cache, &o->fid, child_flags, &cf);
 	err = err ?: cf.err;
-	err = err ?: flags_write(cl, path, PRESTO_CB_ALL, uc->fs->epoch);
+	err = err ?: flags_write_fd(fd, PRESTO_CB_ALL, 0, uc->fs->epoch);
+	close(fd);
 	uc->flags = PRESTO_CB_ALL;
 	return err;
 }
@@ -493,6 +557,7 @@ static int fill_file(struct upcall *uc, const struct cache_obj *o,
 		     const char *path)
 {
 	struct client *cl = uc->cl;
+	int fd, err;
 
 	if (o->type == LENTO_T_DIR)
 		return -EIO;
@@ -502,11 +567,16 @@ static int fill_file(struct upcall *uc, const struct cache_obj *o,
 		cl->st.misses++;
 		return uc_need(uc, J_FETCH, 0, &o->fid, NULL);
 	}
+	fd = open_expected(cl, path, O_PATH, &uc->h, &o->fid);
+	if (fd < 0)
+		return fd;
 	if (!uc->fetched)
 		cl->st.hits++;
 	client_touch(cl, &o->fid);
 	uc->flags = PRESTO_CB_ALL;
-	return flags_write(cl, path, PRESTO_CB_ALL, uc->fs->epoch);
+	err = flags_write_fd(fd, PRESTO_CB_ALL, 0, uc->fs->epoch);
+	close(fd);
+	return err;
 }
 
 static int fill_attr(struct upcall *uc, const struct cache_obj *o,
@@ -517,7 +587,7 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 	char name[LENTO_NAME_MAX + 1];
 	uint32_t flags = 0;
 	uint64_t epoch = 0;
-	int err;
+	int fd, err;
 
 	if (!o->valid && !o->dirty) {
 		if (!connected(cl))
@@ -530,18 +600,24 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 			return err;
 		return uc_need(uc, J_READDIR, 0, &dir, NULL);
 	}
-	err = cache_set_attrs(cl->cache, path, o);
+	/* The object presto asked about, not another under its name. */
+	fd = open_expected(cl, path, O_PATH, &uc->h, &o->fid);
+	if (fd < 0)
+		return fd;
+	err = cache_set_attrs_fd(fd, o);
 	if (err)
-		return err;
+		goto out;
 	/* DATA stays as it was (for this epoch). */
-	if (!flags_read(cl, path, &flags, &epoch) && epoch == uc->fs->epoch)
+	if (!flags_read_fd(fd, &flags, &epoch) && epoch == uc->fs->epoch)
 		flags &= PRESTO_CB_DATA;
 	else
 		flags = 0;
 	uc->flags = PRESTO_CB_ATTR;
 	flags |= PRESTO_CB_ATTR;
-	return flags_write_nlink(cl, path, flags, nlink_of(o, flags),
-				 uc->fs->epoch);
+	err = flags_write_fd(fd, flags, nlink_of(o, flags), uc->fs->epoch);
+out:
+	close(fd);
+	return err;
 }
 
 /*
@@ -813,9 +889,29 @@ static void break_path(struct client *cl, struct fset *fs, const char *path,
 
 	if (err == -ENOENT)
 		return;		/* not materialised: nothing to break */
-	if (err && err != -EOPNOTSUPP)
+	if (err && err != -EOPNOTSUPP) {
 		log_warn("fileset %s: clearing the flags of %s: %s", fs->name,
-			 path, strerror(-err));
+			 path, cache_strerror(err));
+		err = flags_remove(cl, path);
+	}
+	/*
+	 * The xattr still claims what the BREAK takes away: presto would
+	 * read the flags again from it the next time it meets the inode.
+	 * A new epoch turns every flag of the fileset off at once, this
+	 * one's too.
+	 */
+	if (err && err != -ENOENT && err != -ENODATA && err != -EOPNOTSUPP) {
+		log_warn("fileset %s: removing the flags of %s: %s: a new "
+			 "epoch instead", fs->name, path, cache_strerror(err));
+		err = epoch_new(cl, fs);
+		if (!err) {
+			epoch_push(cl, fs);	/* every flag off: no BREAK */
+			return;
+		}
+		/* presto's flags off at least, until it reads the xattr. */
+		log_err("fileset %s: cannot record a new epoch: %s", fs->name,
+			strerror(-err));
+	}
 	if (!fset_live(fs))
 		return;
 	if (root)
@@ -965,14 +1061,13 @@ void kclient_clear_flags(struct client *cl, uint32_t volume, const char *path)
 		break_path(cl, fs, path, false);
 }
 
-int kclient_flags_new(struct client *cl, const struct lento_fid *fid,
-		      const char *path)
+int kclient_flags_new(struct client *cl, const struct lento_fid *fid, int fd)
 {
 	struct fset *fs = fset_of_volume(cl, fid->volume);
 
 	if (!fs || !fs->epoch)
 		return 0;
-	return flags_write(cl, path, PRESTO_CB_ALL, fs->epoch);
+	return flags_write_fd(fd, PRESTO_CB_ALL, 0, fs->epoch);
 }
 
 bool kclient_skip_name(struct client *cl, const struct lento_fid *dir,
@@ -1005,6 +1100,7 @@ struct purge {
 	struct client *cl;
 	struct fset *fs;
 	struct lento_fid fid;
+	struct presto_handle handle;	/* the inode PURGEd */
 	char path[CACHE_PATH_MAX];
 };
 
@@ -1012,23 +1108,36 @@ struct purge {
  * Drop a file's content in place (a sparse file of its size): presto
  * keeps its inode, which PURGE just made incomplete. Not by a new
  * placeholder inode as evict_obj() does: presto would still hold the old.
+ * Only that inode: by the time the ack comes its path may name another
+ * (a user of the mount moved the file and made one under its name).
  */
 static int evict_in_place(struct client *cl, const struct cache_obj *o,
-			  const char *path)
+			  const struct purge *p)
 {
-	int fd = openat(cache_dirfd(cl->cache), path, O_WRONLY | O_NOFOLLOW |
-			O_CLOEXEC), err = 0;
+	int fd = open_expected(cl, p->path, O_WRONLY, &p->handle, NULL),
+	    err = 0;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)o->attr.size))
 		err = -errno;
+	err = err ?: cache_set_attrs_fd(fd, o);
 	close(fd);
-	err = err ?: cache_set_attrs(cl->cache, path, o);
 	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
 	if (!err)
 		cl->st.evictions++;
 	return err;
+}
+
+/* DATA back on the inode PURGEd, if its path still names it. */
+static void purge_undo(struct purge *p)
+{
+	int fd = open_expected(p->cl, p->path, O_PATH, &p->handle, NULL);
+
+	if (fd < 0)
+		return;
+	flags_write_fd(fd, PRESTO_CB_ALL, 0, p->fs->epoch);
+	close(fd);
 }
 
 static void purge_ack(void *arg, int err, const struct kmsg *reply)
@@ -1044,7 +1153,7 @@ static void purge_ack(void *arg, int err, const struct kmsg *reply)
 		struct kclient *k = cl->k;
 
 		p->fs->busy++;
-		flags_write(cl, p->path, PRESTO_CB_ALL, p->fs->epoch);
+		purge_undo(p);
 		k->busy[k->busy_next].fid = p->fid;
 		k->busy[k->busy_next].until_ms = lo_now_ms() + BUSY_MS;
 		k->busy_next = (k->busy_next + 1) % BUSY_KEEP;
@@ -1052,13 +1161,17 @@ static void purge_ack(void *arg, int err, const struct kmsg *reply)
 		log_warn("fileset %s: PURGE of %s: %s", p->fs->name, p->path,
 			 strerror(-err));
 		if (err != -ECANCELED && err != -ETIMEDOUT)
-			flags_write(cl, p->path, PRESTO_CB_ALL, p->fs->epoch);
+			purge_undo(p);
 	} else if (!cache_obj_get(cl->cache, &p->fid, &o, NULL, 0) &&
 		   o.data && !o.dirty) {
 		p->fs->purges++;
-		err = evict_in_place(cl, &o, p->path);
-		if (err)
-			log_warn("evicting %s: %s", p->path, strerror(-err));
+		err = evict_in_place(cl, &o, p);
+		if (err == -ESTALE)
+			log_debug("evicting %s: no longer the file PURGEd: left "
+				  "alone", p->path);
+		else if (err)
+			log_warn("evicting %s: %s", p->path,
+				 cache_strerror(err));
 	}
 	free(p);
 }
@@ -1068,7 +1181,7 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 	struct fset *fs = fset_of_volume(cl, o->fid.volume);
 	struct kcmd c = { .cmd = PRESTO_CMD_PURGE, .have = KA(HANDLE) };
 	struct purge *p;
-	int err;
+	int fd, err;
 
 	if (!fs || !fs->mounted)
 		return 0;	/* presto has none of it in memory */
@@ -1090,13 +1203,20 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 	p->fs = fs;
 	p->fid = o->fid;
 	err = cache_path(cl->cache, &o->fid, p->path, sizeof(p->path));
-	err = err ?: handle_of(cl, p->path, &c.handle);
+	/* The handle PURGEd and the xattr written: one inode, the file's. */
+	fd = err ? err : cache_open_obj(cl->cache, p->path, O_PATH, 0);
+	err = fd < 0 ? fd : handle_of_fd(fd, &c.handle);
+	if (!err && cache_fd_is(cl->cache, fd, &o->fid) == 0)
+		err = -ESTALE;	/* another object under its name */
+	p->handle = c.handle;
 	if (err == -ENOENT) {
 		free(p);
 		return 0;
 	}
 	/* DATA off in the xattr first, then in presto. */
-	err = err ?: flags_write(cl, p->path, PRESTO_CB_ATTR, fs->epoch);
+	err = err ?: flags_write_fd(fd, PRESTO_CB_ATTR, 0, fs->epoch);
+	if (fd >= 0)
+		close(fd);
 	c.fileset = fs->name;
 	err = err ?: kchan_send(cl->k->kc, &c, purge_ack, p);
 	if (err) {
@@ -1169,8 +1289,18 @@ static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
 		upcalls_drop(cl, fs);
 		return;
 	}
-	if (was && fs->root_ok && handle_eq(&m->root, &fs->root))
-		return;		/* told again */
+	if (was && fs->root_ok && handle_eq(&m->root, &fs->root)) {
+		/*
+		 * Told again -- or mounted again over the same lower, the
+		 * UNMOUNTED notice between lost: that mount has no epoch
+		 * until it hears one. The two look alike, and SET_EPOCH
+		 * twice does no harm: sent again either way.
+		 */
+		fs->timeout_ms = m->timeout_ms;
+		fs->epoch_sent = false;
+		epoch_at_mount(cl, fs);
+		return;
+	}
 	fs->root = m->root;
 	fs->timeout_ms = m->timeout_ms;
 	fs->epoch_sent = false;

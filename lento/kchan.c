@@ -241,10 +241,12 @@ static void readable(void *arg, int res)
 	drain(k);
 }
 
-static int open_socket(struct kchan *k, int family)
+/* The socket for @family, watched; or -errno and *@what failed. */
+static int open_socket(struct kchan *k, int family, const char **what)
 {
 	int one = 1, size = KCHAN_RCVBUF, err;
 
+	*what = "opening it";
 	k->sk = nl_socket_alloc();
 	if (!k->sk)
 		return -ENOMEM;
@@ -256,11 +258,22 @@ static int open_socket(struct kchan *k, int family)
 	}
 	k->fd = nl_socket_get_fd(k->sk);
 	nl_socket_set_nonblocking(k->sk);
-	/* Upcalls stay queued in presto when this fills: no error here. */
-	setsockopt(k->fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one));
+	/*
+	 * Upcalls stay queued in presto when this fills: no error here.
+	 * Without it a full buffer makes every read fail with ENOBUFS, and
+	 * KERNEL.md asks for it: no channel rather than one that drops.
+	 */
+	if (setsockopt(k->fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one,
+		       sizeof(one))) {
+		err = -errno;
+		close_socket(k);
+		*what = "setting NETLINK_NO_ENOBUFS";
+		return err;
+	}
 	if (setsockopt(k->fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)))
 		setsockopt(k->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	k->family = family;
+	*what = "watching it";
 	err = lo_poll(k->loop, k->fd, readable, k, &k->poll);
 	if (err) {
 		close_socket(k);
@@ -271,6 +284,7 @@ static int open_socket(struct kchan *k, int family)
 
 static void try_up(struct kchan *k)
 {
+	const char *what;
 	uint32_t version = 0;
 	int id = 0, err = resolve(&id, &version);
 
@@ -293,10 +307,11 @@ static void try_up(struct kchan *k)
 			 version, PRESTO_GENL_VERSION);
 		return;
 	}
-	err = open_socket(k, id);
+	err = open_socket(k, id, &what);
 	if (err) {
-		snprintf(k->state, sizeof(k->state), "presto socket: %s",
-			 strerror(-err));
+		snprintf(k->state, sizeof(k->state), "presto socket: %s: %s: "
+			 "trying again every %d s", what, strerror(-err),
+			 KCHAN_RETRY_MS / 1000);
 		return;
 	}
 	k->state[0] = 0;
@@ -365,7 +380,7 @@ void kchan_tick(struct kchan *k, uint64_t now)
 	}
 	/* Acks that never came. */
 	for (pp = &k->pend; (p = *pp);) {
-		if (now - p->sent_ms < KCHAN_ACK_MS) {
+		if (!kchan_ack_overdue(p->sent_ms, now)) {
 			pp = &p->next;
 			continue;
 		}

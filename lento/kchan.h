@@ -36,6 +36,17 @@
 #define KCHAN_RCVBUF	(4u << 20)
 #define KCHAN_HANDLES_MAX 4095	/* handles one ACCESS may carry */
 
+/*
+ * Is the ack of a message sent at @sent_ms overdue at @now? A tick reads
+ * @now once, at its start, and a message sent later in that tick has a
+ * @sent_ms past it: compared as now - sent_ms, that wraps to an age of
+ * centuries and fails the message at once with -ETIMEDOUT.
+ */
+static inline bool kchan_ack_overdue(uint64_t sent_ms, uint64_t now)
+{
+	return sent_ms + KCHAN_ACK_MS <= now;
+}
+
 /* Which attributes a message has: bit (1u << PRESTO_A_x). */
 #define KA(x)		(1u << PRESTO_A_##x)
 

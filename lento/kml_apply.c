@@ -1244,7 +1244,7 @@ static int dir_at_path(struct kapply *ka, const char *path,
 	int mnt;
 
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (!name_to_handle_at(cache_dirfd(ka->cache), path, &h.fh, &mnt, 0) &&
+	if (!cache_name_to_handle(ka->cache, path, &h.fh, &mnt) &&
 	    kapply_handle_parse(h.fh.handle_type, h.fh.f_handle,
 				h.fh.handle_bytes, &kh) &&
 	    !lookup_handle(ka, &kh, fid) && !get(ka, fid, &o) && o.nlink &&
@@ -1417,8 +1417,8 @@ static int find_old_name(void *arg, const struct lento_fid *dir,
 		/* A directory lento has no handle of: by its path. */
 		strcat(path, "/");
 		strcat(path, name);
-		here = !fstatat(cache_dirfd(on->ka->cache), path, &sb,
-				AT_SYMLINK_NOFOLLOW) && sb.st_ino == on->ino;
+		here = !cache_lstat(on->ka->cache, path, &sb) &&
+		       sb.st_ino == on->ino;
 	}
 	if (here)
 		return 0;

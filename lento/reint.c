@@ -193,20 +193,24 @@ static int shadow_open(struct shadow_job *j, struct shadow *s, off_t size)
 		if (errno != ENOMEM && errno != EMFILE && errno != ENFILE)
 			return -errno;
 	}
-	s->fd = openat(j->dirfd, ".lento/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC,
-		       0600);
-	return s->fd >= 0 ? 0 : -errno;
+	s->fd = cache_beneath(j->dirfd, ".lento/tmp", O_TMPFILE | O_RDWR, 0600);
+	return s->fd >= 0 ? 0 : s->fd;
 }
 
 /* The object's body from the cache's file into a new shadow. */
 static int shadow_copy(struct shadow_job *j, struct shadow *s)
 {
-	int in = openat(j->dirfd, s->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/*
+	 * Beneath the cache and through no symlink: the path of the rows
+	 * may be stale, and a symlink a user put on it must not have lento
+	 * ship a file from anywhere on the host.
+	 */
+	int in = cache_beneath(j->dirfd, s->src, O_RDONLY, 0);
 	struct stat sb;
 	int err;
 
 	if (in < 0)	/* the name moved on: not this object's any more */
-		return errno == ENOENT || errno == ELOOP ? -ESTALE : -errno;
+		return in == -ENOENT || in == -ELOOP ? -ESTALE : in;
 	err = fstat(in, &sb) ? -errno : shadow_is_it(s, in, &sb);
 	err = err ?: shadow_open(j, s, sb.st_size);
 	err = err ?: cache_copy_fd(in, s->fd, sb.st_size);

@@ -121,8 +121,7 @@ static int copy_name(struct client *cl, const struct lento_fid *dir,
 		    CACHE_PATH_MAX)
 			return -ENAMETOOLONG;
 		if (cache_lookup(cl->cache, dir, out, &f) == -ENOENT &&
-		    fstatat(cache_dirfd(cl->cache), path, &sb,
-			    AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		    cache_lstat(cl->cache, path, &sb) == -ENOENT)
 			return 0;
 	}
 	return -EEXIST;
@@ -141,7 +140,7 @@ static int64_t ns_of(const struct timespec *ts)
 static int keep_copy(struct client *cl, struct vol *v,
 		     const struct of_obj *w, const char *path, char *copy)
 {
-	int dirfd = cache_dirfd(cl->cache), to, err;
+	int to, err;
 	char tmp[CACHE_PATH_MAX], dirpath[CACHE_PATH_MAX];
 	char name[LENTO_NAME_MAX + 1], newname[LENTO_NAME_MAX + 1];
 	struct cache_obj d, g;
@@ -216,7 +215,7 @@ static int keep_copy(struct client *cl, struct vol *v,
 		err = cml_append(cache_cml(cl->cache), &r, g.attr.size);
 	}
 	if (err) {
-		unlinkat(dirfd, copy, 0);
+		cache_unlink(cl->cache, copy, 0);
 		return err;
 	}
 	cache_handle_update(cl->cache, &g.fid, copy);
@@ -225,7 +224,7 @@ static int keep_copy(struct client *cl, struct vol *v,
 	return 0;
 undo_tmp:
 	if (tmp[0])
-		unlinkat(dirfd, tmp, 0);
+		cache_unlink(cl->cache, tmp, 0);
 	return err;
 }
 
@@ -367,7 +366,7 @@ int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv)
 	if (err) {
 		cache_rollback(cl->cache);
 		if (copy[0])	/* made on the disk, not in the cache */
-			unlinkat(cache_dirfd(cl->cache), copy, 0);
+			cache_unlink(cl->cache, copy, 0);
 		goto out;
 	}
 	/* Its names and content as the server has them, next time used. */

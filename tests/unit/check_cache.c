@@ -835,6 +835,101 @@ START_TEST(copy_across)
 }
 END_TEST
 
+/*
+ * A directory of the cache replaced by a symlink, behind lento's back (a
+ * user of a presto mount can): no path through it reaches the files
+ * outside -- attributes, bodies, placeholders, removals, xattrs, links,
+ * opens -- each is -ELOOP and cache_strerror() says why. A stale name
+ * (another file under it) is told apart by the handles recorded.
+ */
+START_TEST(symlink_in_the_way)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1),
+			 d = obj(fid(1, 4), LENTO_T_DIR, 1);
+	const struct cache_xattr x[] = { { "user.a", 6, "1", 1 } };
+	char out[128], victim[192], tmp[CACHE_PATH_MAX], buf[16];
+	const char *name;
+	uint32_t skipped = 0;
+	struct stat sb, was;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	/* The outside: a directory with a file f, mode 0640, an xattr. */
+	snprintf(out, sizeof(out), "%s-outside", dir);
+	ck_assert_int_eq(mkdir(out, 0755), 0);
+	snprintf(victim, sizeof(victim), "%s/f", out);
+	fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0640);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "victim", 6), 6);
+	close(fd);
+	ck_assert_int_eq(setxattr(victim, "user.v", "1", 1, 0), 0);
+	ck_assert_int_eq(stat(victim, &was), 0);
+	ck_assert_int_eq(symlinkat(out, dfd, "vol/d"), 0);
+
+	ck_assert_int_eq(cache_parent(c, "vol/d/f", &name), -ELOOP);
+	ck_assert_int_eq(cache_open_obj(c, "vol/d/f", O_RDONLY, 0), -ELOOP);
+	ck_assert_int_eq(cache_open_obj(c, "vol/d", O_PATH | O_DIRECTORY, 0),
+			 -ELOOP);
+	ck_assert_int_eq(cache_set_attrs(c, "vol/d/f", &f), -ELOOP);
+	ck_assert_int_eq(cache_placeholder(c, "vol/d/f", &f, NULL), -ELOOP);
+	ck_assert_int_eq(cache_placeholder(c, "vol/d/sub", &d, NULL), -ELOOP);
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(cache_install(c, tmp, "vol/d/f", &f), -ELOOP);
+	ck_assert_int_eq(cache_remove_tree(c, "vol/d/f"), -ELOOP);
+	ck_assert_int_eq(cache_sync_xattrs(c, "vol/d/f", x, 1, &skipped),
+			 -ELOOP);
+	ck_assert_int_eq(cache_copy_xattrs(c, "vol/d/f", tmp), -ELOOP);
+	ck_assert_int_eq(cache_setxattr(c, "vol/d/f", "user.v", "2", 1),
+			 -ELOOP);
+	ck_assert_int_eq(cache_link(c, tmp, "vol/d/f"), -ELOOP);
+	ck_assert_int_eq(cache_rename(c, "vol/d/f", "vol/g", 0), -ELOOP);
+	ck_assert_int_eq(cache_unlink(c, "vol/d/f", 0), -ELOOP);
+	ck_assert_int_eq(cache_lstat(c, "vol/d/f", &sb), -ELOOP);
+	ck_assert_int_eq(cache_handle_update(c, &f.fid, "vol/d/f"), -ELOOP);
+	ck_assert_int_eq(cache_copy_content(dfd, "vol/d/f", -1, &sb), -ELOOP);
+	ck_assert_ptr_nonnull(strstr(cache_strerror(-ELOOP), "a symlink stands "
+				     "where the cache has a directory"));
+	/* Untouched outside. */
+	ck_assert_int_eq(stat(victim, &sb), 0);
+	ck_assert_int_eq(sb.st_ino, was.st_ino);
+	ck_assert_int_eq(sb.st_mode, was.st_mode);
+	ck_assert_int_eq(sb.st_size, 6);
+	ck_assert_int_eq(sb.st_mtim.tv_sec, was.st_mtim.tv_sec);
+	ck_assert_int_eq(getxattr(victim, "user.v", buf, sizeof(buf)), 1);
+	ck_assert_int_eq(buf[0], '1');
+	ck_assert_int_eq(faccessat(AT_FDCWD, victim, F_OK, 0), 0);
+	ck_assert_int_eq(unlink(victim), 0);
+	ck_assert_int_eq(rmdir(out), 0);
+
+	/* The symlink itself, last: opened as itself (O_PATH) only. */
+	fd = cache_open_obj(c, "vol/d", O_PATH, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstatat(fd, "", &sb, AT_EMPTY_PATH), 0);
+	ck_assert(S_ISLNK(sb.st_mode));
+	close(fd);
+	ck_assert_int_eq(unlinkat(dfd, "vol/d", 0), 0);
+
+	/* A stale name: another file where f was is not f's. */
+	ck_assert_int_eq(cache_placeholder(c, "vol/f", &f, NULL), 0);
+	if (cache_handle_update(c, &f.fid, "vol/f") == 0) {
+		fd = cache_open_obj(c, "vol/f", O_PATH, 0);
+		ck_assert_int_eq(cache_fd_is(c, fd, &f.fid), 1);
+		ck_assert_int_eq(cache_fd_is(c, fd, &d.fid), 0);
+		close(fd);
+		ck_assert_int_eq(renameat(dfd, "vol/f", dfd, "vol/moved"), 0);
+		fd = openat(dfd, "vol/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(cache_fd_is(c, fd, &f.fid), -ENOENT);
+		close(fd);
+	}
+	cache_close(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -855,6 +950,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, hidden_names);
 	tcase_add_test(tc, xattrs);
 	tcase_add_test(tc, copy_across);
+	tcase_add_test(tc, symlink_in_the_way);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -693,6 +693,18 @@ START_TEST(watched_notices)
 }
 END_TEST
 
+/* A message sent during a tick, after the tick read its clock, is not
+ * overdue (the lento of before failed it at once: now - sent_ms wrapped). */
+START_TEST(ack_overdue)
+{
+	ck_assert(!kchan_ack_overdue(1000, 999));
+	ck_assert(!kchan_ack_overdue(1000, 1000));
+	ck_assert(!kchan_ack_overdue(1000, 1000 + KCHAN_ACK_MS - 1));
+	ck_assert(kchan_ack_overdue(1000, 1000 + KCHAN_ACK_MS));
+	ck_assert(kchan_ack_overdue(0, UINT64_MAX / 2));
+}
+END_TEST
+
 /* ---------------------------------------------------------- corpus */
 
 static void write_one(const char *dir, const char *name, struct nl_msg *nm)
@@ -778,6 +790,9 @@ static Suite *kchan_suite(void)
 	tcase_add_test(tc, watched_notices);
 	tcase_add_test(tc, every_prefix);
 	tcase_add_test(tc, datagrams);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("acks_due");
+	tcase_add_test(tc, ack_overdue);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("xattr");
 	tcase_add_test(tc, cb_xattr);
