@@ -10,7 +10,7 @@ descriptor each, a client flooding the queue behind another's permit
 closed, and malformed frames closing
 only their own connection with a logged reason.
 
-    tests/lento/server_wire.py [--lento tools/bin/lento-asan]
+    tests/lento/server_wire.py [--lento tools/bin/lento-asan] [CASE...]
 
 Prints "ok - NAME" / "not ok - NAME" and a closing "N passed, N failed".
 """
@@ -626,7 +626,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lento", default=os.path.join(TOP, "tools", "bin",
                                                     "lento-asan"))
+    ap.add_argument("cases", nargs="*", metavar="CASE",
+                    help="run only these (names as printed); default all")
     args = ap.parse_args()
+    names = [c.__name__[5:] for c in CASES]
+    unknown = [n for n in args.cases if n not in names]
+    if unknown:
+        ap.error("no case %s; cases: %s" % (", ".join(unknown),
+                                            " ".join(names)))
     tmp = tempfile.mkdtemp(prefix="lento-wire.")
     passed = failed = 0
     srv = Server(args.lento, tmp)
@@ -635,6 +642,8 @@ def main():
         srv.ctl("volume", "create", "v2")
         for case in CASES:
             name = case.__name__[5:]
+            if args.cases and name not in args.cases:
+                continue
             try:
                 case(srv)
                 print("ok - %s" % name)
