@@ -1610,16 +1610,19 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 	if (ri) {
 		ri->tag = f->tag;
 		ri->volume = m.volume;
-		ri->n = m.count;
 		ri->fd = -1;
 		ri->s = s;
 		ri->recs = calloc(m.count, sizeof(*ri->recs));
 		ri->data = calloc(m.count, sizeof(*ri->data));
 		ri->bodies = calloc(m.count, sizeof(*ri->bodies));
-		ri->paths = calloc(m.count, sizeof(*ri->paths));
+		ri->paths = fault_at("server-reint-alloc") ? NULL :
+			    calloc(m.count, sizeof(*ri->paths));
 	}
-	if (ri && ri->recs && ri->data && ri->bodies && ri->paths)
+	/* reint_free() walks n of data and paths: n once they all exist. */
+	if (ri && ri->recs && ri->data && ri->bodies && ri->paths) {
+		ri->n = m.count;
 		err = reint_copy(ri, &m.recs);
+	}
 	if (!err && m.stores) {
 		ri->chunk = malloc(LP_CHUNK_MAX);
 		err = ri->chunk ? 0 : -ENOMEM;

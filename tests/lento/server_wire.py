@@ -391,15 +391,33 @@ def record(recno, op, dir_fid, obj_fid, type_, valid, mode, size, name,
         name + struct.pack("<H", 0) + struct.pack("<I", 0)
 
 
+def send_batch(c, vol, cid, first, recs, n, bodies=()):
+    """Send a batch and the bodies of its STOREs, @bodies [(index in the
+    batch, bytes)] in record order, each in chunks of at most 1 MiB: the
+    batch's tag."""
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, first, n) +
+                 recs, flags=MORE if bodies else 0)
+    for k, (rec, body) in enumerate(bodies):
+        last_body = k == len(bodies) - 1
+        off = 0
+        while True:
+            raw = body[off:off + (1 << 20)]
+            end = off + len(raw) == len(body)
+            z = zstd(raw)
+            c.send(DATA, struct.pack("<IIQII", rec, 1 if end else 0, off,
+                                     len(raw), len(z)) + z, tag=tag,
+                   flags=0 if end and last_body else MORE)
+            off += len(raw)
+            if end:
+                break
+    return tag
+
+
 def reintegrate(c, vol, cid, first, recs, n, body=None):
     """Send a batch (and the body of its one STORE, record @n - 1):
     (applied, code, {fid: vv bytes}) of its REINTEGRATE_REPLY."""
-    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, first, n) +
-                 recs, flags=MORE if body else 0)
-    if body:
-        z = zstd(body)
-        c.send(DATA, struct.pack("<IIQII", n - 1, 1, 0, len(body), len(z)) +
-               z, tag=tag)
+    tag = send_batch(c, vol, cid, first, recs, n,
+                     [(n - 1, body)] if body else ())
     t, _, _, b = c.reply(tag)
     assert t == REINTEGRATE_REPLY, "type %d" % t
     applied, _, code = struct.unpack_from("<QQI", b)
@@ -520,6 +538,30 @@ def case_promise_lost_closes_session(srv):
     assert "out of memory for its callbacks" in log, log[-1500:]
 
 
+def case_batch_without_memory_answered(srv):
+    """A batch the server has no memory to take (injected at the
+    allocation of its arrays: server-reint-alloc) is answered ENOMEM, its
+    body read and dropped, and the connection serves on; sent again it is
+    applied. The server of before freed the half-made batch by walking
+    arrays that were not there, and crashed."""
+    c, vol, cid, f, vers = writer_with_file(srv, "alloc")
+    body = os.urandom(3 << 19)     # two chunks
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(body), b"",
+                   base_obj=vers[f])
+    with open(srv.faults, "w") as out:
+        out.write("server-reint-alloc\n")
+    tag = send_batch(c, vol, cid, 2, store, 1, [(0, body)])
+    fr = c.reply(tag)
+    assert error_code(fr) == 12, error_code(fr)     # ENOMEM
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    tag = c.send(PING, struct.pack("<Q", 3))
+    assert c.reply(tag)[0] == PONG
+    applied, code, _ = reintegrate(c, vol, cid, 2, store, 1, body)
+    assert (applied, code) == (2, 0), (applied, code)
+    assert not os.listdir(os.path.join(srv.store, "tmp"))
+    c.close()
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -618,6 +660,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_clients_bounded, case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
          case_promise_lost_closes_session,
+         case_batch_without_memory_answered,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 
