@@ -915,20 +915,34 @@ static void do_volume_validate(struct session *s, const struct lp_frame *f)
 	}
 	while (lp_next_volstamp(&l, &v[n]) == 1) {
 		struct store_volume sv;
-		int err = store_volume_get(s->srv->st, v[n].volume, &sv);
+		int err = fault_at("server-volume-get") ? -EIO :
+			  store_volume_get(s->srv->st, v[n].volume, &sv);
 
-		if (err) {
+		if (err == -ENOENT) {
 			v[n].result = LP_VOL_UNKNOWN;
 			v[n].stamp = 0;
+		} else if (err) {
+			/*
+			 * Not an answer about the volume: UNKNOWN would make
+			 * the client give it up for good. An ERROR leaves it
+			 * unvalidated, and the client asks again.
+			 */
+			sess_error(s, f->tag, err, "volume %" PRIu32 ": %s",
+				   v[n].volume, strerror(-err));
+			free(v);
+			return;
 		} else if (sv.stamp == v[n].stamp) {
 			v[n].result = LP_VOL_VALID;
-			sess_add_volume(s, v[n].volume);
 		} else {
 			v[n].result = LP_VOL_CHANGED;
 			v[n].stamp = sv.stamp;
 		}
 		n++;
 	}
+	/* Promises only with the answer that makes them. */
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i].result == LP_VOL_VALID)
+			sess_add_volume(s, v[i].volume);
 	if (!lp_encode_volume_validate_reply(&s->srv->out, f->tag, v, n))
 		sess_flush(s);
 	free(v);

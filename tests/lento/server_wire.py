@@ -35,6 +35,8 @@ LENTOCTL = os.path.join(TOP, "tools", "bin", "lentoctl")
 HELLO, HELLO_REPLY, PING, PONG, ERROR = 1, 2, 3, 4, 5
 GETATTR, GETATTR_REPLY, READDIR, READDIR_REPLY = 16, 17, 18, 19
 VOLUME_LOOKUP, VOLUME_LOOKUP_REPLY = 32, 33
+VOLUME_VALIDATE, VOLUME_VALIDATE_REPLY = 34, 35
+VOL_VALID, VOL_CHANGED, VOL_UNKNOWN = 0, 1, 2
 PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
@@ -562,6 +564,41 @@ def case_batch_without_memory_answered(srv):
     c.close()
 
 
+def volume_validate(c, items):
+    """VOLUME_VALIDATE of @items [(volume, stamp)]: the reply's frame."""
+    body = struct.pack("<I", len(items)) + \
+        b"".join(struct.pack("<IQ", v, st) for v, st in items)
+    return c.reply(c.send(VOLUME_VALIDATE, body))
+
+
+def volstamps(fr):
+    """[(volume, result, stamp)] of a VOLUME_VALIDATE_REPLY."""
+    assert fr[0] == VOLUME_VALIDATE_REPLY, "type %d" % fr[0]
+    n, = struct.unpack_from("<I", fr[3])
+    return [struct.unpack_from("<IBQ", fr[3], 4 + 13 * i)
+            for i in range(n)]
+
+
+def case_volume_validate_store_error(srv):
+    """VOLUME_VALIDATE answers UNKNOWN only for a volume that is not
+    there; a volume the store cannot read (injected: server-volume-get,
+    EIO) gets an ERROR, which leaves the client's volume to be validated
+    again -- UNKNOWN would make it give the volume up for good."""
+    c = Conn(srv.port)
+    hello(c)
+    vol, stamp = volume(c, "v1")
+    assert volstamps(volume_validate(c, [(vol, stamp), (9999, 1)])) == \
+        [(vol, VOL_VALID, stamp), (9999, VOL_UNKNOWN, 0)]
+    with open(srv.faults, "w") as out:
+        out.write("server-volume-get\n")
+    fr = volume_validate(c, [(vol, stamp)])
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    assert error_code(fr) == 5, fr[:3]     # EIO
+    assert volstamps(volume_validate(c, [(vol, stamp)])) == \
+        [(vol, VOL_VALID, stamp)]
+    c.close()
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -661,6 +698,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
+         case_volume_validate_store_error,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 
