@@ -239,6 +239,12 @@ static bool sess_has_volume(const struct session *s, uint32_t volume)
 	return false;
 }
 
+/*
+ * A promise to @s of every callback of @volume (a VALID answer). As in
+ * sess_promise(), one that cannot be recorded must not be made: the
+ * session goes before the answer (the client, told VALID, would serve
+ * its cache of the volume and hear of no change).
+ */
 static void sess_add_volume(struct session *s, uint32_t volume)
 {
 	uint32_t *v;
@@ -248,9 +254,13 @@ static void sess_add_volume(struct session *s, uint32_t volume)
 	if (s->nvols == s->capvols) {
 		size_t cap = s->capvols ? s->capvols * 2 : 4;
 
-		v = realloc(s->vols, cap * sizeof(*v));
-		if (!v)
-			return;	/* no promise made: the client asks again */
+		v = fault_at("server-volume-promise") ? NULL :
+		    realloc(s->vols, cap * sizeof(*v));
+		if (!v) {
+			sess_close(s, -ENOMEM, "out of memory for its volume "
+				   "callbacks");
+			return;
+		}
 		s->vols = v;
 		s->capvols = cap;
 	}
@@ -940,10 +950,12 @@ static void do_volume_validate(struct session *s, const struct lp_frame *f)
 		n++;
 	}
 	/* Promises only with the answer that makes them. */
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n && !s->closing; i++)
 		if (v[i].result == LP_VOL_VALID)
 			sess_add_volume(s, v[i].volume);
-	if (!lp_encode_volume_validate_reply(&s->srv->out, f->tag, v, n))
+	/* A promise not recorded: the session goes, unanswered. */
+	if (!s->closing &&
+	    !lp_encode_volume_validate_reply(&s->srv->out, f->tag, v, n))
 		sess_flush(s);
 	free(v);
 }

@@ -599,6 +599,32 @@ def case_volume_validate_store_error(srv):
     c.close()
 
 
+def case_volume_promise_lost_closes_session(srv):
+    """A VALID answer to VOLUME_VALIDATE promises every callback of the
+    volume: one the server cannot record (injected:
+    server-volume-promise) closes the session before the answer, as
+    PROTOCOL.md (Pushes) says; the server of before answered VALID with
+    no promise kept, and the client would never hear of a change."""
+    c = Conn(srv.port)
+    hello(c)
+    vol, stamp = volume(c, "v1")
+    with open(srv.faults, "w") as out:
+        out.write("server-volume-promise\n")
+    c.send(VOLUME_VALIDATE, struct.pack("<IIQ", 1, vol, stamp))
+    fr = c.frame()
+    assert fr is None, "answered though the promise was lost: %r" % \
+        (fr[:3],)
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    c = Conn(srv.port)
+    hello(c)
+    assert volstamps(volume_validate(c, [(vol, stamp)])) == \
+        [(vol, VOL_VALID, stamp)]
+    c.close()
+    time.sleep(0.2)
+    log = open(srv.log).read()
+    assert "out of memory for its volume callbacks" in log, log[-1500:]
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -699,6 +725,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
          case_volume_validate_store_error,
+         case_volume_promise_lost_closes_session,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 
