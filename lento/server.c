@@ -345,12 +345,18 @@ static struct permit *permit_get(struct server *srv, uint32_t volume,
 	return p;
 }
 
+/*
+ * The session of @client that a push can reach. A closing one is still
+ * listed until the loop frees it, and sends nothing: a client that has
+ * reconnected meanwhile is reached on its new session (a push to the
+ * closing one would be lost), one that has not is not connected.
+ */
 static struct session *session_of(struct server *srv, uint32_t client)
 {
 	struct session *s;
 
 	for (s = srv->sessions; s; s = s->next)
-		if (s->ready && s->client == client)
+		if (s->ready && !s->closing && s->client == client)
 			return s;
 	return NULL;
 }

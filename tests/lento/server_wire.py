@@ -115,7 +115,7 @@ def error_code(fr):
 
 
 class Server:
-    def __init__(self, lento, tmp, lease_ms=3000, extra=()):
+    def __init__(self, lento, tmp, lease_ms=3000, extra=(), env=None):
         self.lento = lento
         self.store = os.path.join(tmp, "store")
         self.log = os.path.join(tmp, "server.log")
@@ -126,7 +126,8 @@ class Server:
             [lento, "server", "--store", self.store, "--listen",
              "127.0.0.1:0", "--control", self.sock, "--lease-ms",
              str(lease_ms), "--log", self.log] + list(extra),
-            env=dict(os.environ, LENTO_TEST_FAULTS=self.faults))
+            env=dict(os.environ, LENTO_TEST_FAULTS=self.faults,
+                     **(env or {})))
         for _ in range(100):
             if os.path.exists(self.sock):
                 break
@@ -341,6 +342,64 @@ def case_clients_bounded(srv):
     finally:
         if small.p.poll() is None:
             small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def case_revoke_skips_closing_session(srv):
+    """PERMIT_REVOKE goes to a session of the holder that can still
+    hear it. Client X holds a permit on session A1 and has connected
+    again (A2, newer); A2 closes (a malformed frame) and, in the same
+    turn of the server's loop, B asks for the permit: the revoke must go
+    to A1. The server of before sent it to the closing A2, where it was
+    lost, and X kept the volume until its lease ran out. The server is
+    held still (LENTO_TEST_DELAY_COMMIT_MS, a third client's batch) so
+    that A2's frame and B's come in together."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-revoke.")
+    held = Server(srv.lento, tmp, lease_ms=10000,
+                  env={"LENTO_TEST_DELAY_COMMIT_MS": "1500"})
+    try:
+        held.ctl("volume", "create", "v")
+        held.ctl("volume", "create", "w")
+        a1 = Conn(held.port)
+        x, _, uuid = hello(a1)
+        vol, _ = volume(a1, "v")
+        v = struct.pack("<I", vol)
+        assert a1.reply(a1.send(PERMIT_ACQUIRE, v))[0] == PERMIT_REPLY
+        a2 = Conn(held.port)
+        assert hello(a2, client=x, uuid=uuid)[0] == x
+        b = Conn(held.port)
+        hello(b)
+        c = Conn(held.port)
+        cid, _, _ = hello(c)
+        wvol, _ = volume(c, "w")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE,
+                                    struct.pack("<I", wvol)))
+        assert t == PERMIT_REPLY, t
+        ctag = send_batch(c, wvol, cid, 1, record(
+            1, OP_CREATE, fid(wvol), fid(wvol, cid, 1), 1, 0x1, 0o644, 0,
+            b"f"), 1)
+        time.sleep(0.5)                     # the server waits in c's COMMIT
+        a2.send(GETATTR, b"\x01\x02\x03")   # malformed: A2 closes
+        time.sleep(0.1)
+        btag = b.send(PERMIT_ACQUIRE, v)
+        assert c.reply(ctag)[0] == REINTEGRATE_REPLY
+        assert a2.frame() is None
+        a1.s.settimeout(3)
+        try:
+            fr = a1.frame()
+        except socket.timeout:
+            fr = None
+        assert fr and fr[0] == PERMIT_REVOKE and fr[3] == v, \
+            "A1 was not asked to give the permit back: %r" % (fr,)
+        assert a1.reply(a1.send(PERMIT_RELEASE, v))[0] == PERMIT_REPLY
+        t, _, _, body = b.reply(btag)
+        assert t == PERMIT_REPLY and struct.unpack("<II", body)[1] > 0, t
+        for conn in (a1, b, c):
+            conn.close()
+        held.stop()
+    finally:
+        if held.p.poll() is None:
+            held.p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -720,7 +779,8 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
-         case_clients_bounded, case_reintegrate_needs_permit,
+         case_clients_bounded, case_revoke_skips_closing_session,
+         case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
