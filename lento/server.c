@@ -1655,6 +1655,23 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 		ri->n = m.count;
 		err = reint_copy(ri, &m.recs);
 	}
+	/*
+	 * A batch the apply would refuse for a body's size or the quota is
+	 * refused now, with the apply's answer: its bodies (each as large
+	 * as the client says, up to 2^63 - 1) are dropped as they come,
+	 * never written out.
+	 */
+	if (!err && m.stores) {
+		struct store_result res;
+
+		if (store_reintegrate_check(srv->st, m.volume, s->client,
+					    ri->recs, ri->n, &res)) {
+			s->discard = m.more;
+			reint_reply(s, ri, &res);
+			reint_free(ri);
+			return;
+		}
+	}
 	if (!err && m.stores) {
 		ri->chunk = malloc(LP_CHUNK_MAX);
 		err = ri->chunk ? 0 : -ENOMEM;

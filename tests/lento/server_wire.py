@@ -41,7 +41,7 @@ PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
 VALIDATE = 36
-OP_CREATE, OP_STORE = 1, 12
+OP_CREATE, OP_UNLINK, OP_STORE = 1, 6, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
@@ -458,6 +458,12 @@ def send_batch(c, vol, cid, first, recs, n, bodies=()):
     batch's tag."""
     tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, first, n) +
                  recs, flags=MORE if bodies else 0)
+    send_bodies(c, tag, bodies)
+    return tag
+
+
+def send_bodies(c, tag, bodies):
+    """The DATA frames of @bodies (as send_batch's) for batch @tag."""
     for k, (rec, body) in enumerate(bodies):
         last_body = k == len(bodies) - 1
         off = 0
@@ -471,7 +477,6 @@ def send_batch(c, vol, cid, first, recs, n, bodies=()):
             off += len(raw)
             if end:
                 break
-    return tag
 
 
 def reintegrate(c, vol, cid, first, recs, n, body=None):
@@ -684,6 +689,98 @@ def case_volume_promise_lost_closes_session(srv):
     assert "out of memory for its volume callbacks" in log, log[-1500:]
 
 
+def refusal(fr):
+    """(applied, code, index, fid) of a REINTEGRATE_REPLY."""
+    assert fr[0] == REINTEGRATE_REPLY, "type %d" % fr[0]
+    applied, _, code, index = struct.unpack_from("<QQII", fr[3])
+    return applied, code, index, fr[3][24:40]
+
+
+def answered_before_body(c, tag):
+    """The reply to batch @tag, which must come with none of its body
+    sent: a server that waits for the body times out here."""
+    c.s.settimeout(5)
+    try:
+        return c.reply(tag)
+    except socket.timeout:
+        raise AssertionError("no answer before the body: the server "
+                             "waits for a body it will refuse")
+    finally:
+        c.s.settimeout(10)
+
+
+def case_oversized_store_refused_before_body(srv):
+    """A STORE larger than a file may be (2^44 bytes: STORE_FILE_MAX) is
+    refused EFBIG, naming the record and its object, as soon as the
+    batch arrives: nothing of its body is written (the server of before
+    wrote whatever the client sent, up to the size it claimed -- 2^63 - 1
+    -- into its tmp/ before the apply refused it). What of the body comes
+    anyway is read and dropped, other requests are answered meanwhile."""
+    tmp = os.path.join(srv.store, "tmp")
+    c, vol, cid, f, vers = writer_with_file(srv, "big")
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, (1 << 44) + 1,
+                   b"", base_obj=vers[f])
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, 1) + store,
+                 flags=MORE)
+    assert refusal(answered_before_body(c, tag)) == (1, 27, 0, f)  # EFBIG
+    chunk = os.urandom(1 << 20)
+    z = zstd(chunk)
+    for k in range(4):
+        c.send(DATA, struct.pack("<IIQII", 0, 0, k << 20, len(chunk),
+                                 len(z)) + z, tag=tag, flags=MORE)
+        assert c.reply(c.send(PING, struct.pack("<Q", k)))[0] == PONG
+        assert not os.listdir(tmp), os.listdir(tmp)
+    # A client that cannot send the rest closes the connection.
+    c.close()
+
+
+def case_over_quota_refused_before_body(srv):
+    """A batch whose bodies grow the volume past its quota, even counted
+    at the least (content replaced or removed by the batch credited), is
+    refused EDQUOT as soon as it arrives, as the apply would refuse it;
+    its bodies, sent all the same, are read and dropped without touching
+    the disk, and the connection goes on. Batches the apply takes are not
+    refused early: a file's content replaced near the quota, and a file
+    removed to make room for a new one."""
+    tmp = os.path.join(srv.store, "tmp")
+    c, vol, cid, f, vers = writer_with_file(srv, "dq")
+    srv.ctl("volume", "quota", "dq", "1M")
+
+    def store(recno, obj, body, base):
+        return record(recno, OP_STORE, bytes(16), obj, 0, 0x8, 0,
+                      len(body), b"", base_obj=base)
+
+    g = fid(vol, cid, 2)
+    applied, code, vg = reintegrate(
+        c, vol, cid, 2, record(2, OP_CREATE, fid(vol), g, 1, 0x1, 0o644, 0,
+                               b"g"), 1)
+    assert (applied, code) == (2, 0) and g in vg, (applied, code)
+    body = os.urandom(600 << 10)
+    applied, code, v3 = reintegrate(c, vol, cid, 3, store(3, f, body,
+                                                          vers[f]), 1, body)
+    assert (applied, code) == (3, 0), (applied, code)
+    # About 400 KiB left: 600 KiB replacing 600 KiB still fit.
+    body = os.urandom(600 << 10)
+    applied, code, v4 = reintegrate(c, vol, cid, 4, store(4, f, body,
+                                                          v3[f]), 1, body)
+    assert (applied, code) == (4, 0), (applied, code)
+    big = os.urandom(3 << 20)
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 5, 1) +
+                 store(5, f, big, v4[f]), flags=MORE)
+    fr = answered_before_body(c, tag)
+    assert refusal(fr)[:3] == (4, 122, 0xffffffff), refusal(fr)  # EDQUOT
+    send_bodies(c, tag, [(0, big)])
+    assert c.reply(c.send(PING, struct.pack("<Q", 1)))[0] == PONG
+    assert not os.listdir(tmp), os.listdir(tmp)
+    # f removed to make room for 700 KiB in g, in one batch: it fits.
+    body = os.urandom(700 << 10)
+    recs = record(5, OP_UNLINK, fid(vol), f, 0, 0, 0, 0, b"f",
+                  base_obj=v4[f]) + store(6, g, body, vg[g])
+    fr = c.reply(send_batch(c, vol, cid, 5, recs, 2, [(1, body)]))
+    assert refusal(fr)[:2] == (6, 0), refusal(fr)
+    c.close()
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -786,6 +883,8 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_batch_without_memory_answered,
          case_volume_validate_store_error,
          case_volume_promise_lost_closes_session,
+         case_oversized_store_refused_before_body,
+         case_over_quota_refused_before_body,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 
