@@ -159,6 +159,7 @@ struct server {
 	unsigned int body_fds, body_fds_max;
 	/* Sessions past their handshake, and how many may be. */
 	unsigned int clients, clients_max;
+	size_t dir_max;			/* LP_DIR_MAX; LENTO_TEST_DIR_MAX */
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
 	struct ctl_server ctl;
@@ -643,6 +644,7 @@ out:
 struct listing {
 	struct lp_dirent *e;
 	size_t n, cap;
+	size_t max;		/* entries a listing may have: LP_DIR_MAX */
 	struct xattrs xa;
 	struct store *st;
 };
@@ -653,9 +655,17 @@ static int collect_dirent(void *arg, const struct lento_dirent *de,
 {
 	struct listing *l = arg;
 	struct lento_status st;
-	struct lp_dirent *e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
+	struct lp_dirent *e;
 	ssize_t at = 0;
 
+	/*
+	 * One more than a listing may have: no answer but EFBIG, so stop
+	 * here rather than hold the rest (472 bytes an entry, and their
+	 * xattrs: gigabytes for a directory past LP_DIR_MAX).
+	 */
+	if (l->n == l->max)
+		return -EFBIG;
+	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
 	if (!e)
 		return -ENOMEM;
 	l->e = e;
@@ -693,7 +703,7 @@ static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 static void do_readdir(struct session *s, const struct lp_frame *f)
 {
 	struct lp_readdir_reply m = { 0 };
-	struct listing l = { .st = s->srv->st,
+	struct listing l = { .st = s->srv->st, .max = s->srv->dir_max,
 			     .xa = { .count = &m.dir_nxattr } };
 	struct lento_fid fid;
 	const char *why;
@@ -711,8 +721,11 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 			    collect_xattr, &l.xa);
 	if (!err)
 		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
-	if (!err && l.n > LP_DIR_MAX)
-		err = -EFBIG;
+	if (err == -EFBIG) {
+		sess_error(s, f->tag, err, "readdir: more than %zu entries",
+			   l.max);
+		goto out;
+	}
 	if (err) {
 		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
 		goto out;
@@ -2303,8 +2316,16 @@ static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 static void test_hooks(struct server *srv)
 {
 	static unsigned int ms;
-	const char *v = getenv("LENTO_TEST_BODY_ENOSPC");
+	const char *v = getenv("LENTO_TEST_DIR_MAX");
 
+	/* Listings of more entries refused: a test's LP_DIR_MAX. */
+	srv->dir_max = v && *v ? strtoul(v, NULL, 10) : 0;
+	if (!srv->dir_max || srv->dir_max > LP_DIR_MAX)
+		srv->dir_max = LP_DIR_MAX;
+	else
+		log_warn("LENTO_TEST_DIR_MAX: listings of more than %zu "
+			 "entries are refused", srv->dir_max);
+	v = getenv("LENTO_TEST_BODY_ENOSPC");
 	/* Every body refused as if the store's disk were full. */
 	srv->test_body_enospc = v && *v && strcmp(v, "0");
 	if (srv->test_body_enospc)

@@ -403,6 +403,57 @@ def case_revoke_skips_closing_session(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def vm_kb(pid, what):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(what + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (what, pid))
+
+
+def case_listing_over_limit_stops_early(srv):
+    """A listing of more entries than one may have (LP_DIR_MAX; here
+    LENTO_TEST_DIR_MAX=16 on a server of its own) is refused EFBIG, and
+    the server stops reading the directory there: refusing a directory of
+    60,000 entries takes no memory for them. The server of before
+    collected every entry (472 bytes each, 2^24 of them are 8 GB) and
+    only then refused. A listing of exactly the limit is served."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-dirmax.")
+    small = Server(srv.lento, tmp, env={"LENTO_TEST_DIR_MAX": "16"})
+    try:
+        small.ctl("volume", "create", "d")
+        c = Conn(small.port)
+        cid, _, _ = hello(c)
+        vol, _ = volume(c, "d")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+        assert t == PERMIT_REPLY, t
+        applied, code, _ = reintegrate(c, vol, cid, 1, creates(vol, cid, 1,
+                                                               16), 16)
+        assert (applied, code) == (16, 0), (applied, code)
+        t, f, _, b = c.reply(c.send(READDIR, fid(vol)))
+        assert t == READDIR_REPLY and not f & MORE, (t, f)
+        total, = struct.unpack_from("<I", b, 90 + 8 * b[77])  # vv's n
+        assert total == 16, total
+        n, first = 16, 17
+        while n < 60000:
+            k = min(8192, 60000 - n)
+            applied, code, _ = reintegrate(
+                c, vol, cid, first, creates(vol, cid, first, k), k)
+            assert (applied, code) == (first + k - 1, 0), (applied, code)
+            n += k
+            first += k
+        rss = vm_kb(small.p.pid, "VmRSS")
+        assert error_code(c.reply(c.send(READDIR, fid(vol)))) == 27  # EFBIG
+        grew = vm_kb(small.p.pid, "VmRSS") - rss
+        assert grew < 8 << 10, "refusing the listing took %d KiB" % grew
+        c.close()
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_reintegrate_needs_permit(srv):
     c = Conn(srv.port)
     cid, _, _ = hello(c)
@@ -877,6 +928,7 @@ def case_malformed(srv):
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
          case_clients_bounded, case_revoke_skips_closing_session,
+         case_listing_over_limit_stops_early,
          case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
          case_promise_lost_closes_session,
