@@ -1232,8 +1232,12 @@ int store_volume_lookup(struct store *s, const char *name,
 			struct store_volume *out)
 {
 	USABLE(s);
+	/*
+	 * No volume has such a name (a space, say, which the wire allows):
+	 * a lookup of it finds none, as of any other name not taken.
+	 */
 	if (!store_volume_name_ok(name))
-		return -EINVAL;
+		return -ENOENT;
 	return vol_by_name(s, name, out);
 }
 

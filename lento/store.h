@@ -99,7 +99,11 @@ struct store_volume {
 	int64_t created_ns;
 };
 
-/* A volume name: 1..LENTO_VOLNAME_MAX printable ASCII bytes, no '/'. */
+/*
+ * A name a volume may have: 1..LENTO_VOLNAME_MAX printable ASCII bytes
+ * but space (0x21..0x7e), no '/'. Stricter than the wire's rule for a
+ * volume name (space allowed): a lookup of such a name is -ENOENT.
+ */
 bool store_volume_name_ok(const char *name);
 
 /*
@@ -116,7 +120,7 @@ typedef int (*store_volume_fn)(void *arg, const struct store_volume *v);
 /* Every volume, in id order. */
 int store_volume_list(struct store *s, store_volume_fn fn, void *arg);
 
-/* A volume by name or by id: -ENOENT if none. */
+/* A volume by name or by id: -ENOENT if none (any name, valid or not). */
 int store_volume_lookup(struct store *s, const char *name,
 			struct store_volume *out);
 int store_volume_get(struct store *s, uint32_t id, struct store_volume *out);

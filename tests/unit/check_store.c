@@ -741,6 +741,9 @@ START_TEST(volumes_crud)
 	ck_assert_int_eq(store_volume_lookup(s, "www", &w), 0);
 	ck_assert_uint_eq(w.id, 3);
 	ck_assert_int_eq(store_volume_lookup(s, "nope", &w), -ENOENT);
+	/* A name no volume can have is not one: ENOENT, not EINVAL. */
+	ck_assert_int_eq(store_volume_lookup(s, "a b", &w), -ENOENT);
+	ck_assert_int_eq(store_volume_lookup(s, "a/b", &w), -ENOENT);
 	ck_assert_int_eq(store_volume_list(s, list_cb, &b), 0);
 	{
 		char want[128];
