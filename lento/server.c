@@ -159,6 +159,7 @@ struct server {
 	unsigned int body_fds, body_fds_max;
 	/* Sessions past their handshake, and how many may be. */
 	unsigned int clients, clients_max;
+	size_t dir_max;			/* LP_DIR_MAX; LENTO_TEST_DIR_MAX */
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
 	struct ctl_server ctl;
@@ -239,6 +240,12 @@ static bool sess_has_volume(const struct session *s, uint32_t volume)
 	return false;
 }
 
+/*
+ * A promise to @s of every callback of @volume (a VALID answer). As in
+ * sess_promise(), one that cannot be recorded must not be made: the
+ * session goes before the answer (the client, told VALID, would serve
+ * its cache of the volume and hear of no change).
+ */
 static void sess_add_volume(struct session *s, uint32_t volume)
 {
 	uint32_t *v;
@@ -248,9 +255,13 @@ static void sess_add_volume(struct session *s, uint32_t volume)
 	if (s->nvols == s->capvols) {
 		size_t cap = s->capvols ? s->capvols * 2 : 4;
 
-		v = realloc(s->vols, cap * sizeof(*v));
-		if (!v)
-			return;	/* no promise made: the client asks again */
+		v = fault_at("server-volume-promise") ? NULL :
+		    realloc(s->vols, cap * sizeof(*v));
+		if (!v) {
+			sess_close(s, -ENOMEM, "out of memory for its volume "
+				   "callbacks");
+			return;
+		}
 		s->vols = v;
 		s->capvols = cap;
 	}
@@ -335,12 +346,18 @@ static struct permit *permit_get(struct server *srv, uint32_t volume,
 	return p;
 }
 
+/*
+ * The session of @client that a push can reach. A closing one is still
+ * listed until the loop frees it, and sends nothing: a client that has
+ * reconnected meanwhile is reached on its new session (a push to the
+ * closing one would be lost), one that has not is not connected.
+ */
 static struct session *session_of(struct server *srv, uint32_t client)
 {
 	struct session *s;
 
 	for (s = srv->sessions; s; s = s->next)
-		if (s->ready && s->client == client)
+		if (s->ready && !s->closing && s->client == client)
 			return s;
 	return NULL;
 }
@@ -627,6 +644,7 @@ out:
 struct listing {
 	struct lp_dirent *e;
 	size_t n, cap;
+	size_t max;		/* entries a listing may have: LP_DIR_MAX */
 	struct xattrs xa;
 	struct store *st;
 };
@@ -637,9 +655,17 @@ static int collect_dirent(void *arg, const struct lento_dirent *de,
 {
 	struct listing *l = arg;
 	struct lento_status st;
-	struct lp_dirent *e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
+	struct lp_dirent *e;
 	ssize_t at = 0;
 
+	/*
+	 * One more than a listing may have: no answer but EFBIG, so stop
+	 * here rather than hold the rest (472 bytes an entry, and their
+	 * xattrs: gigabytes for a directory past LP_DIR_MAX).
+	 */
+	if (l->n == l->max)
+		return -EFBIG;
+	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
 	if (!e)
 		return -ENOMEM;
 	l->e = e;
@@ -677,7 +703,7 @@ static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 static void do_readdir(struct session *s, const struct lp_frame *f)
 {
 	struct lp_readdir_reply m = { 0 };
-	struct listing l = { .st = s->srv->st,
+	struct listing l = { .st = s->srv->st, .max = s->srv->dir_max,
 			     .xa = { .count = &m.dir_nxattr } };
 	struct lento_fid fid;
 	const char *why;
@@ -695,8 +721,11 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 			    collect_xattr, &l.xa);
 	if (!err)
 		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
-	if (!err && l.n > LP_DIR_MAX)
-		err = -EFBIG;
+	if (err == -EFBIG) {
+		sess_error(s, f->tag, err, "readdir: more than %zu entries",
+			   l.max);
+		goto out;
+	}
 	if (err) {
 		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
 		goto out;
@@ -915,21 +944,37 @@ static void do_volume_validate(struct session *s, const struct lp_frame *f)
 	}
 	while (lp_next_volstamp(&l, &v[n]) == 1) {
 		struct store_volume sv;
-		int err = store_volume_get(s->srv->st, v[n].volume, &sv);
+		int err = fault_at("server-volume-get") ? -EIO :
+			  store_volume_get(s->srv->st, v[n].volume, &sv);
 
-		if (err) {
+		if (err == -ENOENT) {
 			v[n].result = LP_VOL_UNKNOWN;
 			v[n].stamp = 0;
+		} else if (err) {
+			/*
+			 * Not an answer about the volume: UNKNOWN would make
+			 * the client give it up for good. An ERROR leaves it
+			 * unvalidated, and the client asks again.
+			 */
+			sess_error(s, f->tag, err, "volume %" PRIu32 ": %s",
+				   v[n].volume, strerror(-err));
+			free(v);
+			return;
 		} else if (sv.stamp == v[n].stamp) {
 			v[n].result = LP_VOL_VALID;
-			sess_add_volume(s, v[n].volume);
 		} else {
 			v[n].result = LP_VOL_CHANGED;
 			v[n].stamp = sv.stamp;
 		}
 		n++;
 	}
-	if (!lp_encode_volume_validate_reply(&s->srv->out, f->tag, v, n))
+	/* Promises only with the answer that makes them. */
+	for (uint32_t i = 0; i < n && !s->closing; i++)
+		if (v[i].result == LP_VOL_VALID)
+			sess_add_volume(s, v[i].volume);
+	/* A promise not recorded: the session goes, unanswered. */
+	if (!s->closing &&
+	    !lp_encode_volume_validate_reply(&s->srv->out, f->tag, v, n))
 		sess_flush(s);
 	free(v);
 }
@@ -1610,16 +1655,36 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 	if (ri) {
 		ri->tag = f->tag;
 		ri->volume = m.volume;
-		ri->n = m.count;
 		ri->fd = -1;
 		ri->s = s;
 		ri->recs = calloc(m.count, sizeof(*ri->recs));
 		ri->data = calloc(m.count, sizeof(*ri->data));
 		ri->bodies = calloc(m.count, sizeof(*ri->bodies));
-		ri->paths = calloc(m.count, sizeof(*ri->paths));
+		ri->paths = fault_at("server-reint-alloc") ? NULL :
+			    calloc(m.count, sizeof(*ri->paths));
 	}
-	if (ri && ri->recs && ri->data && ri->bodies && ri->paths)
+	/* reint_free() walks n of data and paths: n once they all exist. */
+	if (ri && ri->recs && ri->data && ri->bodies && ri->paths) {
+		ri->n = m.count;
 		err = reint_copy(ri, &m.recs);
+	}
+	/*
+	 * A batch the apply would refuse for a body's size or the quota is
+	 * refused now, with the apply's answer: its bodies (each as large
+	 * as the client says, up to 2^63 - 1) are dropped as they come,
+	 * never written out.
+	 */
+	if (!err && m.stores) {
+		struct store_result res;
+
+		if (store_reintegrate_check(srv->st, m.volume, s->client,
+					    ri->recs, ri->n, &res)) {
+			s->discard = m.more;
+			reint_reply(s, ri, &res);
+			reint_free(ri);
+			return;
+		}
+	}
 	if (!err && m.stores) {
 		ri->chunk = malloc(LP_CHUNK_MAX);
 		err = ri->chunk ? 0 : -ENOMEM;
@@ -2251,8 +2316,16 @@ static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 static void test_hooks(struct server *srv)
 {
 	static unsigned int ms;
-	const char *v = getenv("LENTO_TEST_BODY_ENOSPC");
+	const char *v = getenv("LENTO_TEST_DIR_MAX");
 
+	/* Listings of more entries refused: a test's LP_DIR_MAX. */
+	srv->dir_max = v && *v ? strtoul(v, NULL, 10) : 0;
+	if (!srv->dir_max || srv->dir_max > LP_DIR_MAX)
+		srv->dir_max = LP_DIR_MAX;
+	else
+		log_warn("LENTO_TEST_DIR_MAX: listings of more than %zu "
+			 "entries are refused", srv->dir_max);
+	v = getenv("LENTO_TEST_BODY_ENOSPC");
 	/* Every body refused as if the store's disk were full. */
 	srv->test_body_enospc = v && *v && strcmp(v, "0");
 	if (srv->test_body_enospc)

@@ -1232,8 +1232,12 @@ int store_volume_lookup(struct store *s, const char *name,
 			struct store_volume *out)
 {
 	USABLE(s);
+	/*
+	 * No volume has such a name (a space, say, which the wire allows):
+	 * a lookup of it finds none, as of any other name not taken.
+	 */
 	if (!store_volume_name_ok(name))
-		return -EINVAL;
+		return -ENOENT;
 	return vol_by_name(s, name, out);
 }
 
@@ -3092,6 +3096,146 @@ static int batch_fail(struct batch *b, int err, const char *fmt, ...)
 	vsnprintf(b->res->msg, sizeof(b->res->msg), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+/* A slot of a record: which object, named by which record, and how. */
+struct named {
+	struct lento_fid fid;
+	size_t rec;
+	bool freeable;		/* as obj or target: its usage may go */
+};
+
+static int named_cmp(const void *pa, const void *pb)
+{
+	const struct named *a = pa, *b = pb;
+
+	if (a->fid.volume != b->fid.volume)
+		return a->fid.volume < b->fid.volume ? -1 : 1;
+	if (a->fid.client != b->fid.client)
+		return a->fid.client < b->fid.client ? -1 : 1;
+	if (a->fid.seq != b->fid.seq)
+		return a->fid.seq < b->fid.seq ? -1 : 1;
+	return a->rec < b->rec ? -1 : a->rec > b->rec;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/*
+ * How much the new records recs[first..n) grow the volume's usage at
+ * least, if they apply. Each STORE that is its object's last word (no
+ * later record names it: nothing truncates, supersedes or removes that
+ * content) leaves an object of at least its size (and the overhead:
+ * obj_usage). Only what a record names as obj or target can use less
+ * after it (a directory named as dir or dir2 gains entries, not bytes),
+ * so all that those objects use now is the most the batch can free.
+ * Into *grow (0 if it may shrink); 0 or -errno.
+ */
+static int batch_growth(struct store *s, const struct lento_rec *recs,
+			size_t first, size_t n, uint64_t *grow)
+{
+	struct named *nm = calloc(4 * (n - first) + 1, sizeof(*nm));
+	uint64_t least = 0, credit = 0;
+	size_t k = 0, i, j;
+	int ret = 0;
+
+	if (!nm)
+		return -ENOMEM;
+	for (i = first; i < n; i++) {
+		const struct lento_fid *f[4] = { &recs[i].dir, &recs[i].obj,
+						 &recs[i].dir2,
+						 &recs[i].target };
+
+		for (j = 0; j < 4; j++)
+			if (!lento_fid_is_null(f[j]))
+				nm[k++] = (struct named){ *f[j], i,
+							  j == 1 || j == 3 };
+	}
+	qsort(nm, k, sizeof(*nm), named_cmp);
+	for (i = 0; i < k && !ret; i = j) {
+		const struct lento_rec *last;
+		bool freeable = false;
+		struct obj o;
+
+		for (j = i; j < k && lento_fid_eq(&nm[j].fid, &nm[i].fid); j++)
+			freeable |= nm[j].freeable;
+		last = &recs[nm[j - 1].rec];	/* the last to name it */
+		if (last->op == LENTO_OP_STORE &&
+		    lento_fid_eq(&last->obj, &nm[i].fid) &&
+		    last->attr.valid & LENTO_A_SIZE)
+			least = add_sat(least, add_sat(STORE_OBJ_OVERHEAD,
+						       last->attr.size));
+		if (!freeable)
+			continue;
+		ret = obj_get(s, &nm[i].fid, &o);
+		if (!ret)
+			credit = add_sat(credit, obj_usage(&o));
+		else if (ret == -ENOENT)	/* made by the batch, or none */
+			ret = 0;
+	}
+	free(nm);
+	*grow = least > credit ? least - credit : 0;
+	return ret;
+}
+
+int store_reintegrate_check(struct store *s, uint32_t volume,
+			    uint32_t client, const struct lento_rec *recs,
+			    size_t n, struct store_result *res)
+{
+	struct batch b = {
+		.s = s, .vol = volume, .client = client, .recs = recs,
+		.res = res,
+	};
+	struct store_volume v;
+	uint64_t last = 0, bodies = 0, room, grow;
+	size_t first;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	res->rec = -1;
+	if (s->broken)
+		return batch_fail(&b, -EIO, "an earlier commit failed with an "
+				  "unknown outcome: reopen the store");
+	if (s->cb_depth)
+		return batch_fail(&b, -EDEADLK, "called from a callback");
+	ret = vol_by_id(s, volume, &v);
+	if (ret)
+		return batch_fail(&b, ret, "volume %" PRIu32 ": %s", volume,
+				  ret == -ENOENT ? "no such volume" : s->why);
+	ret = client_get(s, volume, client, &last);
+	if (ret)
+		return batch_fail(&b, ret, "database: %s", s->why);
+	res->last_recno = last;
+	res->stamp = v.stamp;
+	/* Skipped records (a batch sent again) are not judged again. */
+	first = n && recs[0].recno <= last ?
+		(last - recs[0].recno + 1 < n ? last - recs[0].recno + 1 : n) :
+		0;
+	for (b.i = first; b.i < n; b.i++) {
+		const struct lento_rec *r = &recs[b.i];
+
+		if (r->op != LENTO_OP_STORE || !(r->attr.valid & LENTO_A_SIZE))
+			continue;
+		/* As op_store() would. */
+		if (r->attr.size > STORE_FILE_MAX)
+			return bfail(&b, -EFBIG, &r->obj, "size too large");
+		bodies += r->attr.size;	/* 8192 x 2^44 at most: no wrap */
+	}
+	room = v.quota > v.usage ? v.quota - v.usage : 0;
+	if (!v.quota || bodies <= room)
+		return 0;
+	ret = batch_growth(s, recs, first, n, &grow);
+	if (ret)
+		return batch_fail(&b, ret, "database: %s", s->why);
+	/* As store_reintegrate() would, with the least usage it can make. */
+	if (grow > room)
+		return batch_fail(&b, -EDQUOT, "volume %s: the batch would "
+				  "bring usage to %" PRIu64 " bytes at least, "
+				  "over its quota of %" PRIu64, v.name,
+				  add_sat(v.usage, grow), v.quota);
+	return 0;
 }
 
 int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,

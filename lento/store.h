@@ -99,7 +99,11 @@ struct store_volume {
 	int64_t created_ns;
 };
 
-/* A volume name: 1..LENTO_VOLNAME_MAX printable ASCII bytes, no '/'. */
+/*
+ * A name a volume may have: 1..LENTO_VOLNAME_MAX printable ASCII bytes
+ * but space (0x21..0x7e), no '/'. Stricter than the wire's rule for a
+ * volume name (space allowed): a lookup of such a name is -ENOENT.
+ */
 bool store_volume_name_ok(const char *name);
 
 /*
@@ -116,7 +120,7 @@ typedef int (*store_volume_fn)(void *arg, const struct store_volume *v);
 /* Every volume, in id order. */
 int store_volume_list(struct store *s, store_volume_fn fn, void *arg);
 
-/* A volume by name or by id: -ENOENT if none. */
+/* A volume by name or by id: -ENOENT if none (any name, valid or not). */
 int store_volume_lookup(struct store *s, const char *name,
 			struct store_volume *out);
 int store_volume_get(struct store *s, uint32_t id, struct store_volume *out);
@@ -285,6 +289,24 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 		      const struct lento_rec *recs, size_t n,
 		      const struct store_body *bodies,
 		      struct store_result *res);
+
+/*
+ * Before a batch's bodies come: would store_reintegrate() certainly refuse
+ * it for the size of a body or for the volume's quota? So that a body
+ * bound to be refused is never written out (a STORE's size is the
+ * client's word, up to 2^63 - 1). Only new records are judged (as in
+ * store_reintegrate). -EFBIG for a STORE larger than a file may be
+ * (res->rec names it); -EDQUOT when the batch's growth of the volume's
+ * usage, counted at its least, is beyond what the quota leaves: the
+ * bodies of the STOREs that are their objects' last word, less what the
+ * objects the batch names use now (a batch that replaces a file's
+ * content, or removes files to make room, is not refused here; the
+ * apply counts it exactly). Reads only; res as store_reintegrate()
+ * fills it on a failure (last_recno and stamp too). 0 or res->err.
+ */
+int store_reintegrate_check(struct store *s, uint32_t volume,
+			    uint32_t client, const struct lento_rec *recs,
+			    size_t n, struct store_result *res);
 
 /* ----------------------------------------------------------- identities */
 

@@ -10,7 +10,7 @@ descriptor each, a client flooding the queue behind another's permit
 closed, and malformed frames closing
 only their own connection with a logged reason.
 
-    tests/lento/server_wire.py [--lento tools/bin/lento-asan]
+    tests/lento/server_wire.py [--lento tools/bin/lento-asan] [CASE...]
 
 Prints "ok - NAME" / "not ok - NAME" and a closing "N passed, N failed".
 """
@@ -35,11 +35,13 @@ LENTOCTL = os.path.join(TOP, "tools", "bin", "lentoctl")
 HELLO, HELLO_REPLY, PING, PONG, ERROR = 1, 2, 3, 4, 5
 GETATTR, GETATTR_REPLY, READDIR, READDIR_REPLY = 16, 17, 18, 19
 VOLUME_LOOKUP, VOLUME_LOOKUP_REPLY = 32, 33
+VOLUME_VALIDATE, VOLUME_VALIDATE_REPLY = 34, 35
+VOL_VALID, VOL_CHANGED, VOL_UNKNOWN = 0, 1, 2
 PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
 VALIDATE = 36
-OP_CREATE, OP_STORE = 1, 12
+OP_CREATE, OP_UNLINK, OP_STORE = 1, 6, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
@@ -113,7 +115,7 @@ def error_code(fr):
 
 
 class Server:
-    def __init__(self, lento, tmp, lease_ms=3000, extra=()):
+    def __init__(self, lento, tmp, lease_ms=3000, extra=(), env=None):
         self.lento = lento
         self.store = os.path.join(tmp, "store")
         self.log = os.path.join(tmp, "server.log")
@@ -124,7 +126,8 @@ class Server:
             [lento, "server", "--store", self.store, "--listen",
              "127.0.0.1:0", "--control", self.sock, "--lease-ms",
              str(lease_ms), "--log", self.log] + list(extra),
-            env=dict(os.environ, LENTO_TEST_FAULTS=self.faults))
+            env=dict(os.environ, LENTO_TEST_FAULTS=self.faults,
+                     **(env or {})))
         for _ in range(100):
             if os.path.exists(self.sock):
                 break
@@ -205,6 +208,10 @@ def case_root(srv):
     # An unknown fid and an unknown volume are errors, not closes.
     assert error_code(c.reply(c.send(GETATTR, fid(vol, 7, 7)))) == 2
     body = struct.pack("<H", 4) + b"nope"
+    assert error_code(c.reply(c.send(VOLUME_LOOKUP, body))) == 2
+    # A space is in the wire's rule for a volume name, not in the names
+    # the server makes: no such volume (the server of before: EINVAL).
+    body = struct.pack("<H", 5) + b"my v1"
     assert error_code(c.reply(c.send(VOLUME_LOOKUP, body))) == 2
     c.close()
 
@@ -342,6 +349,115 @@ def case_clients_bounded(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_revoke_skips_closing_session(srv):
+    """PERMIT_REVOKE goes to a session of the holder that can still
+    hear it. Client X holds a permit on session A1 and has connected
+    again (A2, newer); A2 closes (a malformed frame) and, in the same
+    turn of the server's loop, B asks for the permit: the revoke must go
+    to A1. The server of before sent it to the closing A2, where it was
+    lost, and X kept the volume until its lease ran out. The server is
+    held still (LENTO_TEST_DELAY_COMMIT_MS, a third client's batch) so
+    that A2's frame and B's come in together."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-revoke.")
+    held = Server(srv.lento, tmp, lease_ms=10000,
+                  env={"LENTO_TEST_DELAY_COMMIT_MS": "1500"})
+    try:
+        held.ctl("volume", "create", "v")
+        held.ctl("volume", "create", "w")
+        a1 = Conn(held.port)
+        x, _, uuid = hello(a1)
+        vol, _ = volume(a1, "v")
+        v = struct.pack("<I", vol)
+        assert a1.reply(a1.send(PERMIT_ACQUIRE, v))[0] == PERMIT_REPLY
+        a2 = Conn(held.port)
+        assert hello(a2, client=x, uuid=uuid)[0] == x
+        b = Conn(held.port)
+        hello(b)
+        c = Conn(held.port)
+        cid, _, _ = hello(c)
+        wvol, _ = volume(c, "w")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE,
+                                    struct.pack("<I", wvol)))
+        assert t == PERMIT_REPLY, t
+        ctag = send_batch(c, wvol, cid, 1, record(
+            1, OP_CREATE, fid(wvol), fid(wvol, cid, 1), 1, 0x1, 0o644, 0,
+            b"f"), 1)
+        time.sleep(0.5)                     # the server waits in c's COMMIT
+        a2.send(GETATTR, b"\x01\x02\x03")   # malformed: A2 closes
+        time.sleep(0.1)
+        btag = b.send(PERMIT_ACQUIRE, v)
+        assert c.reply(ctag)[0] == REINTEGRATE_REPLY
+        assert a2.frame() is None
+        a1.s.settimeout(3)
+        try:
+            fr = a1.frame()
+        except socket.timeout:
+            fr = None
+        assert fr and fr[0] == PERMIT_REVOKE and fr[3] == v, \
+            "A1 was not asked to give the permit back: %r" % (fr,)
+        assert a1.reply(a1.send(PERMIT_RELEASE, v))[0] == PERMIT_REPLY
+        t, _, _, body = b.reply(btag)
+        assert t == PERMIT_REPLY and struct.unpack("<II", body)[1] > 0, t
+        for conn in (a1, b, c):
+            conn.close()
+        held.stop()
+    finally:
+        if held.p.poll() is None:
+            held.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def vm_kb(pid, what):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(what + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s in /proc/%d/status" % (what, pid))
+
+
+def case_listing_over_limit_stops_early(srv):
+    """A listing of more entries than one may have (LP_DIR_MAX; here
+    LENTO_TEST_DIR_MAX=16 on a server of its own) is refused EFBIG, and
+    the server stops reading the directory there: refusing a directory of
+    60,000 entries takes no memory for them. The server of before
+    collected every entry (472 bytes each, 2^24 of them are 8 GB) and
+    only then refused. A listing of exactly the limit is served."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-dirmax.")
+    small = Server(srv.lento, tmp, env={"LENTO_TEST_DIR_MAX": "16"})
+    try:
+        small.ctl("volume", "create", "d")
+        c = Conn(small.port)
+        cid, _, _ = hello(c)
+        vol, _ = volume(c, "d")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+        assert t == PERMIT_REPLY, t
+        applied, code, _ = reintegrate(c, vol, cid, 1, creates(vol, cid, 1,
+                                                               16), 16)
+        assert (applied, code) == (16, 0), (applied, code)
+        t, f, _, b = c.reply(c.send(READDIR, fid(vol)))
+        assert t == READDIR_REPLY and not f & MORE, (t, f)
+        total, = struct.unpack_from("<I", b, 90 + 8 * b[77])  # vv's n
+        assert total == 16, total
+        n, first = 16, 17
+        while n < 60000:
+            k = min(8192, 60000 - n)
+            applied, code, _ = reintegrate(
+                c, vol, cid, first, creates(vol, cid, first, k), k)
+            assert (applied, code) == (first + k - 1, 0), (applied, code)
+            n += k
+            first += k
+        rss = vm_kb(small.p.pid, "VmRSS")
+        assert error_code(c.reply(c.send(READDIR, fid(vol)))) == 27  # EFBIG
+        grew = vm_kb(small.p.pid, "VmRSS") - rss
+        assert grew < 8 << 10, "refusing the listing took %d KiB" % grew
+        c.close()
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_reintegrate_needs_permit(srv):
     c = Conn(srv.port)
     cid, _, _ = hello(c)
@@ -391,15 +507,38 @@ def record(recno, op, dir_fid, obj_fid, type_, valid, mode, size, name,
         name + struct.pack("<H", 0) + struct.pack("<I", 0)
 
 
+def send_batch(c, vol, cid, first, recs, n, bodies=()):
+    """Send a batch and the bodies of its STOREs, @bodies [(index in the
+    batch, bytes)] in record order, each in chunks of at most 1 MiB: the
+    batch's tag."""
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, first, n) +
+                 recs, flags=MORE if bodies else 0)
+    send_bodies(c, tag, bodies)
+    return tag
+
+
+def send_bodies(c, tag, bodies):
+    """The DATA frames of @bodies (as send_batch's) for batch @tag."""
+    for k, (rec, body) in enumerate(bodies):
+        last_body = k == len(bodies) - 1
+        off = 0
+        while True:
+            raw = body[off:off + (1 << 20)]
+            end = off + len(raw) == len(body)
+            z = zstd(raw)
+            c.send(DATA, struct.pack("<IIQII", rec, 1 if end else 0, off,
+                                     len(raw), len(z)) + z, tag=tag,
+                   flags=0 if end and last_body else MORE)
+            off += len(raw)
+            if end:
+                break
+
+
 def reintegrate(c, vol, cid, first, recs, n, body=None):
     """Send a batch (and the body of its one STORE, record @n - 1):
     (applied, code, {fid: vv bytes}) of its REINTEGRATE_REPLY."""
-    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, first, n) +
-                 recs, flags=MORE if body else 0)
-    if body:
-        z = zstd(body)
-        c.send(DATA, struct.pack("<IIQII", n - 1, 1, 0, len(body), len(z)) +
-               z, tag=tag)
+    tag = send_batch(c, vol, cid, first, recs, n,
+                     [(n - 1, body)] if body else ())
     t, _, _, b = c.reply(tag)
     assert t == REINTEGRATE_REPLY, "type %d" % t
     applied, _, code = struct.unpack_from("<QQI", b)
@@ -520,6 +659,183 @@ def case_promise_lost_closes_session(srv):
     assert "out of memory for its callbacks" in log, log[-1500:]
 
 
+def case_batch_without_memory_answered(srv):
+    """A batch the server has no memory to take (injected at the
+    allocation of its arrays: server-reint-alloc) is answered ENOMEM, its
+    body read and dropped, and the connection serves on; sent again it is
+    applied. The server of before freed the half-made batch by walking
+    arrays that were not there, and crashed."""
+    c, vol, cid, f, vers = writer_with_file(srv, "alloc")
+    body = os.urandom(3 << 19)     # two chunks
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(body), b"",
+                   base_obj=vers[f])
+    with open(srv.faults, "w") as out:
+        out.write("server-reint-alloc\n")
+    tag = send_batch(c, vol, cid, 2, store, 1, [(0, body)])
+    fr = c.reply(tag)
+    assert error_code(fr) == 12, error_code(fr)     # ENOMEM
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    tag = c.send(PING, struct.pack("<Q", 3))
+    assert c.reply(tag)[0] == PONG
+    applied, code, _ = reintegrate(c, vol, cid, 2, store, 1, body)
+    assert (applied, code) == (2, 0), (applied, code)
+    assert not os.listdir(os.path.join(srv.store, "tmp"))
+    c.close()
+
+
+def volume_validate(c, items):
+    """VOLUME_VALIDATE of @items [(volume, stamp)]: the reply's frame."""
+    body = struct.pack("<I", len(items)) + \
+        b"".join(struct.pack("<IQ", v, st) for v, st in items)
+    return c.reply(c.send(VOLUME_VALIDATE, body))
+
+
+def volstamps(fr):
+    """[(volume, result, stamp)] of a VOLUME_VALIDATE_REPLY."""
+    assert fr[0] == VOLUME_VALIDATE_REPLY, "type %d" % fr[0]
+    n, = struct.unpack_from("<I", fr[3])
+    return [struct.unpack_from("<IBQ", fr[3], 4 + 13 * i)
+            for i in range(n)]
+
+
+def case_volume_validate_store_error(srv):
+    """VOLUME_VALIDATE answers UNKNOWN only for a volume that is not
+    there; a volume the store cannot read (injected: server-volume-get,
+    EIO) gets an ERROR, which leaves the client's volume to be validated
+    again -- UNKNOWN would make it give the volume up for good."""
+    c = Conn(srv.port)
+    hello(c)
+    vol, stamp = volume(c, "v1")
+    assert volstamps(volume_validate(c, [(vol, stamp), (9999, 1)])) == \
+        [(vol, VOL_VALID, stamp), (9999, VOL_UNKNOWN, 0)]
+    with open(srv.faults, "w") as out:
+        out.write("server-volume-get\n")
+    fr = volume_validate(c, [(vol, stamp)])
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    assert error_code(fr) == 5, fr[:3]     # EIO
+    assert volstamps(volume_validate(c, [(vol, stamp)])) == \
+        [(vol, VOL_VALID, stamp)]
+    c.close()
+
+
+def case_volume_promise_lost_closes_session(srv):
+    """A VALID answer to VOLUME_VALIDATE promises every callback of the
+    volume: one the server cannot record (injected:
+    server-volume-promise) closes the session before the answer, as
+    PROTOCOL.md (Pushes) says; the server of before answered VALID with
+    no promise kept, and the client would never hear of a change."""
+    c = Conn(srv.port)
+    hello(c)
+    vol, stamp = volume(c, "v1")
+    with open(srv.faults, "w") as out:
+        out.write("server-volume-promise\n")
+    c.send(VOLUME_VALIDATE, struct.pack("<IIQ", 1, vol, stamp))
+    fr = c.frame()
+    assert fr is None, "answered though the promise was lost: %r" % \
+        (fr[:3],)
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    c = Conn(srv.port)
+    hello(c)
+    assert volstamps(volume_validate(c, [(vol, stamp)])) == \
+        [(vol, VOL_VALID, stamp)]
+    c.close()
+    time.sleep(0.2)
+    log = open(srv.log).read()
+    assert "out of memory for its volume callbacks" in log, log[-1500:]
+
+
+def refusal(fr):
+    """(applied, code, index, fid) of a REINTEGRATE_REPLY."""
+    assert fr[0] == REINTEGRATE_REPLY, "type %d" % fr[0]
+    applied, _, code, index = struct.unpack_from("<QQII", fr[3])
+    return applied, code, index, fr[3][24:40]
+
+
+def answered_before_body(c, tag):
+    """The reply to batch @tag, which must come with none of its body
+    sent: a server that waits for the body times out here."""
+    c.s.settimeout(5)
+    try:
+        return c.reply(tag)
+    except socket.timeout:
+        raise AssertionError("no answer before the body: the server "
+                             "waits for a body it will refuse")
+    finally:
+        c.s.settimeout(10)
+
+
+def case_oversized_store_refused_before_body(srv):
+    """A STORE larger than a file may be (2^44 bytes: STORE_FILE_MAX) is
+    refused EFBIG, naming the record and its object, as soon as the
+    batch arrives: nothing of its body is written (the server of before
+    wrote whatever the client sent, up to the size it claimed -- 2^63 - 1
+    -- into its tmp/ before the apply refused it). What of the body comes
+    anyway is read and dropped, other requests are answered meanwhile."""
+    tmp = os.path.join(srv.store, "tmp")
+    c, vol, cid, f, vers = writer_with_file(srv, "big")
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, (1 << 44) + 1,
+                   b"", base_obj=vers[f])
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, 1) + store,
+                 flags=MORE)
+    assert refusal(answered_before_body(c, tag)) == (1, 27, 0, f)  # EFBIG
+    chunk = os.urandom(1 << 20)
+    z = zstd(chunk)
+    for k in range(4):
+        c.send(DATA, struct.pack("<IIQII", 0, 0, k << 20, len(chunk),
+                                 len(z)) + z, tag=tag, flags=MORE)
+        assert c.reply(c.send(PING, struct.pack("<Q", k)))[0] == PONG
+        assert not os.listdir(tmp), os.listdir(tmp)
+    # A client that cannot send the rest closes the connection.
+    c.close()
+
+
+def case_over_quota_refused_before_body(srv):
+    """A batch whose bodies grow the volume past its quota, even counted
+    at the least (content replaced or removed by the batch credited), is
+    refused EDQUOT as soon as it arrives, as the apply would refuse it;
+    its bodies, sent all the same, are read and dropped without touching
+    the disk, and the connection goes on. Batches the apply takes are not
+    refused early: a file's content replaced near the quota, and a file
+    removed to make room for a new one."""
+    tmp = os.path.join(srv.store, "tmp")
+    c, vol, cid, f, vers = writer_with_file(srv, "dq")
+    srv.ctl("volume", "quota", "dq", "1M")
+
+    def store(recno, obj, body, base):
+        return record(recno, OP_STORE, bytes(16), obj, 0, 0x8, 0,
+                      len(body), b"", base_obj=base)
+
+    g = fid(vol, cid, 2)
+    applied, code, vg = reintegrate(
+        c, vol, cid, 2, record(2, OP_CREATE, fid(vol), g, 1, 0x1, 0o644, 0,
+                               b"g"), 1)
+    assert (applied, code) == (2, 0) and g in vg, (applied, code)
+    body = os.urandom(600 << 10)
+    applied, code, v3 = reintegrate(c, vol, cid, 3, store(3, f, body,
+                                                          vers[f]), 1, body)
+    assert (applied, code) == (3, 0), (applied, code)
+    # About 400 KiB left: 600 KiB replacing 600 KiB still fit.
+    body = os.urandom(600 << 10)
+    applied, code, v4 = reintegrate(c, vol, cid, 4, store(4, f, body,
+                                                          v3[f]), 1, body)
+    assert (applied, code) == (4, 0), (applied, code)
+    big = os.urandom(3 << 20)
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 5, 1) +
+                 store(5, f, big, v4[f]), flags=MORE)
+    fr = answered_before_body(c, tag)
+    assert refusal(fr)[:3] == (4, 122, 0xffffffff), refusal(fr)  # EDQUOT
+    send_bodies(c, tag, [(0, big)])
+    assert c.reply(c.send(PING, struct.pack("<Q", 1)))[0] == PONG
+    assert not os.listdir(tmp), os.listdir(tmp)
+    # f removed to make room for 700 KiB in g, in one batch: it fits.
+    body = os.urandom(700 << 10)
+    recs = record(5, OP_UNLINK, fid(vol), f, 0, 0, 0, 0, b"f",
+                  base_obj=v4[f]) + store(6, g, body, vg[g])
+    fr = c.reply(send_batch(c, vol, cid, 5, recs, 2, [(1, body)]))
+    assert refusal(fr)[:2] == (6, 0), refusal(fr)
+    c.close()
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -615,9 +931,16 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
-         case_clients_bounded, case_reintegrate_needs_permit,
+         case_clients_bounded, case_revoke_skips_closing_session,
+         case_listing_over_limit_stops_early,
+         case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
          case_promise_lost_closes_session,
+         case_batch_without_memory_answered,
+         case_volume_validate_store_error,
+         case_volume_promise_lost_closes_session,
+         case_oversized_store_refused_before_body,
+         case_over_quota_refused_before_body,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 
@@ -626,7 +949,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lento", default=os.path.join(TOP, "tools", "bin",
                                                     "lento-asan"))
+    ap.add_argument("cases", nargs="*", metavar="CASE",
+                    help="run only these (names as printed); default all")
     args = ap.parse_args()
+    names = [c.__name__[5:] for c in CASES]
+    unknown = [n for n in args.cases if n not in names]
+    if unknown:
+        ap.error("no case %s; cases: %s" % (", ".join(unknown),
+                                            " ".join(names)))
     tmp = tempfile.mkdtemp(prefix="lento-wire.")
     passed = failed = 0
     srv = Server(args.lento, tmp)
@@ -635,6 +965,8 @@ def main():
         srv.ctl("volume", "create", "v2")
         for case in CASES:
             name = case.__name__[5:]
+            if args.cases and name not in args.cases:
+                continue
             try:
                 case(srv)
                 print("ok - %s" % name)

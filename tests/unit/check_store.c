@@ -312,12 +312,24 @@ static void drop_bodies(struct tc *c)
 	}
 }
 
-/* Send the batch; on failure forget its record numbers. */
+/*
+ * Send the batch; on failure forget its record numbers. Every batch of
+ * these tests is judged by store_reintegrate_check() first, as the
+ * server does before the bodies come: it may refuse only what the apply
+ * refuses, and then as the apply does.
+ */
 static int send(struct tc *c)
 {
+	struct store_result pre;
+	int p = store_reintegrate_check(s, c->vol, c->client, c->recs, c->n,
+					&pre);
 	int r = store_reintegrate(s, c->vol, c->client, c->recs, c->n,
 				  c->bodies, &c->res);
 
+	ck_assert_msg(!p || r, "refused early (%s), applied: %s",
+		      strerror(-p), pre.msg);
+	if (p == -EDQUOT || p == -EFBIG)
+		ck_assert_int_eq(r, p);
 	drop_bodies(c);
 	if (r)
 		c->recno -= c->n;
@@ -729,6 +741,9 @@ START_TEST(volumes_crud)
 	ck_assert_int_eq(store_volume_lookup(s, "www", &w), 0);
 	ck_assert_uint_eq(w.id, 3);
 	ck_assert_int_eq(store_volume_lookup(s, "nope", &w), -ENOENT);
+	/* A name no volume can have is not one: ENOENT, not EINVAL. */
+	ck_assert_int_eq(store_volume_lookup(s, "a b", &w), -ENOENT);
+	ck_assert_int_eq(store_volume_lookup(s, "a/b", &w), -ENOENT);
 	ck_assert_int_eq(store_volume_list(s, list_cb, &b), 0);
 	{
 		char want[128];
@@ -849,6 +864,75 @@ START_TEST(quota)
 	ck_assert_int_eq(store_volume_get(s, vol, &v), 0);
 	ck_assert_uint_eq(v.usage, STORE_OBJ_OVERHEAD);
 	ck_assert_uint_eq(v.objects, 1);
+}
+END_TEST
+
+/*
+ * The check before the bodies come: a STORE over the largest file size,
+ * and a batch that grows usage past the quota however it is counted, are
+ * refused as the apply refuses them; content replaced, removed or
+ * truncated by the batch is counted at its least, so no batch the apply
+ * takes is refused (send() checks that of every batch).
+ */
+START_TEST(reintegrate_check)
+{
+	uint32_t vol = new_volume("rc", 4 * STORE_OBJ_OVERHEAD + 1000);
+	struct lento_attr trunc = { .valid = LENTO_A_SIZE, .size = 0 };
+	struct lento_rec *r;
+	struct lento_fid f, g;
+	char big[3000];
+	struct tc c;
+
+	memset(big, 'b', sizeof(big));
+	tc_init(&c, vol, 9);
+	f = mkfile(&c, LENTO_ROOT_FID(vol), "f");
+	/* Larger than a file may be (STORE_FILE_MAX, 2^44): the record. */
+	r = add(&c, LENTO_OP_STORE);
+	r->obj = f;
+	r->attr.valid = LENTO_A_SIZE;
+	r->attr.size = (1ull << 44) + 1;
+	seal(&c, r);
+	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
+						 &c.res), -EFBIG);
+	ck_assert_int_eq(c.res.rec, 1);
+	ck_assert(lento_fid_eq(&c.res.fid, &f));
+	ck_assert_int_eq(send(&c), -EFBIG);
+
+	/* 3000 bytes where 2536 are left: refused before and at the apply. */
+	f = mkfile(&c, LENTO_ROOT_FID(vol), "f");
+	store_data(&c, f, big, 3000, false);
+	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
+						 &c.res), -EDQUOT);
+	ck_assert_int_eq(c.res.rec, -1);
+	ck_assert_uint_eq(c.res.last_recno, 0);
+	ck_assert_int_eq(send(&c), -EDQUOT);
+	/* Truncated later in the batch: it fits, and is not refused. */
+	f = mkfile(&c, LENTO_ROOT_FID(vol), "f");
+	store_data(&c, f, big, 3000, false);
+	setattr(&c, f, &trunc);
+	SEND_OK(&c);
+	/* 2000 bytes in f: 24 bytes are left. Replaced by 2000: it fits. */
+	store_data(&c, f, big, 2000, false);
+	SEND_OK(&c);
+	store_data(&c, f, big, 2000, false);
+	SEND_OK(&c);
+	/* f removed to make room for g and its 2000 bytes: it fits. */
+	g = mkfile(&c, LENTO_ROOT_FID(vol), "g");
+	named(&c, LENTO_OP_UNLINK, LENTO_ROOT_FID(vol), "f", f);
+	store_data(&c, g, big, 2000, false);
+	SEND_OK(&c);
+	/* A batch sent again is not judged again: its records are skipped. */
+	c.recno -= 3;
+	g = mkfile(&c, LENTO_ROOT_FID(vol), "g");
+	named(&c, LENTO_OP_UNLINK, LENTO_ROOT_FID(vol), "f", f);
+	r = add(&c, LENTO_OP_STORE);
+	r->obj = g;
+	r->attr.valid = LENTO_A_SIZE;
+	r->attr.size = 1u << 30;
+	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
+						 &c.res), 0);
+	ck_assert_uint_eq(c.res.last_recno, c.recno);
+	c.n = 0;
 }
 END_TEST
 
@@ -2557,6 +2641,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, volumes_crud);
 	tcase_add_test(tc, volume_remove_everything);
 	tcase_add_test(tc, quota);
+	tcase_add_test(tc, reintegrate_check);
 	tcase_add_test(tc, create_and_friends);
 	tcase_add_test(tc, link_unlink_rmdir);
 	tcase_add_test(tc, renames);
