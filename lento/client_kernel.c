@@ -1351,6 +1351,7 @@ static void k_msg(void *arg, const struct kmsg *m)
 	struct client *cl = arg;
 	struct fset *fs = m->kind == KM_GENL ? fset_by_name(cl, m->fileset) :
 			  NULL;
+	bool ours;
 
 	if (!fs) {
 		if (m->kind == KM_GENL)
@@ -1375,8 +1376,13 @@ static void k_msg(void *arg, const struct kmsg *m)
 			kml_log_state(cl, fs, m);
 		break;
 	case PRESTO_CMD_UNMOUNTED:
+		/* A mount lento served: the rest of its log is lento's. */
+		ours = fs->mounted && fs->root_ok;
 		on_mount_state(cl, fs, false, m);
-		kml_stop(cl, fs);
+		if (ours)
+			kml_unmounted(cl, fs, m);
+		else
+			kml_stop(cl, fs);
 		break;
 	case PRESTO_CMD_KML:
 		if (fs->root_ok)

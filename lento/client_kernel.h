@@ -18,6 +18,12 @@
 struct kjournal {
 	struct client *cl;
 	bool known;		/* presto said where its log stands */
+	/*
+	 * Unmounted, and presto said where the last mount left its log:
+	 * nothing is added to it any more, and lento reads it to durable
+	 * without presto (no acknowledgement: it goes at the next mount).
+	 */
+	bool final;
 	uint64_t durable;	/* presto's KML_DURABLE, the last heard */
 	uint64_t acked;		/* presto's KML_ACKED */
 	uint64_t pos;		/* consumed: in the CML (cache_meta) */
@@ -127,6 +133,8 @@ bool kml_caught_up(const struct fset *fs);
 uint64_t kml_behind_ms(const struct fset *fs);
 /* The fileset is gone (unmounted, the channel down): stop reading. */
 void kml_stop(struct client *cl, struct fset *fs);
+/* A mount lento served went: read the rest of its log, if presto said. */
+void kml_unmounted(struct client *cl, struct fset *fs, const struct kmsg *m);
 void kml_free(struct fset *fs);
 void kml_tick(struct client *cl, struct fset *fs);
 /* When kml_tick() next has something to do: @now if it has now. */

@@ -149,10 +149,40 @@ void kml_stop(struct client *cl, struct fset *fs)
 {
 	stop_reading(fs);
 	fs->j.known = false;
+	fs->j.final = false;
 	fs->j.presto_permit = false;
 	/* Unmounted: nothing to give back, nothing more to sync. */
 	fs->j.revoke_req = fs->j.sync_req = 0;
 	op_wake_reint(cl);
+}
+
+/*
+ * UNMOUNTED of a mount lento served: with where the mount left its log
+ * (presto synced it at the unmount), lento reads the rest as it would
+ * mounted; without (an older presto), it stops until the next mount.
+ */
+void kml_unmounted(struct client *cl, struct fset *fs, const struct kmsg *m)
+{
+	struct kjournal *j = &fs->j;
+
+	if (!(m->have & KA(KML_DURABLE))) {
+		kml_stop(cl, fs);
+		return;
+	}
+	j->cl = cl;
+	j->known = j->final = true;
+	if (m->kml_durable > j->durable)
+		j->durable = m->kml_durable;
+	j->acked = m->kml_acked;
+	j->presto_permit = false;
+	/* Nothing answers these any more. */
+	j->revoke_req = j->sync_req = 0;
+	if (j->durable > j->pos)
+		log_info("fileset %s: unmounted with records %" PRIu64 " to %"
+			 PRIu64 " of its journal not yet read: reading them",
+			 fs->name, j->pos + 1, j->durable);
+	op_wake_reint(cl);
+	kml_consume(cl, fs);
 }
 
 void kml_free(struct fset *fs)
@@ -165,7 +195,7 @@ static const char *blocked(struct client *cl, struct fset *fs,
 			   struct vol **v)
 {
 	*v = vol_by_name(cl, fs->volume);
-	if (!fset_live(fs) || !fs->j.known)
+	if (!(fset_live(fs) || fs->j.final) || !fs->j.known)
 		return "presto has not said where its log stands";
 	if (!cl->id_assigned)
 		return "waiting for a client id from the server (new objects "
@@ -380,6 +410,11 @@ void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m)
 	j->cl = cl;
 	if (!(m->have & KA(KML_DURABLE)))
 		return;		/* not mounted */
+	if (j->final) {
+		/* Mounted again: its recovery may have added records. */
+		stop_reading(fs);
+		j->final = false;
+	}
 	if (at_end(j))		/* until now: behind from here, if at all */
 		j->caught_up_ms = lo_now_ms();
 	j->known = true;
@@ -505,6 +540,12 @@ bool kclient_permit_drained(struct client *cl, struct vol *v)
 {
 	struct fset *fs = cl->k ? fset_by_volume(cl, v->cv.name) : NULL;
 
+	if (fs && fs->j.final) {
+		/* Unmounted: what its log holds goes before the permit. */
+		if (fs->j.pos < fs->j.durable)
+			kml_consume(cl, fs);
+		return fs->j.pos >= fs->j.durable || fs->j.err[0];
+	}
 	if (!fs || !fset_live(fs) || !fs->j.known)
 		return true;	/* presto holds nothing lento could ask */
 	if (fs->j.presto_permit || fs->j.revoke_req) {
@@ -571,6 +612,9 @@ uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 	uint64_t due = UINT64_MAX;
 	struct vol *v;
 
+	if (j->final)
+		return j->pos < j->durable ?
+		       (j->retry_at_ms > now ? j->retry_at_ms : now) : due;
 	if (!fset_live(fs) || !j->known)
 		return due;
 	if (j->pos > j->acked && j->pos > j->ack_sent)
@@ -590,6 +634,8 @@ uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 void kml_tick(struct client *cl, struct fset *fs)
 {
 	fs->j.cl = cl;
+	if (fs->j.final)
+		kml_consume(cl, fs);
 	if (!fset_live(fs))
 		return;
 	requests_again(cl, fs);
@@ -639,7 +685,10 @@ static int sync_one(struct op *op, struct fset *fs)
 			  strerror(-j->sync_err));
 		return j->sync_err;
 	}
-	if (!fset_live(fs) || j->pos >= j->sync_upto)
+	/* Unmounted: the last mount's log, all of it durable. */
+	if (j->final && j->sync_upto < j->durable)
+		j->sync_upto = j->durable;
+	if (!(fset_live(fs) || j->final) || j->pos >= j->sync_upto)
 		return 0;
 	kml_consume(op->cl, fs);
 	if (j->pos >= j->sync_upto)
@@ -685,6 +734,12 @@ bool kclient_caught_up(struct client *cl, struct vol *v)
 	if (!fs)
 		return true;
 	j = &fs->j;
+	if (j->final) {
+		/* Nothing is added to an unmounted fileset's log. */
+		j->catch_up = false;
+		if (j->sync_upto < j->durable)
+			j->sync_upto = j->durable;
+	}
 	catch_up_send(cl, fs);
 	if (j->catch_up || j->sync_req)
 		return false;
@@ -698,7 +753,7 @@ bool kclient_journal_live(struct client *cl, struct vol *v)
 {
 	struct fset *fs = fset_of(cl, v);
 
-	return !fs || (fset_live(fs) && fs->j.known);
+	return !fs || ((fset_live(fs) || fs->j.final) && fs->j.known);
 }
 
 int kclient_sync(struct op *op)

@@ -79,6 +79,12 @@ struct presto_fileset {
 	bool notice_owed;		/* its MOUNTED or UNMOUNTED was lost */
 	bool attached;			/* a mount has it (maybe not ready) */
 	struct super_block *sb;		/* the mount, ready; NULL: none */
+	/*
+	 * Unmounted: where the last mount left its log (synced at the
+	 * unmount), for lento to read the rest without presto.
+	 */
+	bool final_known;
+	u64 final_durable, final_acked;
 	struct list_head upcalls;	/* not answered yet */
 	unsigned int pending;
 	struct delayed_work resend;
@@ -248,6 +254,12 @@ static int presto_put_mount(struct sk_buff *skb, struct presto_fileset *fs)
 
 	if (nla_put_u8(skb, PRESTO_A_MOUNTED, !!fs->sb))
 		return -EMSGSIZE;
+	if (!fs->sb && fs->final_known)
+		return nla_put_u64_64bit(skb, PRESTO_A_KML_DURABLE,
+					 fs->final_durable, PRESTO_A_PAD) ||
+		       nla_put_u64_64bit(skb, PRESTO_A_KML_ACKED,
+					 fs->final_acked, PRESTO_A_PAD) ?
+		       -EMSGSIZE : 0;
 	if (!fs->sb)
 		return 0;
 	lower = d_inode(presto_sb(fs->sb)->lower.dentry);
@@ -588,6 +600,7 @@ void presto_fileset_announce(struct super_block *sb)
 
 	mutex_lock(&fs->mutex);
 	fs->sb = sb;
+	fs->final_known = false;
 	presto_notify_mount(fs);
 	mutex_unlock(&fs->mutex);
 }
@@ -600,12 +613,31 @@ void presto_fileset_announce(struct super_block *sb)
 void presto_fileset_detach(struct super_block *sb)
 {
 	struct presto_fileset *fs = presto_sb(sb)->fileset;
+	struct presto_kml_state st = {};
+	u64 durable = 0;
+	bool ready;
 
 	if (!fs)
 		return;
+	/*
+	 * A mount that got ready (fs->sb is then this one, cleared only
+	 * here) has its log synced first, so that UNMOUNTED tells lento
+	 * the last record: no change comes any more, and lento reads the
+	 * rest of the log while nothing is mounted. A sync that fails
+	 * leaves the durable point where the log got.
+	 */
+	ready = READ_ONCE(fs->sb) == sb;
+	if (ready) {
+		sync_filesystem(sb);
+		presto_journal_state(sb, &st);
+		durable = presto_journal_stable(sb);
+	}
 	mutex_lock(&fs->mutex);
 	if (fs->sb) {
 		fs->sb = NULL;
+		fs->final_known = ready;
+		fs->final_durable = durable;
+		fs->final_acked = min(st.acked_seq, durable);
 		presto_notify_mount(fs);
 	}
 	fs->attached = false;

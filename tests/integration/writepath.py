@@ -22,6 +22,7 @@ import importlib.machinery
 import importlib.util
 import os
 import shutil
+import signal
 import sqlite3
 import stat
 import struct
@@ -443,6 +444,44 @@ def case_revoke(s):
         check(f.read() == b"A's last word\n", "A's last change lost")
 
 
+def case_unmount_behind(s):
+    """A's mount unmounted while its lento is behind the journal (stopped:
+    nothing of these changes read, nor synced before the unmount): lento
+    reads the rest of the log without the mount, ships it before it gives
+    the permit back, and `lentoctl sync` says so only then. The lento of
+    before stopped reading at the unmount, gave the idle permit back and
+    said the sync was done: the changes waited for the next mount."""
+    with open(os.path.join(s.a.mnt, "w/um-first"), "wb") as f:
+        f.write(b"first\n")
+    check(s.a.fileset()["permit"]["presto"], "A's presto holds no permit")
+    s.a.p.send_signal(signal.SIGSTOP)
+    try:
+        for i in range(20):
+            with open(os.path.join(s.a.mnt, "w/um%d" % i), "wb") as f:
+                f.write(body("um%d" % i, 500 + i))
+        s.a.umount()
+    finally:
+        s.a.p.send_signal(signal.SIGCONT)
+    s.a.sync(timeout=120)
+    check(s.a.volstat(VOL)["pending_records"] == 0, "pending after sync")
+    for i in range(20):
+        with open(os.path.join(s.b.mnt, "w/um%d" % i), "rb") as f:
+            check(f.read() == body("um%d" % i, 500 + i),
+                  "B reads um%d wrong" % i)
+    # Mounted again: lento goes on after what it read meanwhile.
+    before = applied(s.a)
+    s.a.mount()
+    s.a.ready()
+    with open(os.path.join(s.a.mnt, "w/um-after"), "wb") as f:
+        f.write(b"after\n")
+    consumed(s.a)
+    s.a.sync(timeout=120)
+    check(applied(s.a) - before <= 2, "the remount shipped %d records "
+          "again" % (applied(s.a) - before))
+    with open(os.path.join(s.b.mnt, "w/um-after"), "rb") as f:
+        check(f.read() == b"after\n", "B reads um-after wrong")
+
+
 def case_disconnected(s):
     """With the server gone, a change through A's mount gets a local
     permit and is journaled; once the server is back it is reintegrated
@@ -634,6 +673,7 @@ CASES = [
     ("restart_resumes", case_restart_resumes),
     ("churn_ships_nothing", case_churn_ships_nothing),
     ("revoke", case_revoke),
+    ("unmount_behind", case_unmount_behind),
     ("disconnected", case_disconnected),
     ("apart", case_apart),
     ("crash_recovery", case_crash_recovery),

@@ -456,6 +456,20 @@ START_TEST(register_and_mounted)
 	nla_put_string(nm, PRESTO_A_FILESET, "home");
 	nla_put_u8(nm, PRESTO_A_MOUNTED, 1);
 	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
+	/* Where the mount left its log: both ends, or neither. */
+	nm = msg_new(PRESTO_CMD_UNMOUNTED, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u8(nm, PRESTO_A_MOUNTED, 0);
+	nla_put_u64(nm, PRESTO_A_KML_DURABLE, 70);
+	nla_put_u64(nm, PRESTO_A_KML_ACKED, 60);
+	ck_assert_int_eq(decode(nm, &m, &why), 0);
+	ck_assert(m.have & KA(KML_DURABLE));
+	ck_assert_uint_eq(m.kml_durable, 70);
+	ck_assert_uint_eq(m.kml_acked, 60);
+	nm = msg_new(PRESTO_CMD_UNMOUNTED, PRESTO_GENL_VERSION, 0);
+	nla_put_string(nm, PRESTO_A_FILESET, "home");
+	nla_put_u64(nm, PRESTO_A_KML_DURABLE, 70);
+	ck_assert_int_eq(decode(nm, &m, &why), -EBADMSG);
 	/* Not mounted, with a root. */
 	nm = msg_new(PRESTO_CMD_REGISTER, PRESTO_GENL_VERSION, 9);
 	nla_put_string(nm, PRESTO_A_FILESET, "home");
