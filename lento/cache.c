@@ -729,13 +729,41 @@ int cache_dirfd(const struct cache *c)
 #define CACHE_RESOLVE	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | \
 			 RESOLVE_NO_MAGICLINKS)
 
+/*
+ * An open for content (not O_PATH, not a directory) that found @fd: 0 if
+ * it is a regular file, its O_NONBLOCK cleared unless @flags asked for
+ * it, or -errno and @fd closed.
+ */
+static int content_fd(int fd, int flags)
+{
+	struct stat sb;
+	int fl, err = 0;
+
+	if (fstat(fd, &sb))
+		err = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		err = S_ISDIR(sb.st_mode) ? -EISDIR : -CACHE_ENOTREG;
+	/* As it was before: the reads and writes after block as usual. */
+	else if (!(flags & O_NONBLOCK) &&
+		 ((fl = fcntl(fd, F_GETFL)) < 0 ||
+		  fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
+		err = -errno;
+	if (err)
+		close(fd);
+	return err;
+}
+
 int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
 		.resolve = CACHE_RESOLVE,
 	};
-	int fd = -1;
+	/* O_TMPFILE has O_DIRECTORY's bit: a new regular file, though. */
+	bool content = !(flags & O_PATH) &&
+		       (!(flags & O_DIRECTORY) ||
+			(flags & O_TMPFILE) == O_TMPFILE);
+	int fd = -1, err;
 
 	/*
 	 * A symlink last is ELOOP like any other (RESOLVE_NO_SYMLINKS),
@@ -745,6 +773,16 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	 */
 	if ((flags & O_PATH) && !(flags & O_DIRECTORY))
 		how.flags |= O_NOFOLLOW;
+	/*
+	 * A user may put a fifo (or a socket, or a link to a device node)
+	 * where the cache has a file: an open of it for content would wait
+	 * for a peer that never comes -- the event loop, or the worker,
+	 * with it -- and a device's open may do things. O_NONBLOCK opens a
+	 * fifo at once (or fails ENXIO, as a socket does), O_NOCTTY takes
+	 * no terminal, and content_fd() refuses all but a regular file.
+	 */
+	if (!(flags & O_PATH))
+		how.flags |= O_NONBLOCK | O_NOCTTY;
 	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
 		how.mode = mode;
 	/* EAGAIN: a rename raced the lookup (RESOLVE_BENEATH): again. */
@@ -753,7 +791,11 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 		if (fd >= 0 || errno != EAGAIN)
 			break;
 	}
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return content && errno == ENXIO ? -CACHE_ENOTREG : -errno;
+	if (content && (err = content_fd(fd, flags)))
+		return err;
+	return fd;
 }
 
 int cache_open_obj(struct cache *c, const char *path, int flags, mode_t mode)
@@ -792,6 +834,10 @@ const char *cache_strerror(int err)
 		return "a symlink stands where the cache has a directory "
 		       "(changed behind lento's back; the journal will say "
 		       "how)";
+	if (err == -CACHE_ENOTREG)
+		return "a fifo, socket or device stands where the cache has "
+		       "a regular file (changed behind lento's back; the "
+		       "journal will say how)";
 	return strerror(err < 0 ? -err : err);
 }
 

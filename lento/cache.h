@@ -45,6 +45,7 @@
 #ifndef LENTO_CACHE_H
 #define LENTO_CACHE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,10 +86,20 @@ int cache_dirfd(const struct cache *c);
  * relative to DIR goes through these.
  */
 /*
+ * What an open for content (below) returns for something that is not a
+ * regular file, as a fifo a user made under a file's name: no errno says
+ * it, this one is met nowhere else here, and cache_strerror() says what
+ * it means.
+ */
+#define CACHE_ENOTREG	EMEDIUMTYPE
+/*
  * @path opened beneath @dirfd (O_CLOEXEC added; @mode for O_CREAT or
  * O_TMPFILE): a descriptor or -errno. A symlink last is -ELOOP too, but
- * for O_PATH without O_DIRECTORY, which opens the symlink itself. Needs
- * no struct cache: the worker's thread uses it too.
+ * for O_PATH without O_DIRECTORY, which opens the symlink itself. An
+ * open for content (neither O_PATH nor O_DIRECTORY) never waits on a
+ * fifo and gives only a regular file: -CACHE_ENOTREG for a fifo, socket
+ * or device, -EISDIR for a directory. Needs no struct cache: the
+ * worker's thread uses it too.
  */
 int cache_beneath(int dirfd, const char *path, int flags, mode_t mode);
 /* cache_beneath() from DIR. */
@@ -101,7 +112,7 @@ int cache_open_obj(struct cache *c, const char *path, int flags, mode_t mode);
  */
 int cache_parent(struct cache *c, const char *path, const char **name);
 void cache_parent_put(struct cache *c, int fd);
-/* strerror(-@err), but for ELOOP what it means here. */
+/* strerror(-@err), but for ELOOP and CACHE_ENOTREG what they mean here. */
 const char *cache_strerror(int err);
 
 /* The *at() calls, by (parent, name): 0 or -errno. */

@@ -930,6 +930,68 @@ START_TEST(symlink_in_the_way)
 }
 END_TEST
 
+/*
+ * A fifo where the cache has a file (a user of a presto mount can make
+ * one before lento hears of it): an open of it for content neither
+ * waits for a peer -- the lento of before hung there, its event loop
+ * with it -- nor gives anything but a regular file; cache_strerror()
+ * says why. A socket and a directory the same. Opens of regular files
+ * and directories are as before: blocking, as asked.
+ */
+START_TEST(fifo_in_the_way)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd, fl;
+	char tmp[CACHE_PATH_MAX];
+	struct stat sb;
+
+	alarm(10);	/* the lento of before: stuck in open() */
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(mkfifoat(dfd, "vol/f", 0600), 0);
+	ck_assert_int_eq(mknodat(dfd, "vol/s", S_IFSOCK | 0600, 0), 0);
+	ck_assert_int_eq(mkdirat(dfd, "vol/d", 0700), 0);
+	for (int k = 0; k < 3; k++) {
+		static const int how[] = { O_RDONLY, O_WRONLY, O_RDWR };
+
+		ck_assert_int_eq(cache_open_obj(c, "vol/f", how[k], 0),
+				 -CACHE_ENOTREG);
+		ck_assert_int_eq(cache_open_obj(c, "vol/s", how[k], 0),
+				 -CACHE_ENOTREG);
+		ck_assert_int_eq(cache_open_obj(c, "vol/d", how[k], 0),
+				 -EISDIR);
+	}
+	ck_assert_int_eq(cache_beneath(dfd, "vol/f", O_RDONLY, 0),
+			 -CACHE_ENOTREG);
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(cache_copy_content(dfd, "vol/f", fd, &sb),
+			 -CACHE_ENOTREG);
+	close(fd);
+	ck_assert_ptr_nonnull(strstr(cache_strerror(-CACHE_ENOTREG),
+				     "a fifo, socket or device stands where "
+				     "the cache has a regular file"));
+	/* What is asked for still opens, as it did. */
+	fd = cache_open_obj(c, "vol/f", O_PATH, 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = cache_open_obj(c, "vol/d", O_RDONLY | O_DIRECTORY, 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = cache_open_obj(c, tmp, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	fl = fcntl(fd, F_GETFL);
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_eq(fl & O_NONBLOCK, 0);
+	close(fd);
+	fd = cache_open_obj(c, tmp, O_RDONLY | O_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ne(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	close(fd);
+	alarm(0);
+	cache_close(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -951,6 +1013,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, xattrs);
 	tcase_add_test(tc, copy_across);
 	tcase_add_test(tc, symlink_in_the_way);
+	tcase_add_test(tc, fifo_in_the_way);
 	suite_add_tcase(s, tc);
 	return s;
 }
