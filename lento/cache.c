@@ -1747,22 +1747,31 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg)
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path)
 {
+	int fd = cache_open_obj(c, path, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_handle_update_fd(c, fid, fd);
+	close(fd);
+	return err;
+}
+
+int cache_handle_update_fd(struct cache *c, const struct lento_fid *fid,
+			   int fd)
+{
 	struct {
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
 	sqlite3_stmt *st;
 	struct stat sb;
-	int mount_id, err, fd = cache_open_obj(c, path, O_PATH, 0);
+	int mount_id, err;
 
-	if (fd < 0)
-		return fd;
 	/* The handle and the inode number of one inode, whatever moves. */
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
 	err = cache_fd_handle(fd, &h.fh, &mount_id);
 	if (!err && fstat(fd, &sb))
 		err = -errno;
-	close(fd);
 	if (err)
 		return err;
 	/*
@@ -1824,6 +1833,18 @@ int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
 	err = err ?: cache_handle_lookup(c, h.fh.handle_type, h.fh.f_handle,
 					 h.fh.handle_bytes, &got);
 	return err ?: lento_fid_eq(&got, fid);
+}
+
+int cache_path_is_fd(struct cache *c, const char *path, int fd)
+{
+	struct stat at, of;
+	int err = cache_lstat(c, path, &at);
+
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	if (fstat(fd, &of))
+		return -errno;
+	return at.st_dev == of.st_dev && at.st_ino == of.st_ino ? 0 : -ESTALE;
 }
 
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
@@ -2001,12 +2022,25 @@ int cache_set_attrs(struct cache *c, const char *path,
 int cache_install(struct cache *c, const char *tmp, const char *path,
 		  const struct cache_obj *o)
 {
-	int err = cache_set_attrs(c, tmp, o);
+	return cache_install_fd(c, tmp, path, o, NULL);
+}
 
-	if (err)
-		return err;
-	err = cache_rename(c, tmp, path, 0);
-	return err ?: sync_parent(c, path);
+int cache_install_fd(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, int *fdp)
+{
+	/* The inode installed, whatever takes its name after. */
+	int fd = cache_open_obj(c, tmp, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_set_attrs_fd(fd, o);
+	err = err ?: cache_rename(c, tmp, path, 0);
+	err = err ?: sync_parent(c, path);
+	if (err || !fdp)
+		close(fd);
+	else
+		*fdp = fd;
+	return err;
 }
 
 /* A fresh name in .lento/tmp into @aside, with nothing under it. */
@@ -2034,6 +2068,40 @@ int cache_move_aside(struct cache *c, const char *path, char *aside)
 	return err ?: cache_rename(c, path, aside, 0);
 }
 
+/*
+ * linkat() of the inode open as @fd (O_PATH will do) itself: by its
+ * magic link, which names the inode whatever its names are now, and
+ * needs no CAP_DAC_READ_SEARCH as AT_EMPTY_PATH would.
+ */
+static int hardlink_fd(struct cache *c, int fd, const char *to)
+{
+	char p[40];
+	const char *name;
+	int pfd = cache_parent(c, to, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_fd(fd, p, sizeof(p));
+	if (linkat(AT_FDCWD, p, pfd, name, AT_SYMLINK_FOLLOW))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+int cache_link_fd(struct cache *c, int fd, const char *to)
+{
+	char tmp[CACHE_PATH_MAX];
+	int err = aside_name(c, tmp);
+
+	err = err ?: hardlink_fd(c, fd, tmp);
+	if (err)
+		return err;
+	err = cache_rename(c, tmp, to, 0);
+	/* Gone if renamed; left if @to was that inode already. */
+	cache_unlink(c, tmp, 0);
+	return err;
+}
+
 int cache_link(struct cache *c, const char *from, const char *to)
 {
 	char tmp[CACHE_PATH_MAX];
@@ -2048,7 +2116,7 @@ int cache_link(struct cache *c, const char *from, const char *to)
 }
 
 static int placeholder_file(struct cache *c, const char *path,
-			    const struct cache_obj *o)
+			    const struct cache_obj *o, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2059,14 +2127,15 @@ static int placeholder_file(struct cache *c, const char *path,
 		err = -errno;
 	close(fd);
 	if (!err)
-		err = cache_install(c, tmp, path, o);
+		err = cache_install_fd(c, tmp, path, o, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
 }
 
 static int placeholder_symlink(struct cache *c, const char *path,
-			       const struct cache_obj *o, const char *target)
+			       const struct cache_obj *o, const char *target,
+			       int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2079,7 +2148,7 @@ static int placeholder_symlink(struct cache *c, const char *path,
 	      cache_symlink(c, target ? target : "", tmp);
 	if (err)
 		return err;
-	err = cache_install(c, tmp, path, o);
+	err = cache_install_fd(c, tmp, path, o, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2091,7 +2160,7 @@ static int placeholder_symlink(struct cache *c, const char *path,
  * tree (-EOPNOTSUPP), as it does what ext4 cannot hold.
  */
 static int placeholder_node(struct cache *c, const char *path,
-			    const struct cache_obj *o)
+			    const struct cache_obj *o, int *fdp)
 {
 	static const mode_t fmt[] = {
 		[LENTO_T_FIFO] = S_IFIFO, [LENTO_T_SOCK] = S_IFSOCK,
@@ -2111,7 +2180,7 @@ static int placeholder_node(struct cache *c, const char *path,
 			  dev : 0);
 	if (err)
 		return err == -EPERM ? -EOPNOTSUPP : err;
-	err = cache_install(c, tmp, path, o);
+	err = cache_install_fd(c, tmp, path, o, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2120,31 +2189,51 @@ static int placeholder_node(struct cache *c, const char *path,
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target)
 {
-	struct stat sb;
-	int err;
+	return cache_placeholder_fd(c, path, o, target, NULL);
+}
 
+static int placeholder_dir(struct cache *c, const char *path,
+			   const struct cache_obj *o, int *fdp)
+{
+	struct stat sb;
+	int fd, err = cache_lstat(c, path, &sb);
+
+	if (!err && !S_ISDIR(sb.st_mode))
+		err = cache_remove_tree(c, path);
+	else if (err == -ENOENT)
+		err = 0;
+	err = err ?: cache_mkdir(c, path, 0700);
+	if (err && err != -EEXIST)
+		return err;
+	fd = cache_open_obj(c, path, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	err = cache_set_attrs_fd(fd, o);
+	if (err || !fdp)
+		close(fd);
+	else
+		*fdp = fd;
+	return err;
+}
+
+int cache_placeholder_fd(struct cache *c, const char *path,
+			 const struct cache_obj *o, const char *target,
+			 int *fdp)
+{
 	switch (o->type) {
 	case LENTO_T_DIR:
-		err = cache_lstat(c, path, &sb);
-		if (!err && !S_ISDIR(sb.st_mode))
-			err = cache_remove_tree(c, path);
-		else if (err == -ENOENT)
-			err = 0;
-		err = err ?: cache_mkdir(c, path, 0700);
-		if (err && err != -EEXIST)
-			return err;
-		return cache_set_attrs(c, path, o);
+		return placeholder_dir(c, path, o, fdp);
 	case LENTO_T_SYMLINK:
 		if (!target || !*target)
 			return -EINVAL;
-		return placeholder_symlink(c, path, o, target);
+		return placeholder_symlink(c, path, o, target, fdp);
 	case LENTO_T_REG:
-		return placeholder_file(c, path, o);
+		return placeholder_file(c, path, o, fdp);
 	case LENTO_T_FIFO:
 	case LENTO_T_SOCK:
 	case LENTO_T_CHR:
 	case LENTO_T_BLK:
-		return placeholder_node(c, path, o);
+		return placeholder_node(c, path, o, fdp);
 	default:
 		return -EINVAL;
 	}
@@ -2387,10 +2476,22 @@ static void hidden_name(char *buf, const struct lento_fid *fid, uint32_t n)
 int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		    const char *path, uint32_t nlink)
 {
+	int fd = cache_open_obj(c, path, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_names_fit_fd(c, fid, fd, nlink);
+	close(fd);
+	return err;
+}
+
+int cache_names_fit_fd(struct cache *c, const struct lento_fid *fid, int fd,
+		       uint32_t nlink)
+{
 	char name[CACHE_PATH_MAX];
 	struct stat sb, hb;
 	uint32_t hidden = 0, visible, want;
-	int err = cache_lstat(c, path, &sb);
+	int err = fstat(fd, &sb) ? -errno : 0;
 
 	if (err)
 		return err;
@@ -2403,7 +2504,7 @@ int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		if (err)
 			break;
 		if (hb.st_ino != sb.st_ino) {
-			err = cache_link(c, path, name);
+			err = cache_link_fd(c, fd, name);
 			if (err)
 				return err;
 			sb.st_nlink++;
@@ -2417,7 +2518,7 @@ int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		want = CACHE_HIDDEN_MAX;
 	for (; hidden < want; hidden++) {
 		hidden_name(name, fid, hidden);
-		err = cache_hardlink(c, path, name);
+		err = hardlink_fd(c, fd, name);
 		if (err)
 			return err;
 	}

@@ -367,6 +367,12 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg);
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path);
 /*
+ * The same for the inode open as @fd (O_PATH will do): the one lento
+ * made or checked, not whatever @path names by now.
+ */
+int cache_handle_update_fd(struct cache *c, const struct lento_fid *fid,
+			   int fd);
+/*
  * Record a handle of @fid's object without looking at the disk: presto
  * named the inode (ext4's inode @ino) in its journal.
  */
@@ -384,6 +390,12 @@ int cache_handles(struct cache *c, const struct lento_fid *fid,
  * path of the rows, which may now name another object.
  */
 int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid);
+/*
+ * Is @path (not followed) still the inode open as @fd? 0, -ESTALE if it
+ * is another or nothing (moved away, another put in its place), or
+ * -errno. For a name a fetch or a listing goes on to use.
+ */
+int cache_path_is_fd(struct cache *c, const char *path, int fd);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);
@@ -413,6 +425,9 @@ int cache_copy_fd(int in, int out, off_t size);
  */
 int cache_install(struct cache *c, const char *tmp, const char *path,
 		  const struct cache_obj *o);
+/* The same, and in *@fdp (if not NULL) the inode installed, O_PATH. */
+int cache_install_fd(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, int *fdp);
 /*
  * A second name for the file at @path (relative to DIR) in .lento/tmp,
  * into @aside (CACHE_PATH_MAX): its content kept while @path is replaced,
@@ -431,11 +446,17 @@ int cache_move_aside(struct cache *c, const char *path, char *aside);
  */
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target);
+/* The same, and in *@fdp (if not NULL) the object made or kept, O_PATH. */
+int cache_placeholder_fd(struct cache *c, const char *path,
+			 const struct cache_obj *o, const char *target,
+			 int *fdp);
 /*
  * Make @to (relative to DIR) another name of the inode at @from, replacing
  * what @to was (through a temporary name: readers keep the old inode).
  */
 int cache_link(struct cache *c, const char *from, const char *to);
+/* The same for the inode open as @fd (O_PATH will do), by no name. */
+int cache_link_fd(struct cache *c, int fd, const char *to);
 /*
  * Between cache_defer_dirsync(c, true) and (c, false), installs and
  * placeholders do not sync their directory one by one: the caller then
@@ -488,6 +509,9 @@ int cache_copy_xattrs(struct cache *c, const char *from, const char *to);
  */
 int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		    const char *path, uint32_t nlink);
+/* The same for the inode open as @fd, whatever names it has now. */
+int cache_names_fit_fd(struct cache *c, const struct lento_fid *fid, int fd,
+		       uint32_t nlink);
 void cache_names_drop(struct cache *c, const struct lento_fid *fid);
 
 #endif /* LENTO_CACHE_H */

@@ -992,6 +992,65 @@ START_TEST(fifo_in_the_way)
 }
 END_TEST
 
+/*
+ * A name moved away and another file made under it: what lento made or
+ * checked, held open, is still what its calls act on -- the handle
+ * recorded, the links made, the hidden names -- and cache_path_is_fd()
+ * tells the name is another's.
+ */
+START_TEST(by_descriptor)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd, other;
+	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1);
+	struct stat made, sb;
+	char tmp[CACHE_PATH_MAX];
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	fd = -1;
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, &fd), 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &made), 0);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), 0);
+	/* mv f moved; touch f */
+	ck_assert_int_eq(renameat(dfd, "vol/f", dfd, "vol/moved"), 0);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), -ESTALE);
+	other = openat(dfd, "vol/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(other, 0);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), -ESTALE);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/moved", fd), 0);
+	/* The inode held, not the name's: linked, recorded, fitted. */
+	ck_assert_int_eq(cache_link_fd(c, fd, "vol/l"), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/l", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(sb.st_ino, made.st_ino);
+	ck_assert_int_eq(cache_names_fit_fd(c, &f.fid, fd, 4), 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_int_eq(sb.st_nlink, 4);
+	ck_assert_int_eq(fstat(other, &sb), 0);
+	ck_assert_int_eq(sb.st_nlink, 1);
+	if (cache_handle_update_fd(c, &f.fid, fd) == 0) {
+		ck_assert_int_eq(cache_fd_is(c, fd, &f.fid), 1);
+		ck_assert_int_eq(cache_fd_is(c, other, &f.fid), -ENOENT);
+	}
+	close(other);
+	close(fd);
+	/* An install gives the inode installed. */
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &made), 0);
+	close(fd);
+	fd = -1;
+	ck_assert_int_eq(cache_install_fd(c, tmp, "vol/f", &f, &fd), 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_int_eq(sb.st_ino, made.st_ino);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), 0);
+	close(fd);
+	cache_close(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -1014,6 +1073,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, copy_across);
 	tcase_add_test(tc, symlink_in_the_way);
 	tcase_add_test(tc, fifo_in_the_way);
+	tcase_add_test(tc, by_descriptor);
 	suite_add_tcase(s, tc);
 	return s;
 }
