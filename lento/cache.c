@@ -2025,15 +2025,25 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 	return cache_install_fd(c, tmp, path, o, NULL);
 }
 
-int cache_install_fd(struct cache *c, const char *tmp, const char *path,
-		     const struct cache_obj *o, int *fdp)
+/* cache_install_fd(), and the xattrs of @xa (if not NULL) set first. */
+static int install(struct cache *c, const char *tmp, const char *path,
+		   const struct cache_obj *o, const struct cache_xattrs *xa,
+		   int *fdp)
 {
 	/* The inode installed, whatever takes its name after. */
 	int fd = cache_open_obj(c, tmp, O_PATH, 0), err;
 
 	if (fd < 0)
 		return fd;
+	/*
+	 * All of it while the name is lento's alone: xattrs set by the
+	 * path after the rename would go to whatever a user put there
+	 * since (a file of theirs getting the server's
+	 * security.capability). After the owner, which clears it.
+	 */
 	err = cache_set_attrs_fd(fd, o);
+	if (!err && xa)
+		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
 	err = err ?: cache_rename(c, tmp, path, 0);
 	err = err ?: sync_parent(c, path);
 	if (err || !fdp)
@@ -2041,6 +2051,12 @@ int cache_install_fd(struct cache *c, const char *tmp, const char *path,
 	else
 		*fdp = fd;
 	return err;
+}
+
+int cache_install_fd(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, int *fdp)
+{
+	return install(c, tmp, path, o, NULL, fdp);
 }
 
 /* A fresh name in .lento/tmp into @aside, with nothing under it. */
@@ -2116,7 +2132,8 @@ int cache_link(struct cache *c, const char *from, const char *to)
 }
 
 static int placeholder_file(struct cache *c, const char *path,
-			    const struct cache_obj *o, int *fdp)
+			    const struct cache_obj *o,
+			    const struct cache_xattrs *xa, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2127,7 +2144,7 @@ static int placeholder_file(struct cache *c, const char *path,
 		err = -errno;
 	close(fd);
 	if (!err)
-		err = cache_install_fd(c, tmp, path, o, fdp);
+		err = install(c, tmp, path, o, xa, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2135,7 +2152,7 @@ static int placeholder_file(struct cache *c, const char *path,
 
 static int placeholder_symlink(struct cache *c, const char *path,
 			       const struct cache_obj *o, const char *target,
-			       int *fdp)
+			       const struct cache_xattrs *xa, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2148,7 +2165,7 @@ static int placeholder_symlink(struct cache *c, const char *path,
 	      cache_symlink(c, target ? target : "", tmp);
 	if (err)
 		return err;
-	err = cache_install_fd(c, tmp, path, o, fdp);
+	err = install(c, tmp, path, o, xa, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2160,7 +2177,8 @@ static int placeholder_symlink(struct cache *c, const char *path,
  * tree (-EOPNOTSUPP), as it does what ext4 cannot hold.
  */
 static int placeholder_node(struct cache *c, const char *path,
-			    const struct cache_obj *o, int *fdp)
+			    const struct cache_obj *o,
+			    const struct cache_xattrs *xa, int *fdp)
 {
 	static const mode_t fmt[] = {
 		[LENTO_T_FIFO] = S_IFIFO, [LENTO_T_SOCK] = S_IFSOCK,
@@ -2180,7 +2198,7 @@ static int placeholder_node(struct cache *c, const char *path,
 			  dev : 0);
 	if (err)
 		return err == -EPERM ? -EOPNOTSUPP : err;
-	err = cache_install_fd(c, tmp, path, o, fdp);
+	err = install(c, tmp, path, o, xa, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2189,26 +2207,49 @@ static int placeholder_node(struct cache *c, const char *path,
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target)
 {
-	return cache_placeholder_fd(c, path, o, target, NULL);
+	return cache_placeholder_fd(c, path, o, target, NULL, NULL);
 }
 
+/*
+ * A directory is kept if there, with what is in it: so it must be this
+ * one, not another a user made under its name having moved this one
+ * away (lento is root: it would give theirs the object's owner, mode
+ * and xattrs). Known by its handle (recorded as it was made), but for
+ * a volume's root, DIR/VOLUME: no user moves that, the root of the
+ * presto mount, and the cache made it with no handle recorded.
+ */
 static int placeholder_dir(struct cache *c, const char *path,
-			   const struct cache_obj *o, int *fdp)
+			   const struct cache_obj *o,
+			   const struct cache_xattrs *xa, int *fdp)
 {
 	struct stat sb;
-	int fd, err = cache_lstat(c, path, &sb);
+	bool made = false;
+	int fd, is, err = cache_lstat(c, path, &sb);
 
 	if (!err && !S_ISDIR(sb.st_mode))
 		err = cache_remove_tree(c, path);
 	else if (err == -ENOENT)
 		err = 0;
-	err = err ?: cache_mkdir(c, path, 0700);
+	else if (!err)
+		err = -EEXIST;
+	if (!err) {
+		err = cache_mkdir(c, path, 0700);
+		made = !err;
+	}
 	if (err && err != -EEXIST)
 		return err;
 	fd = cache_open_obj(c, path, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;
-	err = cache_set_attrs_fd(fd, o);
+	err = 0;
+	if (!made && strchr(path, '/')) {
+		is = cache_fd_is(c, fd, &o->fid);
+		if (is != 1 && is != -EOPNOTSUPP)
+			err = is < 0 && is != -ENOENT ? is : -ESTALE;
+	}
+	err = err ?: cache_set_attrs_fd(fd, o);
+	if (!err && xa)
+		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
 	if (err || !fdp)
 		close(fd);
 	else
@@ -2218,22 +2259,22 @@ static int placeholder_dir(struct cache *c, const char *path,
 
 int cache_placeholder_fd(struct cache *c, const char *path,
 			 const struct cache_obj *o, const char *target,
-			 int *fdp)
+			 const struct cache_xattrs *xa, int *fdp)
 {
 	switch (o->type) {
 	case LENTO_T_DIR:
-		return placeholder_dir(c, path, o, fdp);
+		return placeholder_dir(c, path, o, xa, fdp);
 	case LENTO_T_SYMLINK:
 		if (!target || !*target)
 			return -EINVAL;
-		return placeholder_symlink(c, path, o, target, fdp);
+		return placeholder_symlink(c, path, o, target, xa, fdp);
 	case LENTO_T_REG:
-		return placeholder_file(c, path, o, fdp);
+		return placeholder_file(c, path, o, xa, fdp);
 	case LENTO_T_FIFO:
 	case LENTO_T_SOCK:
 	case LENTO_T_CHR:
 	case LENTO_T_BLK:
-		return placeholder_node(c, path, o, fdp);
+		return placeholder_node(c, path, o, xa, fdp);
 	default:
 		return -EINVAL;
 	}
@@ -2316,21 +2357,50 @@ static bool xattr_unholdable(int err)
 	       err == ERANGE || err == ENOSPC;
 }
 
-/* @path's xattr names, NUL-separated, into a malloc'd *@list. */
-static ssize_t xattr_names(const char *p, char **list)
+/*
+ * The *xattr() calls on @p: with @follow, the object a magic link
+ * /proc/self/fd/N (xattr_fd()) names; without, @p itself, not followed
+ * (xattr_at()'s PARENT/NAME).
+ */
+static ssize_t x_list(const char *p, bool follow, char *list, size_t size)
+{
+	return follow ? listxattr(p, list, size) : llistxattr(p, list, size);
+}
+
+static ssize_t x_get(const char *p, bool follow, const char *name,
+		     void *value, size_t size)
+{
+	return follow ? getxattr(p, name, value, size) :
+			lgetxattr(p, name, value, size);
+}
+
+static int x_set(const char *p, bool follow, const char *name,
+		 const void *value, size_t size)
+{
+	return follow ? setxattr(p, name, value, size, 0) :
+			lsetxattr(p, name, value, size, 0);
+}
+
+static int x_remove(const char *p, bool follow, const char *name)
+{
+	return follow ? removexattr(p, name) : lremovexattr(p, name);
+}
+
+/* @p's xattr names, NUL-separated, into a malloc'd *@list. */
+static ssize_t xattr_names(const char *p, bool follow, char **list)
 {
 	ssize_t n;
 
 	*list = NULL;
 	for (;;) {
-		n = llistxattr(p, NULL, 0);
+		n = x_list(p, follow, NULL, 0);
 		if (n <= 0)
 			return n < 0 ? -errno : 0;
 		free(*list);
 		*list = malloc((size_t)n);
 		if (!*list)
 			return -ENOMEM;
-		n = llistxattr(p, *list, (size_t)n);
+		n = x_list(p, follow, *list, (size_t)n);
 		if (n >= 0)
 			return n;
 		if (errno != ERANGE) {	/* ERANGE: it grew meanwhile */
@@ -2353,38 +2423,33 @@ static bool xattr_listed(const struct cache_xattr *x, uint32_t n,
 }
 
 /* Is @x's value at @p already? */
-static bool xattr_same(const char *p, const char *name,
+static bool xattr_same(const char *p, bool follow, const char *name,
 		       const struct cache_xattr *x, uint8_t *buf)
 {
-	ssize_t got = lgetxattr(p, name, buf, LENTO_XATTR_SIZE_MAX);
+	ssize_t got = x_get(p, follow, name, buf, LENTO_XATTR_SIZE_MAX);
 
 	return got == (ssize_t)x->value_len &&
 	       !memcmp(buf, x->value, x->value_len);
 }
 
-int cache_sync_xattrs(struct cache *c, const char *path,
-		      const struct cache_xattr *x, uint32_t n,
-		      uint32_t *skipped)
+/* cache_sync_xattrs() of the object @p names (x_list()'s @follow). */
+static int sync_xattrs(const char *p, bool follow,
+		       const struct cache_xattr *x, uint32_t n,
+		       uint32_t *skipped)
 {
-	char p[CACHE_PATH_MAX + 40], name[LENTO_XATTR_NAME_MAX + 1];
+	char name[LENTO_XATTR_NAME_MAX + 1];
 	char *list;
 	uint8_t *buf = NULL;
-	const char *last;
 	ssize_t len;
-	int pfd = cache_parent(c, path, &last), err = 0;
+	int err = 0;
 
-	if (pfd < 0)
-		return pfd;
-	xattr_at(pfd, last, p, sizeof(p));
-	len = xattr_names(p, &list);
-	if (len < 0) {
-		cache_parent_put(c, pfd);
+	len = xattr_names(p, follow, &list);
+	if (len < 0)
 		return len == -EOPNOTSUPP ? 0 : (int)len;
-	}
 	for (char *s = list; s < list + len; s += strlen(s) + 1) {
 		if (xattr_local(s, strlen(s)) || xattr_listed(x, n, s))
 			continue;
-		if (lremovexattr(p, s) && errno != ENODATA) {
+		if (x_remove(p, follow, s) && errno != ENODATA) {
 			if (!xattr_unholdable(errno)) {
 				err = -errno;
 				goto out;
@@ -2404,9 +2469,9 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 		}
 		memcpy(name, x[i].name, x[i].name_len);
 		name[x[i].name_len] = '\0';
-		if (xattr_same(p, name, &x[i], buf))
+		if (xattr_same(p, follow, name, &x[i], buf))
 			continue;
-		if (lsetxattr(p, name, x[i].value, x[i].value_len, 0)) {
+		if (x_set(p, follow, name, x[i].value, x[i].value_len)) {
 			if (!xattr_unholdable(errno)) {
 				err = -errno;
 				goto out;
@@ -2417,8 +2482,32 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 out:
 	free(buf);
 	free(list);
+	return err;
+}
+
+int cache_sync_xattrs(struct cache *c, const char *path,
+		      const struct cache_xattr *x, uint32_t n,
+		      uint32_t *skipped)
+{
+	char p[CACHE_PATH_MAX + 40];
+	const char *last;
+	int pfd = cache_parent(c, path, &last), err;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_at(pfd, last, p, sizeof(p));
+	err = sync_xattrs(p, false, x, n, skipped);
 	cache_parent_put(c, pfd);
 	return err;
+}
+
+int cache_sync_xattrs_fd(int fd, const struct cache_xattr *x, uint32_t n,
+			 uint32_t *skipped)
+{
+	char p[40];
+
+	xattr_fd(fd, p, sizeof(p));
+	return sync_xattrs(p, true, x, n, skipped);
 }
 
 int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
@@ -2434,7 +2523,7 @@ int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
 		return err == -ENOENT ? 0 : err;
 	xattr_at(dfrom, nf, pf, sizeof(pf));
 	xattr_at(dto, nt, pt, sizeof(pt));
-	len = xattr_names(pf, &list);
+	len = xattr_names(pf, false, &list);
 	if (len <= 0) {
 		cache_parent_put(c, dfrom);
 		cache_parent_put(c, dto);

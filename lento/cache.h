@@ -446,10 +446,17 @@ int cache_move_aside(struct cache *c, const char *path, char *aside);
  */
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target);
-/* The same, and in *@fdp (if not NULL) the object made or kept, O_PATH. */
+/*
+ * The same, and with the xattrs of @xa (cache_sync_xattrs_fd(); NULL:
+ * none set), set before the object takes its name; in *@fdp (if not
+ * NULL) the object made or kept, O_PATH. A directory kept must be the
+ * object's own (cache_fd_is()), but for a volume's root: -ESTALE if it
+ * is another.
+ */
+struct cache_xattrs;
 int cache_placeholder_fd(struct cache *c, const char *path,
 			 const struct cache_obj *o, const char *target,
-			 int *fdp);
+			 const struct cache_xattrs *xa, int *fdp);
 /*
  * Make @to (relative to DIR) another name of the inode at @from, replacing
  * what @to was (through a temporary name: readers keep the old inode).
@@ -494,6 +501,15 @@ struct cache_xattr {
 int cache_sync_xattrs(struct cache *c, const char *path,
 		      const struct cache_xattr *x, uint32_t n,
 		      uint32_t *skipped);
+/* The same for the object open as @fd (O_PATH will do). */
+int cache_sync_xattrs_fd(int fd, const struct cache_xattr *x, uint32_t n,
+			 uint32_t *skipped);
+/* What cache_placeholder_fd() sets, as cache_sync_xattrs() does. */
+struct cache_xattrs {
+	const struct cache_xattr *x;
+	uint32_t n;
+	uint32_t *skipped;
+};
 /*
  * Copy @from's xattrs (those cache_sync_xattrs manages) to @to: a new
  * inode about to replace the same object's old one (a body installed).

@@ -33,6 +33,7 @@
 
 #include "client_int.h"
 #include "cml.h"
+#include "fault.h"
 #include "log.h"
 #include "presto_genl.h"
 #include "vv.h"
@@ -788,20 +789,23 @@ static int list_keep(struct lp_list *l)
 	return 0;
 }
 
-/* The object at @path gets the server's xattrs, @n of them in @l. */
-static int xattrs_apply(struct client *cl, struct listing *li,
-			const char *path, struct lp_list l, uint32_t n)
+/*
+ * The server's xattrs of an object, @n of them in @l, into @x (room for
+ * LENTO_XATTRS_MAX), for cache_placeholder_fd() to set.
+ */
+static int xattrs_decode(struct listing *li, struct lp_list l, uint32_t n,
+			 struct cache_xattr *x, struct cache_xattrs *xa)
 {
-	struct cache_xattr x[LENTO_XATTRS_MAX];
 	struct lp_xattr a;
 	uint32_t i = 0;
 
-	while (i < n && lp_next_xattr(&l, &a) == 1)
+	while (i < n && i < LENTO_XATTRS_MAX && lp_next_xattr(&l, &a) == 1)
 		x[i++] = (struct cache_xattr){ a.name, a.name_len, a.value,
 					       a.value_len };
 	if (i != n)
 		return -EBADMSG;	/* not the list the decoder checked */
-	return cache_sync_xattrs(cl->cache, path, x, n, &li->skipped);
+	*xa = (struct cache_xattrs){ x, n, &li->skipped };
+	return 0;
 }
 
 /* One entry of a new listing into the cache (and onto the disk). */
@@ -811,6 +815,8 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 {
 	struct listing *li = j->priv;
 	char path[CACHE_PATH_MAX];
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct cache_xattrs xa;
 	struct lento_fid was;
 	struct cache_obj old, o = { 0 };
 	bool have = !cache_obj_get(cl->cache, &e->de.st.fid, &old, NULL, 0);
@@ -855,19 +861,25 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		int linked = o.type == LENTO_T_REG && same ?
 			     link_to_other(cl, &o.fid, path, &fd) : 0;
 
+		/* A new inode has none; one that changed may have others. */
+		bool xattrs = !linked && (e->nxattr || have);
+
 		err = linked < 0 ? linked : 0;
-		if (!linked)
+		if (!err && xattrs)
+			err = xattrs_decode(li, e->xattrs, e->nxattr, x, &xa);
+		/* Its xattrs before its name: on it, not on what has that. */
+		if (!err && !linked)
 			err = cache_placeholder_fd(cl->cache, path, &o, target,
-						   &fd);
+						   xattrs ? &xa : NULL, &fd);
 		/*
 		 * The name is the inode just made or linked, not another a
 		 * user put there since: the journal will say what became
 		 * of it.
 		 */
 		err = err ?: cache_path_is_fd(cl->cache, path, fd);
-		/* A new inode has none; one that changed may have others. */
-		if (!err && !linked && (e->nxattr || have))
-			err = xattrs_apply(cl, li, path, e->xattrs, e->nxattr);
+		/* A test's window: the name changes here (fault.h). */
+		if (!err)
+			fault_hold("listing-made");
 		/* A directory changed keeps its inode: not its flags. */
 		if (!err && have && !same && o.type == LENTO_T_DIR)
 			kclient_clear_flags(cl, o.fid.volume, path);
@@ -960,6 +972,8 @@ static int listing_apply(struct job *j)
 	char dirpath[CACHE_PATH_MAX];
 	struct old_list ol = { 0 };
 	struct cache_obj d, nd = { 0 };
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct cache_xattrs xa;
 	int err;
 
 	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
@@ -982,9 +996,10 @@ static int listing_apply(struct job *j)
 	nd.valid = !j->broken;
 	nd.data = true;
 	nd.used_ms = wall_ms();
-	err = err ?: cache_placeholder(cl->cache, dirpath, &nd, NULL);
-	err = err ?: xattrs_apply(cl, li, dirpath, li->dir_xattrs,
-				  li->dir_nxattr);
+	/* Kept if there, if it is this directory; its xattrs by its inode. */
+	err = err ?: xattrs_decode(li, li->dir_xattrs, li->dir_nxattr, x, &xa);
+	err = err ?: cache_placeholder_fd(cl->cache, dirpath, &nd, NULL, &xa,
+					  NULL);
 	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
@@ -1099,7 +1114,7 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 	}
 	if (err) {
 		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
-			cache_strerror(err));
+			err == -ESTALE ? STALE_SAID : cache_strerror(err));
 	} else {
 		cl->st.listings++;
 		kclient_notify(cl, &j->fid, li->ev, li->nev);
@@ -2003,7 +2018,8 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 		fd = -1;
 	}
 	if (!err)
-		err = cache_placeholder_fd(cl->cache, path, &e, NULL, &fd);
+		err = cache_placeholder_fd(cl->cache, path, &e, NULL, NULL,
+					   &fd);
 	/* ... and it is the new inode that goes on, not one put there since. */
 	err = err ?: cache_path_is_fd(cl->cache, path, fd);
 	/* A new inode: a fetch fills it in place if it knows it as @o's. */

@@ -1009,7 +1009,8 @@ START_TEST(by_descriptor)
 	add_volume(c);
 	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
 	fd = -1;
-	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, &fd), 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL, &fd),
+			 0);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(fstat(fd, &made), 0);
 	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), 0);
@@ -1051,6 +1052,59 @@ START_TEST(by_descriptor)
 }
 END_TEST
 
+/*
+ * A directory kept by a placeholder is the object's own: another a user
+ * made under its name (having moved this one away) gets neither its
+ * owner, mode nor xattrs (-ESTALE); a volume's root, which has no
+ * handle recorded, is kept as it is. A new object gets its xattrs
+ * before its name.
+ */
+START_TEST(placeholder_identity)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct cache_obj d = obj(fid(1, 4), LENTO_T_DIR, 1),
+			 root = obj(fid(1, 1), LENTO_T_DIR, 1),
+			 f = obj(fid(1, 3), LENTO_T_REG, 1);
+	const struct cache_xattr x[] = { { "user.a", 6, "1", 1 } };
+	uint32_t skipped = 0;
+	struct cache_xattrs xa = { x, 1, &skipped };
+	char buf[8], path[128];
+	struct stat sb;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol", &root, NULL), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL), 0);
+	if (cache_handle_update(c, &d.fid, "vol/d") == 0) {
+		/* Kept: its own. */
+		ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL), 0);
+		/* mv d moved; mkdir d */
+		ck_assert_int_eq(renameat(dfd, "vol/d", dfd, "vol/moved"), 0);
+		ck_assert_int_eq(mkdirat(dfd, "vol/d", 0751), 0);
+		ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL),
+				 -ESTALE);
+		ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, 0), 0);
+		ck_assert_int_eq(sb.st_mode & 07777, 0751);
+		ck_assert_int_eq(cache_placeholder_fd(c, "vol/d", &d, NULL,
+						      &xa, NULL), -ESTALE);
+		snprintf(path, sizeof(path), "%s/vol/d", dir);
+		ck_assert_int_lt(lgetxattr(path, "user.a", buf, sizeof(buf)),
+				 0);
+	}
+	fd = -1;
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, &xa, &fd),
+			 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/vol/f", dir);
+	if (!skipped)
+		ck_assert_int_eq(lgetxattr(path, "user.a", buf, sizeof(buf)),
+				 1);
+	cache_close(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -1074,6 +1128,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, symlink_in_the_way);
 	tcase_add_test(tc, fifo_in_the_way);
 	tcase_add_test(tc, by_descriptor);
+	tcase_add_test(tc, placeholder_identity);
 	suite_add_tcase(s, tc);
 	return s;
 }
