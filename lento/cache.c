@@ -1835,6 +1835,22 @@ int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
 	return err ?: lento_fid_eq(&got, fid);
 }
 
+int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
+		 const char *path)
+{
+	int is = cache_fd_is(c, fd, fid);
+
+	if (is == 1 || is == -EOPNOTSUPP)
+		return 0;
+	/*
+	 * A volume's root, DIR/VOLUME: no user of the mount moves that
+	 * (its root), and the cache made it with no handle recorded.
+	 */
+	if (is == -ENOENT && !strchr(path, '/'))
+		return 0;
+	return is < 0 && is != -ENOENT ? is : -ESTALE;
+}
+
 int cache_path_is_fd(struct cache *c, const char *path, int fd)
 {
 	struct stat at, of;
@@ -2214,9 +2230,7 @@ int cache_placeholder(struct cache *c, const char *path,
  * A directory is kept if there, with what is in it: so it must be this
  * one, not another a user made under its name having moved this one
  * away (lento is root: it would give theirs the object's owner, mode
- * and xattrs). Known by its handle (recorded as it was made), but for
- * a volume's root, DIR/VOLUME: no user moves that, the root of the
- * presto mount, and the cache made it with no handle recorded.
+ * and xattrs). Known by its handle (cache_fd_own()).
  */
 static int placeholder_dir(struct cache *c, const char *path,
 			   const struct cache_obj *o,
@@ -2224,7 +2238,7 @@ static int placeholder_dir(struct cache *c, const char *path,
 {
 	struct stat sb;
 	bool made = false;
-	int fd, is, err = cache_lstat(c, path, &sb);
+	int fd, err = cache_lstat(c, path, &sb);
 
 	if (!err && !S_ISDIR(sb.st_mode))
 		err = cache_remove_tree(c, path);
@@ -2241,12 +2255,7 @@ static int placeholder_dir(struct cache *c, const char *path,
 	fd = cache_open_obj(c, path, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;
-	err = 0;
-	if (!made && strchr(path, '/')) {
-		is = cache_fd_is(c, fd, &o->fid);
-		if (is != 1 && is != -EOPNOTSUPP)
-			err = is < 0 && is != -ENOENT ? is : -ESTALE;
-	}
+	err = made ? 0 : cache_fd_own(c, fd, &o->fid, path);
 	err = err ?: cache_set_attrs_fd(fd, o);
 	if (!err && xa)
 		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);

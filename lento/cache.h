@@ -391,6 +391,15 @@ int cache_handles(struct cache *c, const struct lento_fid *fid,
  */
 int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid);
 /*
+ * Is the object open as @fd, found at @path (of the rows), @fid's own?
+ * 0 if so by its handle -- or if nothing can tell (no handles), or it is
+ * a volume's root (no '/' in @path; made with no handle recorded) --,
+ * -ESTALE if it is another object or one the cache does not know (a
+ * user's, made under the name), or -errno.
+ */
+int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
+		 const char *path);
+/*
  * Is @path (not followed) still the inode open as @fd? 0, -ESTALE if it
  * is another or nothing (moved away, another put in its place), or
  * -errno. For a name a fetch or a listing goes on to use.

@@ -747,15 +747,13 @@ static void setattr_apply(struct cache_obj *o, const struct lento_attr *a,
 	o->dirty = true;
 }
 
-/* What @path's attributes are on the disk, to set them back. */
-static int attrs_as_now(struct client *cl, const char *path,
-			struct cache_obj *o)
+/* What the attributes of the object open as @fd are, to set them back. */
+static int attrs_as_now(int fd, struct cache_obj *o)
 {
 	struct stat sb;
-	int err = cache_lstat(cl->cache, path, &sb);
 
-	if (err)
-		return err;
+	if (fstat(fd, &sb))
+		return -errno;
 	o->type = S_ISLNK(sb.st_mode) ? LENTO_T_SYMLINK : LENTO_T_REG;
 	o->attr.mode = sb.st_mode & 07777;
 	o->attr.uid = sb.st_uid;
@@ -782,7 +780,7 @@ static int setattr_step(struct op *op)
 	struct lento_rec r;
 	uint32_t valid;
 	bool logged;
-	int undo, err = parse_attrs(op, &a);
+	int fd, undo, err = parse_attrs(op, &a);
 
 	err = err ?: resolve(op, op->argv[0], true, &res);
 	err = err ?: need_permit(op, res.vol);
@@ -807,23 +805,41 @@ static int setattr_step(struct op *op)
 		err = err ?: replace_body(op, &res, tmp, &r, 0);
 		return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 	}
-	err = attrs_as_now(cl, res.path, &was);
-	if (err)
+	/*
+	 * One inode for what it was, the change and its undo: the object's
+	 * own, not another a user put under its name (lento is root: it
+	 * would chown and chmod theirs).
+	 */
+	fd = cache_open_obj(cl->cache, res.path, O_PATH, 0);
+	if (fd < 0)
+		return fail(op, fd, "%s", op->argv[0]);
+	err = cache_fd_own(cl->cache, fd, &o->fid, res.path);
+	if (err == -ESTALE) {
+		close(fd);
+		ctl_error(op->r, "%s: %s", op->argv[0], STALE_SAID);
+		return err;
+	}
+	err = err ?: attrs_as_now(fd, &was);
+	if (err) {
+		close(fd);
 		return fail(op, err, "%s", op->argv[0]);
+	}
 	was.attr.valid = a.valid & SETATTR_DISK;
 	o->attr.valid = was.attr.valid;
-	err = cache_set_attrs(cl->cache, res.path, o);
+	err = cache_set_attrs_fd(fd, o);
 	o->attr.valid = valid;
-	if (err)
+	if (err) {
+		close(fd);
 		return fail(op, err, "%s", op->argv[0]);
+	}
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
 	err = finish(cl, res.vol, err, &logged);
-	if (err && !logged && (undo = cache_set_attrs(cl->cache, res.path,
-						       &was)))
+	if (err && !logged && (undo = cache_set_attrs_fd(fd, &was)))
 		log_err("%s: its attributes could not be set back: %s",
 			res.path, cache_strerror(undo));
+	close(fd);
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 

@@ -601,10 +601,6 @@ static int join(char *buf, const char *dir, const char *name)
 	       CACHE_PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
-/* What -ESTALE means where a name of the rows is checked. */
-#define STALE_SAID "its name in the cache is another file's now (changed " \
-		   "behind lento's back; the journal will say how)"
-
 /* The names of a file with links, on the disk. */
 struct name_paths {
 	struct client *cl;
