@@ -729,13 +729,41 @@ int cache_dirfd(const struct cache *c)
 #define CACHE_RESOLVE	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | \
 			 RESOLVE_NO_MAGICLINKS)
 
+/*
+ * An open for content (not O_PATH, not a directory) that found @fd: 0 if
+ * it is a regular file, its O_NONBLOCK cleared unless @flags asked for
+ * it, or -errno and @fd closed.
+ */
+static int content_fd(int fd, int flags)
+{
+	struct stat sb;
+	int fl, err = 0;
+
+	if (fstat(fd, &sb))
+		err = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		err = S_ISDIR(sb.st_mode) ? -EISDIR : -CACHE_ENOTREG;
+	/* As it was before: the reads and writes after block as usual. */
+	else if (!(flags & O_NONBLOCK) &&
+		 ((fl = fcntl(fd, F_GETFL)) < 0 ||
+		  fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)))
+		err = -errno;
+	if (err)
+		close(fd);
+	return err;
+}
+
 int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
 		.resolve = CACHE_RESOLVE,
 	};
-	int fd = -1;
+	/* O_TMPFILE has O_DIRECTORY's bit: a new regular file, though. */
+	bool content = !(flags & O_PATH) &&
+		       (!(flags & O_DIRECTORY) ||
+			(flags & O_TMPFILE) == O_TMPFILE);
+	int fd = -1, err;
 
 	/*
 	 * A symlink last is ELOOP like any other (RESOLVE_NO_SYMLINKS),
@@ -745,6 +773,16 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	 */
 	if ((flags & O_PATH) && !(flags & O_DIRECTORY))
 		how.flags |= O_NOFOLLOW;
+	/*
+	 * A user may put a fifo (or a socket, or a link to a device node)
+	 * where the cache has a file: an open of it for content would wait
+	 * for a peer that never comes -- the event loop, or the worker,
+	 * with it -- and a device's open may do things. O_NONBLOCK opens a
+	 * fifo at once (or fails ENXIO, as a socket does), O_NOCTTY takes
+	 * no terminal, and content_fd() refuses all but a regular file.
+	 */
+	if (!(flags & O_PATH))
+		how.flags |= O_NONBLOCK | O_NOCTTY;
 	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
 		how.mode = mode;
 	/* EAGAIN: a rename raced the lookup (RESOLVE_BENEATH): again. */
@@ -753,7 +791,11 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 		if (fd >= 0 || errno != EAGAIN)
 			break;
 	}
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return content && errno == ENXIO ? -CACHE_ENOTREG : -errno;
+	if (content && (err = content_fd(fd, flags)))
+		return err;
+	return fd;
 }
 
 int cache_open_obj(struct cache *c, const char *path, int flags, mode_t mode)
@@ -792,6 +834,10 @@ const char *cache_strerror(int err)
 		return "a symlink stands where the cache has a directory "
 		       "(changed behind lento's back; the journal will say "
 		       "how)";
+	if (err == -CACHE_ENOTREG)
+		return "a fifo, socket or device stands where the cache has "
+		       "a regular file (changed behind lento's back; the "
+		       "journal will say how)";
 	return strerror(err < 0 ? -err : err);
 }
 
@@ -1701,22 +1747,31 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg)
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path)
 {
+	int fd = cache_open_obj(c, path, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_handle_update_fd(c, fid, fd);
+	close(fd);
+	return err;
+}
+
+int cache_handle_update_fd(struct cache *c, const struct lento_fid *fid,
+			   int fd)
+{
 	struct {
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
 	sqlite3_stmt *st;
 	struct stat sb;
-	int mount_id, err, fd = cache_open_obj(c, path, O_PATH, 0);
+	int mount_id, err;
 
-	if (fd < 0)
-		return fd;
 	/* The handle and the inode number of one inode, whatever moves. */
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
 	err = cache_fd_handle(fd, &h.fh, &mount_id);
 	if (!err && fstat(fd, &sb))
 		err = -errno;
-	close(fd);
 	if (err)
 		return err;
 	/*
@@ -1778,6 +1833,34 @@ int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
 	err = err ?: cache_handle_lookup(c, h.fh.handle_type, h.fh.f_handle,
 					 h.fh.handle_bytes, &got);
 	return err ?: lento_fid_eq(&got, fid);
+}
+
+int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
+		 const char *path)
+{
+	int is = cache_fd_is(c, fd, fid);
+
+	if (is == 1 || is == -EOPNOTSUPP)
+		return 0;
+	/*
+	 * A volume's root, DIR/VOLUME: no user of the mount moves that
+	 * (its root), and the cache made it with no handle recorded.
+	 */
+	if (is == -ENOENT && !strchr(path, '/'))
+		return 0;
+	return is < 0 && is != -ENOENT ? is : -ESTALE;
+}
+
+int cache_path_is_fd(struct cache *c, const char *path, int fd)
+{
+	struct stat at, of;
+	int err = cache_lstat(c, path, &at);
+
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	if (fstat(fd, &of))
+		return -errno;
+	return at.st_dev == of.st_dev && at.st_ino == of.st_ino ? 0 : -ESTALE;
 }
 
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
@@ -1955,12 +2038,41 @@ int cache_set_attrs(struct cache *c, const char *path,
 int cache_install(struct cache *c, const char *tmp, const char *path,
 		  const struct cache_obj *o)
 {
-	int err = cache_set_attrs(c, tmp, o);
+	return cache_install_fd(c, tmp, path, o, NULL);
+}
 
-	if (err)
-		return err;
-	err = cache_rename(c, tmp, path, 0);
-	return err ?: sync_parent(c, path);
+/* cache_install_fd(), and the xattrs of @xa (if not NULL) set first. */
+static int install(struct cache *c, const char *tmp, const char *path,
+		   const struct cache_obj *o, const struct cache_xattrs *xa,
+		   int *fdp)
+{
+	/* The inode installed, whatever takes its name after. */
+	int fd = cache_open_obj(c, tmp, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	/*
+	 * All of it while the name is lento's alone: xattrs set by the
+	 * path after the rename would go to whatever a user put there
+	 * since (a file of theirs getting the server's
+	 * security.capability). After the owner, which clears it.
+	 */
+	err = cache_set_attrs_fd(fd, o);
+	if (!err && xa)
+		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
+	err = err ?: cache_rename(c, tmp, path, 0);
+	err = err ?: sync_parent(c, path);
+	if (err || !fdp)
+		close(fd);
+	else
+		*fdp = fd;
+	return err;
+}
+
+int cache_install_fd(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, int *fdp)
+{
+	return install(c, tmp, path, o, NULL, fdp);
 }
 
 /* A fresh name in .lento/tmp into @aside, with nothing under it. */
@@ -1988,6 +2100,40 @@ int cache_move_aside(struct cache *c, const char *path, char *aside)
 	return err ?: cache_rename(c, path, aside, 0);
 }
 
+/*
+ * linkat() of the inode open as @fd (O_PATH will do) itself: by its
+ * magic link, which names the inode whatever its names are now, and
+ * needs no CAP_DAC_READ_SEARCH as AT_EMPTY_PATH would.
+ */
+static int hardlink_fd(struct cache *c, int fd, const char *to)
+{
+	char p[40];
+	const char *name;
+	int pfd = cache_parent(c, to, &name), err = 0;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_fd(fd, p, sizeof(p));
+	if (linkat(AT_FDCWD, p, pfd, name, AT_SYMLINK_FOLLOW))
+		err = -errno;
+	cache_parent_put(c, pfd);
+	return err;
+}
+
+int cache_link_fd(struct cache *c, int fd, const char *to)
+{
+	char tmp[CACHE_PATH_MAX];
+	int err = aside_name(c, tmp);
+
+	err = err ?: hardlink_fd(c, fd, tmp);
+	if (err)
+		return err;
+	err = cache_rename(c, tmp, to, 0);
+	/* Gone if renamed; left if @to was that inode already. */
+	cache_unlink(c, tmp, 0);
+	return err;
+}
+
 int cache_link(struct cache *c, const char *from, const char *to)
 {
 	char tmp[CACHE_PATH_MAX];
@@ -2002,7 +2148,8 @@ int cache_link(struct cache *c, const char *from, const char *to)
 }
 
 static int placeholder_file(struct cache *c, const char *path,
-			    const struct cache_obj *o)
+			    const struct cache_obj *o,
+			    const struct cache_xattrs *xa, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2013,14 +2160,15 @@ static int placeholder_file(struct cache *c, const char *path,
 		err = -errno;
 	close(fd);
 	if (!err)
-		err = cache_install(c, tmp, path, o);
+		err = install(c, tmp, path, o, xa, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
 }
 
 static int placeholder_symlink(struct cache *c, const char *path,
-			       const struct cache_obj *o, const char *target)
+			       const struct cache_obj *o, const char *target,
+			       const struct cache_xattrs *xa, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2033,7 +2181,7 @@ static int placeholder_symlink(struct cache *c, const char *path,
 	      cache_symlink(c, target ? target : "", tmp);
 	if (err)
 		return err;
-	err = cache_install(c, tmp, path, o);
+	err = install(c, tmp, path, o, xa, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2045,7 +2193,8 @@ static int placeholder_symlink(struct cache *c, const char *path,
  * tree (-EOPNOTSUPP), as it does what ext4 cannot hold.
  */
 static int placeholder_node(struct cache *c, const char *path,
-			    const struct cache_obj *o)
+			    const struct cache_obj *o,
+			    const struct cache_xattrs *xa, int *fdp)
 {
 	static const mode_t fmt[] = {
 		[LENTO_T_FIFO] = S_IFIFO, [LENTO_T_SOCK] = S_IFSOCK,
@@ -2065,7 +2214,7 @@ static int placeholder_node(struct cache *c, const char *path,
 			  dev : 0);
 	if (err)
 		return err == -EPERM ? -EOPNOTSUPP : err;
-	err = cache_install(c, tmp, path, o);
+	err = install(c, tmp, path, o, xa, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2074,31 +2223,67 @@ static int placeholder_node(struct cache *c, const char *path,
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target)
 {
-	struct stat sb;
-	int err;
+	return cache_placeholder_fd(c, path, o, target, NULL, NULL);
+}
 
+/*
+ * A directory is kept if there, with what is in it: so it must be this
+ * one, not another a user made under its name having moved this one
+ * away (lento is root: it would give theirs the object's owner, mode
+ * and xattrs). Known by its handle (cache_fd_own()).
+ */
+static int placeholder_dir(struct cache *c, const char *path,
+			   const struct cache_obj *o,
+			   const struct cache_xattrs *xa, int *fdp)
+{
+	struct stat sb;
+	bool made = false;
+	int fd, err = cache_lstat(c, path, &sb);
+
+	if (!err && !S_ISDIR(sb.st_mode))
+		err = cache_remove_tree(c, path);
+	else if (err == -ENOENT)
+		err = 0;
+	else if (!err)
+		err = -EEXIST;
+	if (!err) {
+		err = cache_mkdir(c, path, 0700);
+		made = !err;
+	}
+	if (err && err != -EEXIST)
+		return err;
+	fd = cache_open_obj(c, path, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	err = made ? 0 : cache_fd_own(c, fd, &o->fid, path);
+	err = err ?: cache_set_attrs_fd(fd, o);
+	if (!err && xa)
+		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
+	if (err || !fdp)
+		close(fd);
+	else
+		*fdp = fd;
+	return err;
+}
+
+int cache_placeholder_fd(struct cache *c, const char *path,
+			 const struct cache_obj *o, const char *target,
+			 const struct cache_xattrs *xa, int *fdp)
+{
 	switch (o->type) {
 	case LENTO_T_DIR:
-		err = cache_lstat(c, path, &sb);
-		if (!err && !S_ISDIR(sb.st_mode))
-			err = cache_remove_tree(c, path);
-		else if (err == -ENOENT)
-			err = 0;
-		err = err ?: cache_mkdir(c, path, 0700);
-		if (err && err != -EEXIST)
-			return err;
-		return cache_set_attrs(c, path, o);
+		return placeholder_dir(c, path, o, xa, fdp);
 	case LENTO_T_SYMLINK:
 		if (!target || !*target)
 			return -EINVAL;
-		return placeholder_symlink(c, path, o, target);
+		return placeholder_symlink(c, path, o, target, xa, fdp);
 	case LENTO_T_REG:
-		return placeholder_file(c, path, o);
+		return placeholder_file(c, path, o, xa, fdp);
 	case LENTO_T_FIFO:
 	case LENTO_T_SOCK:
 	case LENTO_T_CHR:
 	case LENTO_T_BLK:
-		return placeholder_node(c, path, o);
+		return placeholder_node(c, path, o, xa, fdp);
 	default:
 		return -EINVAL;
 	}
@@ -2181,21 +2366,50 @@ static bool xattr_unholdable(int err)
 	       err == ERANGE || err == ENOSPC;
 }
 
-/* @path's xattr names, NUL-separated, into a malloc'd *@list. */
-static ssize_t xattr_names(const char *p, char **list)
+/*
+ * The *xattr() calls on @p: with @follow, the object a magic link
+ * /proc/self/fd/N (xattr_fd()) names; without, @p itself, not followed
+ * (xattr_at()'s PARENT/NAME).
+ */
+static ssize_t x_list(const char *p, bool follow, char *list, size_t size)
+{
+	return follow ? listxattr(p, list, size) : llistxattr(p, list, size);
+}
+
+static ssize_t x_get(const char *p, bool follow, const char *name,
+		     void *value, size_t size)
+{
+	return follow ? getxattr(p, name, value, size) :
+			lgetxattr(p, name, value, size);
+}
+
+static int x_set(const char *p, bool follow, const char *name,
+		 const void *value, size_t size)
+{
+	return follow ? setxattr(p, name, value, size, 0) :
+			lsetxattr(p, name, value, size, 0);
+}
+
+static int x_remove(const char *p, bool follow, const char *name)
+{
+	return follow ? removexattr(p, name) : lremovexattr(p, name);
+}
+
+/* @p's xattr names, NUL-separated, into a malloc'd *@list. */
+static ssize_t xattr_names(const char *p, bool follow, char **list)
 {
 	ssize_t n;
 
 	*list = NULL;
 	for (;;) {
-		n = llistxattr(p, NULL, 0);
+		n = x_list(p, follow, NULL, 0);
 		if (n <= 0)
 			return n < 0 ? -errno : 0;
 		free(*list);
 		*list = malloc((size_t)n);
 		if (!*list)
 			return -ENOMEM;
-		n = llistxattr(p, *list, (size_t)n);
+		n = x_list(p, follow, *list, (size_t)n);
 		if (n >= 0)
 			return n;
 		if (errno != ERANGE) {	/* ERANGE: it grew meanwhile */
@@ -2218,38 +2432,33 @@ static bool xattr_listed(const struct cache_xattr *x, uint32_t n,
 }
 
 /* Is @x's value at @p already? */
-static bool xattr_same(const char *p, const char *name,
+static bool xattr_same(const char *p, bool follow, const char *name,
 		       const struct cache_xattr *x, uint8_t *buf)
 {
-	ssize_t got = lgetxattr(p, name, buf, LENTO_XATTR_SIZE_MAX);
+	ssize_t got = x_get(p, follow, name, buf, LENTO_XATTR_SIZE_MAX);
 
 	return got == (ssize_t)x->value_len &&
 	       !memcmp(buf, x->value, x->value_len);
 }
 
-int cache_sync_xattrs(struct cache *c, const char *path,
-		      const struct cache_xattr *x, uint32_t n,
-		      uint32_t *skipped)
+/* cache_sync_xattrs() of the object @p names (x_list()'s @follow). */
+static int sync_xattrs(const char *p, bool follow,
+		       const struct cache_xattr *x, uint32_t n,
+		       uint32_t *skipped)
 {
-	char p[CACHE_PATH_MAX + 40], name[LENTO_XATTR_NAME_MAX + 1];
+	char name[LENTO_XATTR_NAME_MAX + 1];
 	char *list;
 	uint8_t *buf = NULL;
-	const char *last;
 	ssize_t len;
-	int pfd = cache_parent(c, path, &last), err = 0;
+	int err = 0;
 
-	if (pfd < 0)
-		return pfd;
-	xattr_at(pfd, last, p, sizeof(p));
-	len = xattr_names(p, &list);
-	if (len < 0) {
-		cache_parent_put(c, pfd);
+	len = xattr_names(p, follow, &list);
+	if (len < 0)
 		return len == -EOPNOTSUPP ? 0 : (int)len;
-	}
 	for (char *s = list; s < list + len; s += strlen(s) + 1) {
 		if (xattr_local(s, strlen(s)) || xattr_listed(x, n, s))
 			continue;
-		if (lremovexattr(p, s) && errno != ENODATA) {
+		if (x_remove(p, follow, s) && errno != ENODATA) {
 			if (!xattr_unholdable(errno)) {
 				err = -errno;
 				goto out;
@@ -2269,9 +2478,9 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 		}
 		memcpy(name, x[i].name, x[i].name_len);
 		name[x[i].name_len] = '\0';
-		if (xattr_same(p, name, &x[i], buf))
+		if (xattr_same(p, follow, name, &x[i], buf))
 			continue;
-		if (lsetxattr(p, name, x[i].value, x[i].value_len, 0)) {
+		if (x_set(p, follow, name, x[i].value, x[i].value_len)) {
 			if (!xattr_unholdable(errno)) {
 				err = -errno;
 				goto out;
@@ -2282,8 +2491,32 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 out:
 	free(buf);
 	free(list);
+	return err;
+}
+
+int cache_sync_xattrs(struct cache *c, const char *path,
+		      const struct cache_xattr *x, uint32_t n,
+		      uint32_t *skipped)
+{
+	char p[CACHE_PATH_MAX + 40];
+	const char *last;
+	int pfd = cache_parent(c, path, &last), err;
+
+	if (pfd < 0)
+		return pfd;
+	xattr_at(pfd, last, p, sizeof(p));
+	err = sync_xattrs(p, false, x, n, skipped);
 	cache_parent_put(c, pfd);
 	return err;
+}
+
+int cache_sync_xattrs_fd(int fd, const struct cache_xattr *x, uint32_t n,
+			 uint32_t *skipped)
+{
+	char p[40];
+
+	xattr_fd(fd, p, sizeof(p));
+	return sync_xattrs(p, true, x, n, skipped);
 }
 
 int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
@@ -2299,7 +2532,7 @@ int cache_copy_xattrs(struct cache *c, const char *from, const char *to)
 		return err == -ENOENT ? 0 : err;
 	xattr_at(dfrom, nf, pf, sizeof(pf));
 	xattr_at(dto, nt, pt, sizeof(pt));
-	len = xattr_names(pf, &list);
+	len = xattr_names(pf, false, &list);
 	if (len <= 0) {
 		cache_parent_put(c, dfrom);
 		cache_parent_put(c, dto);
@@ -2341,10 +2574,22 @@ static void hidden_name(char *buf, const struct lento_fid *fid, uint32_t n)
 int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		    const char *path, uint32_t nlink)
 {
+	int fd = cache_open_obj(c, path, O_PATH, 0), err;
+
+	if (fd < 0)
+		return fd;
+	err = cache_names_fit_fd(c, fid, fd, nlink);
+	close(fd);
+	return err;
+}
+
+int cache_names_fit_fd(struct cache *c, const struct lento_fid *fid, int fd,
+		       uint32_t nlink)
+{
 	char name[CACHE_PATH_MAX];
 	struct stat sb, hb;
 	uint32_t hidden = 0, visible, want;
-	int err = cache_lstat(c, path, &sb);
+	int err = fstat(fd, &sb) ? -errno : 0;
 
 	if (err)
 		return err;
@@ -2357,7 +2602,7 @@ int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		if (err)
 			break;
 		if (hb.st_ino != sb.st_ino) {
-			err = cache_link(c, path, name);
+			err = cache_link_fd(c, fd, name);
 			if (err)
 				return err;
 			sb.st_nlink++;
@@ -2371,7 +2616,7 @@ int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		want = CACHE_HIDDEN_MAX;
 	for (; hidden < want; hidden++) {
 		hidden_name(name, fid, hidden);
-		err = cache_hardlink(c, path, name);
+		err = hardlink_fd(c, fd, name);
 		if (err)
 			return err;
 	}

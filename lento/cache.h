@@ -45,6 +45,7 @@
 #ifndef LENTO_CACHE_H
 #define LENTO_CACHE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,10 +86,20 @@ int cache_dirfd(const struct cache *c);
  * relative to DIR goes through these.
  */
 /*
+ * What an open for content (below) returns for something that is not a
+ * regular file, as a fifo a user made under a file's name: no errno says
+ * it, this one is met nowhere else here, and cache_strerror() says what
+ * it means.
+ */
+#define CACHE_ENOTREG	EMEDIUMTYPE
+/*
  * @path opened beneath @dirfd (O_CLOEXEC added; @mode for O_CREAT or
  * O_TMPFILE): a descriptor or -errno. A symlink last is -ELOOP too, but
- * for O_PATH without O_DIRECTORY, which opens the symlink itself. Needs
- * no struct cache: the worker's thread uses it too.
+ * for O_PATH without O_DIRECTORY, which opens the symlink itself. An
+ * open for content (neither O_PATH nor O_DIRECTORY) never waits on a
+ * fifo and gives only a regular file: -CACHE_ENOTREG for a fifo, socket
+ * or device, -EISDIR for a directory. Needs no struct cache: the
+ * worker's thread uses it too.
  */
 int cache_beneath(int dirfd, const char *path, int flags, mode_t mode);
 /* cache_beneath() from DIR. */
@@ -101,7 +112,7 @@ int cache_open_obj(struct cache *c, const char *path, int flags, mode_t mode);
  */
 int cache_parent(struct cache *c, const char *path, const char **name);
 void cache_parent_put(struct cache *c, int fd);
-/* strerror(-@err), but for ELOOP what it means here. */
+/* strerror(-@err), but for ELOOP and CACHE_ENOTREG what they mean here. */
 const char *cache_strerror(int err);
 
 /* The *at() calls, by (parent, name): 0 or -errno. */
@@ -356,6 +367,12 @@ int cache_lru_walk(struct cache *c, cache_obj_fn fn, void *arg);
 int cache_handle_update(struct cache *c, const struct lento_fid *fid,
 			const char *path);
 /*
+ * The same for the inode open as @fd (O_PATH will do): the one lento
+ * made or checked, not whatever @path names by now.
+ */
+int cache_handle_update_fd(struct cache *c, const struct lento_fid *fid,
+			   int fd);
+/*
  * Record a handle of @fid's object without looking at the disk: presto
  * named the inode (ext4's inode @ino) in its journal.
  */
@@ -373,6 +390,21 @@ int cache_handles(struct cache *c, const struct lento_fid *fid,
  * path of the rows, which may now name another object.
  */
 int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid);
+/*
+ * Is the object open as @fd, found at @path (of the rows), @fid's own?
+ * 0 if so by its handle -- or if nothing can tell (no handles), or it is
+ * a volume's root (no '/' in @path; made with no handle recorded) --,
+ * -ESTALE if it is another object or one the cache does not know (a
+ * user's, made under the name), or -errno.
+ */
+int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
+		 const char *path);
+/*
+ * Is @path (not followed) still the inode open as @fd? 0, -ESTALE if it
+ * is another or nothing (moved away, another put in its place), or
+ * -errno. For a name a fetch or a listing goes on to use.
+ */
+int cache_path_is_fd(struct cache *c, const char *path, int fd);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);
@@ -402,6 +434,9 @@ int cache_copy_fd(int in, int out, off_t size);
  */
 int cache_install(struct cache *c, const char *tmp, const char *path,
 		  const struct cache_obj *o);
+/* The same, and in *@fdp (if not NULL) the inode installed, O_PATH. */
+int cache_install_fd(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, int *fdp);
 /*
  * A second name for the file at @path (relative to DIR) in .lento/tmp,
  * into @aside (CACHE_PATH_MAX): its content kept while @path is replaced,
@@ -421,10 +456,23 @@ int cache_move_aside(struct cache *c, const char *path, char *aside);
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target);
 /*
+ * The same, and with the xattrs of @xa (cache_sync_xattrs_fd(); NULL:
+ * none set), set before the object takes its name; in *@fdp (if not
+ * NULL) the object made or kept, O_PATH. A directory kept must be the
+ * object's own (cache_fd_is()), but for a volume's root: -ESTALE if it
+ * is another.
+ */
+struct cache_xattrs;
+int cache_placeholder_fd(struct cache *c, const char *path,
+			 const struct cache_obj *o, const char *target,
+			 const struct cache_xattrs *xa, int *fdp);
+/*
  * Make @to (relative to DIR) another name of the inode at @from, replacing
  * what @to was (through a temporary name: readers keep the old inode).
  */
 int cache_link(struct cache *c, const char *from, const char *to);
+/* The same for the inode open as @fd (O_PATH will do), by no name. */
+int cache_link_fd(struct cache *c, int fd, const char *to);
 /*
  * Between cache_defer_dirsync(c, true) and (c, false), installs and
  * placeholders do not sync their directory one by one: the caller then
@@ -462,6 +510,15 @@ struct cache_xattr {
 int cache_sync_xattrs(struct cache *c, const char *path,
 		      const struct cache_xattr *x, uint32_t n,
 		      uint32_t *skipped);
+/* The same for the object open as @fd (O_PATH will do). */
+int cache_sync_xattrs_fd(int fd, const struct cache_xattr *x, uint32_t n,
+			 uint32_t *skipped);
+/* What cache_placeholder_fd() sets, as cache_sync_xattrs() does. */
+struct cache_xattrs {
+	const struct cache_xattr *x;
+	uint32_t n;
+	uint32_t *skipped;
+};
 /*
  * Copy @from's xattrs (those cache_sync_xattrs manages) to @to: a new
  * inode about to replace the same object's old one (a body installed).
@@ -477,6 +534,9 @@ int cache_copy_xattrs(struct cache *c, const char *from, const char *to);
  */
 int cache_names_fit(struct cache *c, const struct lento_fid *fid,
 		    const char *path, uint32_t nlink);
+/* The same for the inode open as @fd, whatever names it has now. */
+int cache_names_fit_fd(struct cache *c, const struct lento_fid *fid, int fd,
+		       uint32_t nlink);
 void cache_names_drop(struct cache *c, const struct lento_fid *fid);
 
 #endif /* LENTO_CACHE_H */

@@ -232,10 +232,15 @@ static int resolve_new(struct op *op, const char *path, struct resolved *res)
 	return need_permit(op, res->vol);
 }
 
-/* A new object of @type at @res with its attributes, logged. */
+/*
+ * A new object of @type at @res with its attributes, logged. @fd is the
+ * object the caller made there (O_PATH will do): its name may be
+ * another's by now, and that other must not get the attributes, nor be
+ * recorded as this object's inode.
+ */
 static int new_object(struct op *op, struct resolved *res, uint16_t code,
 		      uint8_t type, uint32_t mode, const char *target,
-		      struct cache_obj *o, bool *logged)
+		      int fd, struct cache_obj *o, bool *logged)
 {
 	struct client *cl = op->cl;
 	struct cache_obj parent;
@@ -273,7 +278,7 @@ static int new_object(struct op *op, struct resolved *res, uint16_t code,
 		r.data = target;
 		r.data_len = strlen(target);
 	}
-	err = cache_set_attrs(cl->cache, res->path, o);
+	err = cache_set_attrs_fd(fd, o);
 	err = err ?: cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, o, target,
 				   target ? strlen(target) : 0);
@@ -284,7 +289,7 @@ static int new_object(struct op *op, struct resolved *res, uint16_t code,
 	err = err ?: log_rec(cl, &r, 0);
 	err = finish(cl, res->vol, err, logged);
 	if (*logged)
-		cache_handle_update(cl->cache, &o->fid, res->path);
+		cache_handle_update_fd(cl->cache, &o->fid, fd);
 	return err;
 }
 
@@ -309,16 +314,20 @@ static int mkdir_one(struct op *op, const char *path)
 	struct cache *c = op->cl->cache;
 	struct resolved res;
 	struct cache_obj o;
-	bool logged;
-	int err = resolve_new(op, path, &res);
+	bool logged = false;
+	int fd, err = resolve_new(op, path, &res);
 
 	if (err)
 		return err;
 	err = cache_mkdir(c, res.path, 0700);
 	if (err)
 		return fail(op, err, "%s", path);
-	err = new_object(op, &res, LENTO_OP_MKDIR, LENTO_T_DIR, DIR_MODE,
-			 NULL, &o, &logged);
+	/* What was made, at once: the name may be another's next. */
+	fd = cache_open_obj(c, res.path, O_PATH | O_DIRECTORY, 0);
+	err = fd < 0 ? fd : new_object(op, &res, LENTO_OP_MKDIR, LENTO_T_DIR,
+				       DIR_MODE, NULL, fd, &o, &logged);
+	if (fd >= 0)
+		close(fd);
 	if (err) {
 		if (!logged)
 			cache_unlink(c, res.path, AT_REMOVEDIR);
@@ -350,9 +359,9 @@ static int create_at(struct op *op, struct resolved *res, const char *path,
 
 	if (fd < 0)
 		return fail(op, fd, "%s", path);
-	close(fd);
 	err = new_object(op, res, LENTO_OP_CREATE, LENTO_T_REG, FILE_MODE,
-			 NULL, o, &logged);
+			 NULL, fd, o, &logged);
+	close(fd);
 	if (err) {
 		if (!logged)
 			cache_unlink(c, res->path, 0);
@@ -388,8 +397,8 @@ static int symlink_step(struct op *op)
 	const char *target = op->argv[1];
 	struct resolved res;
 	struct cache_obj o;
-	bool logged;
-	int err;
+	bool logged = false;
+	int fd, err;
 
 	if (!*target || strlen(target) > LENTO_SYMLINK_MAX) {
 		ctl_error(op->r, "a symlink's target is 1 to %d bytes",
@@ -402,8 +411,13 @@ static int symlink_step(struct op *op)
 	err = cache_symlink(c, target, res.path);
 	if (err)
 		return fail(op, err, "%s", op->argv[0]);
-	err = new_object(op, &res, LENTO_OP_SYMLINK, LENTO_T_SYMLINK, 0777,
-			 target, &o, &logged);
+	/* The symlink itself (O_PATH, not followed), at once. */
+	fd = cache_open_obj(c, res.path, O_PATH, 0);
+	err = fd < 0 ? fd : new_object(op, &res, LENTO_OP_SYMLINK,
+				       LENTO_T_SYMLINK, 0777, target, fd, &o,
+				       &logged);
+	if (fd >= 0)
+		close(fd);
 	if (err) {
 		if (!logged)
 			cache_unlink(c, res.path, 0);
@@ -491,7 +505,7 @@ static int replace_body(struct op *op, struct resolved *res, const char *tmp,
 	char old[CACHE_PATH_MAX];
 	struct cache_obj *o = &res->obj;
 	bool aside = false;
-	int undo, err = cache_begin(cl->cache);
+	int fd = -1, undo, err = cache_begin(cl->cache);
 
 	if (err) {
 		cache_unlink(c, tmp, 0);
@@ -512,7 +526,8 @@ static int replace_body(struct op *op, struct resolved *res, const char *tmp,
 		if (err == -ENOENT)	/* no file yet: nothing to keep */
 			err = 0;
 	}
-	err = err ?: cache_install(cl->cache, tmp, res->path, o);
+	/* @fd: the new body's inode, whatever takes its name after. */
+	err = err ?: cache_install_fd(cl->cache, tmp, res->path, o, &fd);
 	if (err)
 		cache_rollback(cl->cache);
 	else
@@ -532,12 +547,15 @@ static int replace_body(struct op *op, struct resolved *res, const char *tmp,
 		cache_unlink(c, tmp, 0);	/* gone if installed */
 		if (aside)
 			cache_unlink(c, old, 0);	/* left if the same */
+		if (fd >= 0)
+			close(fd);
 		return err;
 	}
 	if (aside)
 		cache_unlink(c, old, 0);
 	changed(res->vol);
-	cache_handle_update(cl->cache, &o->fid, res->path);
+	cache_handle_update_fd(cl->cache, &o->fid, fd);
+	close(fd);
 	return cache_sync(cl->cache);
 }
 
@@ -729,15 +747,13 @@ static void setattr_apply(struct cache_obj *o, const struct lento_attr *a,
 	o->dirty = true;
 }
 
-/* What @path's attributes are on the disk, to set them back. */
-static int attrs_as_now(struct client *cl, const char *path,
-			struct cache_obj *o)
+/* What the attributes of the object open as @fd are, to set them back. */
+static int attrs_as_now(int fd, struct cache_obj *o)
 {
 	struct stat sb;
-	int err = cache_lstat(cl->cache, path, &sb);
 
-	if (err)
-		return err;
+	if (fstat(fd, &sb))
+		return -errno;
 	o->type = S_ISLNK(sb.st_mode) ? LENTO_T_SYMLINK : LENTO_T_REG;
 	o->attr.mode = sb.st_mode & 07777;
 	o->attr.uid = sb.st_uid;
@@ -764,7 +780,7 @@ static int setattr_step(struct op *op)
 	struct lento_rec r;
 	uint32_t valid;
 	bool logged;
-	int undo, err = parse_attrs(op, &a);
+	int fd, undo, err = parse_attrs(op, &a);
 
 	err = err ?: resolve(op, op->argv[0], true, &res);
 	err = err ?: need_permit(op, res.vol);
@@ -789,23 +805,41 @@ static int setattr_step(struct op *op)
 		err = err ?: replace_body(op, &res, tmp, &r, 0);
 		return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 	}
-	err = attrs_as_now(cl, res.path, &was);
-	if (err)
+	/*
+	 * One inode for what it was, the change and its undo: the object's
+	 * own, not another a user put under its name (lento is root: it
+	 * would chown and chmod theirs).
+	 */
+	fd = cache_open_obj(cl->cache, res.path, O_PATH, 0);
+	if (fd < 0)
+		return fail(op, fd, "%s", op->argv[0]);
+	err = cache_fd_own(cl->cache, fd, &o->fid, res.path);
+	if (err == -ESTALE) {
+		close(fd);
+		ctl_error(op->r, "%s: %s", op->argv[0], STALE_SAID);
+		return err;
+	}
+	err = err ?: attrs_as_now(fd, &was);
+	if (err) {
+		close(fd);
 		return fail(op, err, "%s", op->argv[0]);
+	}
 	was.attr.valid = a.valid & SETATTR_DISK;
 	o->attr.valid = was.attr.valid;
-	err = cache_set_attrs(cl->cache, res.path, o);
+	err = cache_set_attrs_fd(fd, o);
 	o->attr.valid = valid;
-	if (err)
+	if (err) {
+		close(fd);
 		return fail(op, err, "%s", op->argv[0]);
+	}
 	err = cache_begin(cl->cache);
 	err = err ?: cache_obj_put(cl->cache, o, NULL, 0);
 	err = err ?: log_rec(cl, &r, 0);
 	err = finish(cl, res.vol, err, &logged);
-	if (err && !logged && (undo = cache_set_attrs(cl->cache, res.path,
-						       &was)))
+	if (err && !logged && (undo = cache_set_attrs_fd(fd, &was)))
 		log_err("%s: its attributes could not be set back: %s",
 			res.path, cache_strerror(undo));
+	close(fd);
 	return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 }
 

@@ -33,6 +33,7 @@
 
 #include "client_int.h"
 #include "cml.h"
+#include "fault.h"
 #include "log.h"
 #include "presto_genl.h"
 #include "vv.h"
@@ -603,11 +604,26 @@ static int join(char *buf, const char *dir, const char *name)
 /* The names of a file with links, on the disk. */
 struct name_paths {
 	struct client *cl;
+	const struct lento_fid *fid;
 	const char *skip;		/* this one's path */
-	char found[CACHE_PATH_MAX];	/* a name materialised, or "" */
+	int found;			/* a name's inode, the file's, or -1 */
 	const char *from;		/* relink: the inode's path */
+	int fd;				/* relink: the inode */
 	int err;
 };
+
+/*
+ * Is the object open as @fd the file @fid? A path of the rows may name
+ * another by now (a user of a presto mount moved the file and made one
+ * under its name): that one must not become the file's other names.
+ * Where the file system gives no handles, nothing tells: as it was.
+ */
+static bool fd_is_file(struct client *cl, int fd, const struct lento_fid *fid)
+{
+	int is = cache_fd_is(cl->cache, fd, fid);
+
+	return is == 1 || is == -EOPNOTSUPP;
+}
 
 static int name_path(struct name_paths *np, const struct lento_fid *dir,
 		     const char *name, char *path)
@@ -618,22 +634,28 @@ static int name_path(struct name_paths *np, const struct lento_fid *dir,
 	return err ?: join(path, dirpath, name);
 }
 
-/* A name of the object, other than np->skip, that is on the disk. */
+/* A name of the object, other than np->skip, on the disk as the file. */
 static int find_other(void *arg, const struct lento_fid *dir,
 		      const char *name)
 {
 	struct name_paths *np = arg;
 	char path[CACHE_PATH_MAX];
-	struct stat sb;
+	int fd;
 
-	if (name_path(np, dir, name, path) || !strcmp(path, np->skip) ||
-	    cache_lstat(np->cl->cache, path, &sb))
+	if (name_path(np, dir, name, path) || !strcmp(path, np->skip))
 		return 0;
-	snprintf(np->found, sizeof(np->found), "%s", path);
+	fd = cache_open_obj(np->cl->cache, path, O_PATH, 0);
+	if (fd < 0)
+		return 0;
+	if (!fd_is_file(np->cl, fd, np->fid)) {
+		close(fd);
+		return 0;
+	}
+	np->found = fd;
 	return 1;
 }
 
-/* Every other name becomes a link to np->from's inode. */
+/* Every other name becomes a link to np->fd's inode. */
 static int relink_other(void *arg, const struct lento_fid *dir,
 			const char *name)
 {
@@ -642,32 +664,39 @@ static int relink_other(void *arg, const struct lento_fid *dir,
 
 	if (name_path(np, dir, name, path) || !strcmp(path, np->from))
 		return 0;
-	np->err = np->err ?: cache_link(np->cl->cache, np->from, path);
+	np->err = np->err ?: cache_link_fd(np->cl->cache, np->fd, path);
 	return 0;
 }
 
 /*
  * A file with several names is one inode in the cache, as at the server:
- * a new name links to a name already there (1), or 0 if there is none.
+ * a new name links to the file's inode under a name already there (1,
+ * that inode in *@fd), or 0 if there is none.
  */
 static int link_to_other(struct client *cl, const struct lento_fid *fid,
-			 const char *path)
+			 const char *path, int *fd)
 {
-	struct name_paths np = { .cl = cl, .skip = path };
+	struct name_paths np = { .cl = cl, .fid = fid, .skip = path,
+				 .found = -1 };
 	int err = cache_names(cl->cache, fid, find_other, &np);
 
-	if (err < 0)
+	if (err < 0 || np.found < 0)
+		return err < 0 ? err : 0;
+	/* By the inode checked, not by its name again. */
+	err = cache_link_fd(cl->cache, np.found, path);
+	if (err) {
+		close(np.found);
 		return err;
-	if (!np.found[0])
-		return 0;
-	err = cache_link(cl->cache, np.found, path);
-	return err ?: 1;
+	}
+	*fd = np.found;
+	return 1;
 }
 
+/* Every other name of @fid a link to @fd, the file's inode at @path. */
 static int relink_names(struct client *cl, const struct lento_fid *fid,
-			const char *path)
+			const char *path, int fd)
 {
-	struct name_paths np = { .cl = cl, .from = path };
+	struct name_paths np = { .cl = cl, .from = path, .fd = fd };
 	int err = cache_names(cl->cache, fid, relink_other, &np);
 
 	return err ?: np.err;
@@ -756,20 +785,23 @@ static int list_keep(struct lp_list *l)
 	return 0;
 }
 
-/* The object at @path gets the server's xattrs, @n of them in @l. */
-static int xattrs_apply(struct client *cl, struct listing *li,
-			const char *path, struct lp_list l, uint32_t n)
+/*
+ * The server's xattrs of an object, @n of them in @l, into @x (room for
+ * LENTO_XATTRS_MAX), for cache_placeholder_fd() to set.
+ */
+static int xattrs_decode(struct listing *li, struct lp_list l, uint32_t n,
+			 struct cache_xattr *x, struct cache_xattrs *xa)
 {
-	struct cache_xattr x[LENTO_XATTRS_MAX];
 	struct lp_xattr a;
 	uint32_t i = 0;
 
-	while (i < n && lp_next_xattr(&l, &a) == 1)
+	while (i < n && i < LENTO_XATTRS_MAX && lp_next_xattr(&l, &a) == 1)
 		x[i++] = (struct cache_xattr){ a.name, a.name_len, a.value,
 					       a.value_len };
 	if (i != n)
 		return -EBADMSG;	/* not the list the decoder checked */
-	return cache_sync_xattrs(cl->cache, path, x, n, &li->skipped);
+	*xa = (struct cache_xattrs){ x, n, &li->skipped };
+	return 0;
 }
 
 /* One entry of a new listing into the cache (and onto the disk). */
@@ -779,6 +811,8 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 {
 	struct listing *li = j->priv;
 	char path[CACHE_PATH_MAX];
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct cache_xattrs xa;
 	struct lento_fid was;
 	struct cache_obj old, o = { 0 };
 	bool have = !cache_obj_get(cl->cache, &e->de.st.fid, &old, NULL, 0);
@@ -786,7 +820,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	bool same_name = has_name && lento_fid_eq(&was, &e->de.st.fid);
 	bool same = have && old.type == e->de.st.type &&
 		    lento_vv_eq(&old.vv, &e->de.st.vv);
-	int err;
+	int fd = -1, err;
 
 	/*
 	 * The name is another object's here, one with changes not yet
@@ -821,26 +855,48 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	err = join(path, dirpath, e->de.name);
 	if (!err && !(same && same_name)) {
 		int linked = o.type == LENTO_T_REG && same ?
-			     link_to_other(cl, &o.fid, path) : 0;
+			     link_to_other(cl, &o.fid, path, &fd) : 0;
+
+		/* A new inode has none; one that changed may have others. */
+		bool xattrs = !linked && (e->nxattr || have);
 
 		err = linked < 0 ? linked : 0;
-		if (!linked)
-			err = cache_placeholder(cl->cache, path, &o, target);
-		/* A new inode has none; one that changed may have others. */
-		if (!err && !linked && (e->nxattr || have))
-			err = xattrs_apply(cl, li, path, e->xattrs, e->nxattr);
+		if (!err && xattrs)
+			err = xattrs_decode(li, e->xattrs, e->nxattr, x, &xa);
+		/* Its xattrs before its name: on it, not on what has that. */
+		if (!err && !linked)
+			err = cache_placeholder_fd(cl->cache, path, &o, target,
+						   xattrs ? &xa : NULL, &fd);
+		/*
+		 * The name is the inode just made or linked, not another a
+		 * user put there since: the journal will say what became
+		 * of it.
+		 */
+		err = err ?: cache_path_is_fd(cl->cache, path, fd);
+		/* A test's window: the name changes here (fault.h). */
+		if (!err)
+			fault_hold("listing-made");
 		/* A directory changed keeps its inode: not its flags. */
 		if (!err && have && !same && o.type == LENTO_T_DIR)
 			kclient_clear_flags(cl, o.fid.volume, path);
 		if (err == -EOPNOTSUPP)	/* a device, say: listed only */
 			err = 0;
 		else if (!err && !linked)
-			cache_handle_update(cl->cache, &o.fid, path);
+			cache_handle_update_fd(cl->cache, &o.fid, fd);
+	} else if (!err && o.type == LENTO_T_REG) {
+		/* Kept: the file's own inode, if the name still gives it. */
+		fd = cache_open_obj(cl->cache, path, O_PATH, 0);
+		if (fd >= 0 && !fd_is_file(cl, fd, &o.fid)) {
+			close(fd);
+			fd = -1;
+		}
 	}
 	/* Its names in directories not listed here yet, hidden. */
-	if (!err && o.type == LENTO_T_REG && (o.nlink > 1 ||
-					      (have && old.nlink > 1)))
-		err = cache_names_fit(cl->cache, &o.fid, path, o.nlink);
+	if (!err && fd >= 0 && o.type == LENTO_T_REG &&
+	    (o.nlink > 1 || (have && old.nlink > 1)))
+		err = cache_names_fit_fd(cl->cache, &o.fid, fd, o.nlink);
+	if (fd >= 0)
+		close(fd);
 	err = err ?: cache_obj_put(cl->cache, &o, target,
 				   target ? strlen(target) : 0);
 	return err ?: cache_dirent_put(cl->cache, dir, e->de.name,
@@ -912,6 +968,8 @@ static int listing_apply(struct job *j)
 	char dirpath[CACHE_PATH_MAX];
 	struct old_list ol = { 0 };
 	struct cache_obj d, nd = { 0 };
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct cache_xattrs xa;
 	int err;
 
 	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
@@ -934,9 +992,10 @@ static int listing_apply(struct job *j)
 	nd.valid = !j->broken;
 	nd.data = true;
 	nd.used_ms = wall_ms();
-	err = err ?: cache_placeholder(cl->cache, dirpath, &nd, NULL);
-	err = err ?: xattrs_apply(cl, li, dirpath, li->dir_xattrs,
-				  li->dir_nxattr);
+	/* Kept if there, if it is this directory; its xattrs by its inode. */
+	err = err ?: xattrs_decode(li, li->dir_xattrs, li->dir_nxattr, x, &xa);
+	err = err ?: cache_placeholder_fd(cl->cache, dirpath, &nd, NULL, &xa,
+					  NULL);
 	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
@@ -1051,7 +1110,7 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 	}
 	if (err) {
 		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
-			cache_strerror(err));
+			err == -ESTALE ? STALE_SAID : cache_strerror(err));
 	} else {
 		cl->st.listings++;
 		kclient_notify(cl, &j->fid, li->ev, li->nev);
@@ -1151,12 +1210,20 @@ static int body_install(struct job *j)
 		if (!err)
 			b->tmp[0] = 0;
 	}
+	/*
+	 * Only b->fd is known to be the file: the placeholder filled (its
+	 * name may have moved on during the fetch, and a user's file taken
+	 * it) or the new file installed. A name that is not it now is left
+	 * to the journal: that other file must not become this one's other
+	 * names, nor be recorded as its inode.
+	 */
+	err = err ?: cache_path_is_fd(cl->cache, path, b->fd);
 	/* Its other names: the same inode. */
-	err = err ?: relink_names(cl, &o.fid, path);
-	err = err ?: cache_names_fit(cl->cache, &o.fid, path, o.nlink);
+	err = err ?: relink_names(cl, &o.fid, path, b->fd);
+	err = err ?: cache_names_fit_fd(cl->cache, &o.fid, b->fd, o.nlink);
 	err = err ?: cache_obj_put(cl->cache, &o, NULL, 0);
 	if (!err)
-		cache_handle_update(cl->cache, &o.fid, path);
+		cache_handle_update_fd(cl->cache, &o.fid, b->fd);
 	err = err ?: cache_commit(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
@@ -1175,6 +1242,9 @@ static void body_synced(void *arg, int res)
 	if (!err) {
 		j->cl->st.fetches++;
 		j->cl->st.fetched_bytes += ((struct body_in *)j->priv)->bytes;
+	} else if (err == -ESTALE) {
+		job_msg(j, "storing the body of " FIDFMT ": %s",
+			FIDARG(&j->fid), STALE_SAID);
 	} else {
 		job_msg(j, "storing the body of " FIDFMT ": %s",
 			FIDARG(&j->fid), cache_strerror(err));
@@ -1928,17 +1998,34 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj e = *o;
-	int err = cache_path(cl->cache, &o->fid, path, sizeof(path));
+	int fd = -1, err = cache_path(cl->cache, &o->fid, path, sizeof(path));
 
 	e.data = false;
+	/*
+	 * The file's own inode at its name, or nothing is done there: a
+	 * file a user put under the name (having moved this one away) is
+	 * theirs, not content to drop.
+	 */
+	if (!err) {
+		fd = cache_open_obj(cl->cache, path, O_PATH, 0);
+		err = fd < 0 ? fd : fd_is_file(cl, fd, &o->fid) ? 0 : -ESTALE;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
 	if (!err)
-		err = cache_placeholder(cl->cache, path, &e, NULL);
+		err = cache_placeholder_fd(cl->cache, path, &e, NULL, NULL,
+					   &fd);
+	/* ... and it is the new inode that goes on, not one put there since. */
+	err = err ?: cache_path_is_fd(cl->cache, path, fd);
 	/* A new inode: a fetch fills it in place if it knows it as @o's. */
 	if (!err)
-		cache_handle_update(cl->cache, &e.fid, path);
+		cache_handle_update_fd(cl->cache, &e.fid, fd);
 	/* Every name on the new inode, so that the content goes. */
-	err = err ?: relink_names(cl, &e.fid, path);
-	err = err ?: cache_names_fit(cl->cache, &e.fid, path, e.nlink);
+	err = err ?: relink_names(cl, &e.fid, path, fd);
+	err = err ?: cache_names_fit_fd(cl->cache, &e.fid, fd, e.nlink);
+	if (fd >= 0)
+		close(fd);
 	if (err == -ENOENT)
 		err = 0;	/* no path: just forget the content */
 	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
@@ -1996,7 +2083,8 @@ void evict_check(struct client *cl, uint64_t now)
 
 		if (!k && (e = evict_obj(cl, &vs->o[i])))
 			log_warn("evicting " FIDFMT ": %s",
-				 FIDARG(&vs->o[i].fid), cache_strerror(e));
+				 FIDARG(&vs->o[i].fid), e == -ESTALE ?
+				 STALE_SAID : cache_strerror(e));
 		if (k < 0 || e)
 			continue;
 		cs.bytes -= vs->o[i].attr.size;

@@ -435,4 +435,8 @@ int cmd_sync(struct ctl_req *r, void *ctx, int argc, char **argv);
 /* resolve.c: lentoctl resolve VOLUME local|server|both */
 int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv);
 
+/* What -ESTALE means where a name of the rows was checked. */
+#define STALE_SAID "its name in the cache is another file's now (changed " \
+		   "behind lento's back; the journal will say how)"
+
 #endif /* LENTO_CLIENT_INT_H */

@@ -505,6 +505,24 @@ static int child_flags(void *arg, const char *name,
 	flags = flags_of(cf->cl, &o);
 	/* One inode for the flags and the handle told. */
 	fd = cache_open_obj(cf->cl->cache, path, O_PATH, 0);
+	/*
+	 * The child's own, not another object a user put under its name
+	 * (having moved this one away) before lento consumed the journal
+	 * that says so: that one's flags are not this one's, nor is its
+	 * handle. Every child of the rows had its handle recorded as it
+	 * was made (a listing, a command, the journal), so one without
+	 * (-ENOENT) is not it either; left, presto asks for it.
+	 */
+	if (fd >= 0) {
+		int is = cache_fd_is(cf->cl->cache, fd, fid);
+
+		if (is != 1 && is != -EOPNOTSUPP) {
+			log_debug("%s: not known as the object listed there "
+				  "any more: its flags left alone", path);
+			close(fd);
+			return 0;
+		}
+	}
 	err = fd < 0 ? fd : flags_write_fd(fd, flags, nlink_of(&o, flags),
 					   cf->fs->epoch);
 	/* Not materialised (a device): presto does not meet it either. */

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Failures injected by tests (fault.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,4 +35,15 @@ bool fault_at(const char *point)
 	if (strcmp(armed, point))
 		return false;
 	return unlink(file) == 0;	/* once: a race lost is not ours */
+}
+
+void fault_hold(const char *point)
+{
+	struct timespec ts = { FAULT_HOLD_MS / 1000,
+			       (FAULT_HOLD_MS % 1000) * 1000000L };
+
+	if (!fault_at(point))
+		return;
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
 }

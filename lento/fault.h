@@ -14,5 +14,13 @@
 #include <stdbool.h>
 
 bool fault_at(const char *point);
+/*
+ * A window instead of a failure: at an armed @point lento stops for
+ * FAULT_HOLD_MS (once; the whole thread, a test hook only), long enough
+ * for a test that saw the file go to change the cache's tree behind its
+ * back there, short of a server's heartbeat timeout.
+ */
+#define FAULT_HOLD_MS	500
+void fault_hold(const char *point);
 
 #endif /* LENTO_FAULT_H */

@@ -209,8 +209,10 @@ static int shadow_copy(struct shadow_job *j, struct shadow *s)
 	struct stat sb;
 	int err;
 
-	if (in < 0)	/* the name moved on: not this object's any more */
-		return in == -ENOENT || in == -ELOOP ? -ESTALE : in;
+	/* The name moved on (a fifo under it, say): not this object's. */
+	if (in < 0)
+		return in == -ENOENT || in == -ELOOP || in == -EISDIR ||
+		       in == -CACHE_ENOTREG ? -ESTALE : in;
 	err = fstat(in, &sb) ? -errno : shadow_is_it(s, in, &sb);
 	err = err ?: shadow_open(j, s, sb.st_size);
 	err = err ?: cache_copy_fd(in, s->fd, sb.st_size);

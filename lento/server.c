@@ -1669,16 +1669,26 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 		err = reint_copy(ri, &m.recs);
 	}
 	/*
-	 * A batch the apply would refuse for a body's size or the quota is
-	 * refused now, with the apply's answer: its bodies (each as large
-	 * as the client says, up to 2^63 - 1) are dropped as they come,
-	 * never written out.
+	 * A batch the apply would refuse (its record numbers, a body's
+	 * size, the quota) is refused now, with the apply's answer: its
+	 * bodies (each as large as the client says, up to 2^63 - 1) are
+	 * dropped as they come, never written out. A check that could not
+	 * judge (no memory, the database) refuses nothing: a refusal makes
+	 * the client hold the volume's changes until a person steps in,
+	 * for the store's trouble of a moment. The apply judges then.
 	 */
 	if (!err && m.stores) {
-		struct store_result res;
+		struct store_result res = { .rec = -1 };
+		int e = fault_at("server-reint-check") ? -ENOMEM :
+			store_reintegrate_check(srv->st, m.volume, s->client,
+						ri->recs, ri->n, &res);
 
-		if (store_reintegrate_check(srv->st, m.volume, s->client,
-					    ri->recs, ri->n, &res)) {
+		if (e) {
+			log_warn("client %" PRIu32 ": volume %" PRIu32 ": a "
+				 "batch not judged before its bodies (%s%s%s); "
+				 "the apply judges it", s->client, m.volume,
+				 strerror(-e), res.msg[0] ? ": " : "", res.msg);
+		} else if (res.outcome != STORE_APPLIED) {
 			s->discard = m.more;
 			reint_reply(s, ri, &res);
 			reint_free(ri);

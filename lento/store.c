@@ -3180,6 +3180,22 @@ static int batch_growth(struct store *s, const struct lento_rec *recs,
 	return ret;
 }
 
+/*
+ * The check could not judge (the store's trouble, not the batch's): why
+ * in res->msg, for the caller's log; no verdict.
+ */
+static int unjudged(struct batch *b, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int unjudged(struct batch *b, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(b->res->msg, sizeof(b->res->msg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
 int store_reintegrate_check(struct store *s, uint32_t volume,
 			    uint32_t client, const struct lento_rec *recs,
 			    size_t n, struct store_result *res)
@@ -3196,19 +3212,42 @@ int store_reintegrate_check(struct store *s, uint32_t volume,
 	memset(res, 0, sizeof(*res));
 	res->rec = -1;
 	if (s->broken)
-		return batch_fail(&b, -EIO, "an earlier commit failed with an "
-				  "unknown outcome: reopen the store");
+		return unjudged(&b, -EIO, "an earlier commit failed with an "
+				"unknown outcome: reopen the store");
 	if (s->cb_depth)
-		return batch_fail(&b, -EDEADLK, "called from a callback");
+		return unjudged(&b, -EDEADLK, "called from a callback");
+	/*
+	 * What store_reintegrate() refuses before any record, in its order:
+	 * a batch refused here is refused with the apply's own answer.
+	 */
+	if (!client) {
+		batch_fail(&b, -EINVAL, "client 0 is the server's");
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (recs[i].recno != recs[0].recno + i || !recs[i].recno) {
+			b.i = i;
+			bfail(&b, -EINVAL, NULL, "record numbers must be "
+			      "consecutive, from 1");
+			return 0;
+		}
+	}
 	ret = vol_by_id(s, volume, &v);
 	if (ret)
-		return batch_fail(&b, ret, "volume %" PRIu32 ": %s", volume,
-				  ret == -ENOENT ? "no such volume" : s->why);
+		return unjudged(&b, ret, "volume %" PRIu32 ": %s", volume,
+				ret == -ENOENT ? "no such volume" : s->why);
 	ret = client_get(s, volume, client, &last);
 	if (ret)
-		return batch_fail(&b, ret, "database: %s", s->why);
+		return unjudged(&b, ret, "database: %s", s->why);
 	res->last_recno = last;
 	res->stamp = v.stamp;
+	if (n && recs[0].recno > last + 1) {
+		batch_fail(&b, -EPROTO, "records %" PRIu64 " to %" PRIu64 " of "
+			   "client %" PRIu32 " are missing: the batch starts at "
+			   "%" PRIu64, last + 1, recs[0].recno - 1, client,
+			   recs[0].recno);
+		return 0;
+	}
 	/* Skipped records (a batch sent again) are not judged again. */
 	first = n && recs[0].recno <= last ?
 		(last - recs[0].recno + 1 < n ? last - recs[0].recno + 1 : n) :
@@ -3219,8 +3258,10 @@ int store_reintegrate_check(struct store *s, uint32_t volume,
 		if (r->op != LENTO_OP_STORE || !(r->attr.valid & LENTO_A_SIZE))
 			continue;
 		/* As op_store() would. */
-		if (r->attr.size > STORE_FILE_MAX)
-			return bfail(&b, -EFBIG, &r->obj, "size too large");
+		if (r->attr.size > STORE_FILE_MAX) {
+			bfail(&b, -EFBIG, &r->obj, "size too large");
+			return 0;
+		}
 		bodies += r->attr.size;	/* 8192 x 2^44 at most: no wrap */
 	}
 	room = v.quota > v.usage ? v.quota - v.usage : 0;
@@ -3228,13 +3269,13 @@ int store_reintegrate_check(struct store *s, uint32_t volume,
 		return 0;
 	ret = batch_growth(s, recs, first, n, &grow);
 	if (ret)
-		return batch_fail(&b, ret, "database: %s", s->why);
+		return unjudged(&b, ret, "database: %s", s->why);
 	/* As store_reintegrate() would, with the least usage it can make. */
 	if (grow > room)
-		return batch_fail(&b, -EDQUOT, "volume %s: the batch would "
-				  "bring usage to %" PRIu64 " bytes at least, "
-				  "over its quota of %" PRIu64, v.name,
-				  add_sat(v.usage, grow), v.quota);
+		batch_fail(&b, -EDQUOT, "volume %s: the batch would bring "
+			   "usage to %" PRIu64 " bytes at least, over its "
+			   "quota of %" PRIu64, v.name,
+			   add_sat(v.usage, grow), v.quota);
 	return 0;
 }
 

@@ -292,17 +292,25 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 
 /*
  * Before a batch's bodies come: would store_reintegrate() certainly refuse
- * it for the size of a body or for the volume's quota? So that a body
- * bound to be refused is never written out (a STORE's size is the
- * client's word, up to 2^63 - 1). Only new records are judged (as in
- * store_reintegrate). -EFBIG for a STORE larger than a file may be
- * (res->rec names it); -EDQUOT when the batch's growth of the volume's
- * usage, counted at its least, is beyond what the quota leaves: the
- * bodies of the STOREs that are their objects' last word, less what the
- * objects the batch names use now (a batch that replaces a file's
- * content, or removes files to make room, is not refused here; the
- * apply counts it exactly). Reads only; res as store_reintegrate()
- * fills it on a failure (last_recno and stamp too). 0 or res->err.
+ * it? So that a body bound to be refused is never written out (a STORE's
+ * size is the client's word, up to 2^63 - 1). The verdict is in @res,
+ * filled as store_reintegrate() fills it (last_recno and stamp too):
+ * outcome STORE_APPLIED if the check sees nothing it would refuse, or
+ * STORE_FAILED with the apply's own answer -- -EINVAL (client 0, record
+ * numbers not consecutive from 1) and -EPROTO (records missing before
+ * the batch), checked first as the apply does; -EFBIG for a new STORE
+ * larger than a file may be (res->rec names it); -EDQUOT when the
+ * batch's growth of the volume's usage, counted at its least, is beyond
+ * what the quota leaves: the bodies of the STOREs that are their
+ * objects' last word, less what the objects the batch names use now (a
+ * batch that replaces a file's content, or removes files to make room,
+ * is not refused here; the apply counts it exactly). Only new records
+ * are judged, as in store_reintegrate(). Reads only.
+ *
+ * Returns 0, or -errno if it could not judge (the store broken, a
+ * database error, no memory; why in res->msg): that is the store's
+ * trouble, not the batch's, and says nothing of it -- the apply, which
+ * meets it too, answers it.
  */
 int store_reintegrate_check(struct store *s, uint32_t volume,
 			    uint32_t client, const struct lento_rec *recs,

@@ -836,6 +836,42 @@ def case_over_quota_refused_before_body(srv):
     c.close()
 
 
+def case_unjudged_batch_not_refused(srv):
+    """A batch the early check cannot judge (injected: server-reint-check,
+    as if out of memory) is not refused for it: its body is taken and the
+    apply judges it -- here, applies it. The server of before answered the
+    check's own failure as a REINTEGRATE_REPLY refusal, after which the
+    client holds the volume's changes until a person steps in."""
+    c, vol, cid, f, vers = writer_with_file(srv, "unjudged")
+    body = os.urandom(64 << 10)
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(body), b"",
+                   base_obj=vers[f])
+    with open(srv.faults, "w") as out:
+        out.write("server-reint-check\n")
+    applied, code, _ = reintegrate(c, vol, cid, 2, store, 1, body)
+    assert not os.path.exists(srv.faults), "the fault was not met"
+    assert (applied, code) == (2, 0), (applied, code)
+    assert "not judged before its bodies" in open(srv.log).read()
+    assert not os.listdir(os.path.join(srv.store, "tmp"))
+    c.close()
+
+
+def case_gap_refused_as_apply_would(srv):
+    """A batch whose first records are missing (EPROTO at the apply) and
+    whose STORE is too large (EFBIG) is refused before its body for what
+    the apply refuses it for, its record numbers, as the apply checks
+    those first: the server of before said EFBIG."""
+    c, vol, cid, f, vers = writer_with_file(srv, "gap")
+    store = record(3, OP_STORE, bytes(16), f, 0, 0x8, 0, (1 << 44) + 1,
+                   b"", base_obj=vers[f])
+    tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 3, 1) + store,
+                 flags=MORE)
+    applied, code, index, _ = refusal(answered_before_body(c, tag))
+    assert (applied, code, index) == (1, 71, 0xffffffff), \
+        (applied, code, index)      # EPROTO, no record blamed
+    c.close()
+
+
 def server_fds(srv):
     return len(os.listdir("/proc/%d/fd" % srv.p.pid))
 
@@ -941,6 +977,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_volume_promise_lost_closes_session,
          case_oversized_store_refused_before_body,
          case_over_quota_refused_before_body,
+         case_unjudged_batch_not_refused, case_gap_refused_as_apply_would,
          case_unread_fetches_hold_no_descriptors,
          case_flood_behind_permit_closed, case_malformed]
 

@@ -930,6 +930,181 @@ START_TEST(symlink_in_the_way)
 }
 END_TEST
 
+/*
+ * A fifo where the cache has a file (a user of a presto mount can make
+ * one before lento hears of it): an open of it for content neither
+ * waits for a peer -- the lento of before hung there, its event loop
+ * with it -- nor gives anything but a regular file; cache_strerror()
+ * says why. A socket and a directory the same. Opens of regular files
+ * and directories are as before: blocking, as asked.
+ */
+START_TEST(fifo_in_the_way)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd, fl;
+	char tmp[CACHE_PATH_MAX];
+	struct stat sb;
+
+	alarm(10);	/* the lento of before: stuck in open() */
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(mkfifoat(dfd, "vol/f", 0600), 0);
+	ck_assert_int_eq(mknodat(dfd, "vol/s", S_IFSOCK | 0600, 0), 0);
+	ck_assert_int_eq(mkdirat(dfd, "vol/d", 0700), 0);
+	for (int k = 0; k < 3; k++) {
+		static const int how[] = { O_RDONLY, O_WRONLY, O_RDWR };
+
+		ck_assert_int_eq(cache_open_obj(c, "vol/f", how[k], 0),
+				 -CACHE_ENOTREG);
+		ck_assert_int_eq(cache_open_obj(c, "vol/s", how[k], 0),
+				 -CACHE_ENOTREG);
+		ck_assert_int_eq(cache_open_obj(c, "vol/d", how[k], 0),
+				 -EISDIR);
+	}
+	ck_assert_int_eq(cache_beneath(dfd, "vol/f", O_RDONLY, 0),
+			 -CACHE_ENOTREG);
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(cache_copy_content(dfd, "vol/f", fd, &sb),
+			 -CACHE_ENOTREG);
+	close(fd);
+	ck_assert_ptr_nonnull(strstr(cache_strerror(-CACHE_ENOTREG),
+				     "a fifo, socket or device stands where "
+				     "the cache has a regular file"));
+	/* What is asked for still opens, as it did. */
+	fd = cache_open_obj(c, "vol/f", O_PATH, 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = cache_open_obj(c, "vol/d", O_RDONLY | O_DIRECTORY, 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = cache_open_obj(c, tmp, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	fl = fcntl(fd, F_GETFL);
+	ck_assert_int_ge(fl, 0);
+	ck_assert_int_eq(fl & O_NONBLOCK, 0);
+	close(fd);
+	fd = cache_open_obj(c, tmp, O_RDONLY | O_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ne(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+	close(fd);
+	alarm(0);
+	cache_close(c);
+}
+END_TEST
+
+/*
+ * A name moved away and another file made under it: what lento made or
+ * checked, held open, is still what its calls act on -- the handle
+ * recorded, the links made, the hidden names -- and cache_path_is_fd()
+ * tells the name is another's.
+ */
+START_TEST(by_descriptor)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd, other;
+	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1);
+	struct stat made, sb;
+	char tmp[CACHE_PATH_MAX];
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	fd = -1;
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL, &fd),
+			 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &made), 0);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), 0);
+	/* mv f moved; touch f */
+	ck_assert_int_eq(renameat(dfd, "vol/f", dfd, "vol/moved"), 0);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), -ESTALE);
+	other = openat(dfd, "vol/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(other, 0);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), -ESTALE);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/moved", fd), 0);
+	/* The inode held, not the name's: linked, recorded, fitted. */
+	ck_assert_int_eq(cache_link_fd(c, fd, "vol/l"), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/l", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(sb.st_ino, made.st_ino);
+	ck_assert_int_eq(cache_names_fit_fd(c, &f.fid, fd, 4), 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_int_eq(sb.st_nlink, 4);
+	ck_assert_int_eq(fstat(other, &sb), 0);
+	ck_assert_int_eq(sb.st_nlink, 1);
+	if (cache_handle_update_fd(c, &f.fid, fd) == 0) {
+		ck_assert_int_eq(cache_fd_is(c, fd, &f.fid), 1);
+		ck_assert_int_eq(cache_fd_is(c, other, &f.fid), -ENOENT);
+	}
+	close(other);
+	close(fd);
+	/* An install gives the inode installed. */
+	fd = cache_tmpfile(c, tmp);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &made), 0);
+	close(fd);
+	fd = -1;
+	ck_assert_int_eq(cache_install_fd(c, tmp, "vol/f", &f, &fd), 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_int_eq(sb.st_ino, made.st_ino);
+	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), 0);
+	close(fd);
+	cache_close(c);
+}
+END_TEST
+
+/*
+ * A directory kept by a placeholder is the object's own: another a user
+ * made under its name (having moved this one away) gets neither its
+ * owner, mode nor xattrs (-ESTALE); a volume's root, which has no
+ * handle recorded, is kept as it is. A new object gets its xattrs
+ * before its name.
+ */
+START_TEST(placeholder_identity)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct cache_obj d = obj(fid(1, 4), LENTO_T_DIR, 1),
+			 root = obj(fid(1, 1), LENTO_T_DIR, 1),
+			 f = obj(fid(1, 3), LENTO_T_REG, 1);
+	const struct cache_xattr x[] = { { "user.a", 6, "1", 1 } };
+	uint32_t skipped = 0;
+	struct cache_xattrs xa = { x, 1, &skipped };
+	char buf[8], path[128];
+	struct stat sb;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol", &root, NULL), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL), 0);
+	if (cache_handle_update(c, &d.fid, "vol/d") == 0) {
+		/* Kept: its own. */
+		ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL), 0);
+		/* mv d moved; mkdir d */
+		ck_assert_int_eq(renameat(dfd, "vol/d", dfd, "vol/moved"), 0);
+		ck_assert_int_eq(mkdirat(dfd, "vol/d", 0751), 0);
+		ck_assert_int_eq(cache_placeholder(c, "vol/d", &d, NULL),
+				 -ESTALE);
+		ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, 0), 0);
+		ck_assert_int_eq(sb.st_mode & 07777, 0751);
+		ck_assert_int_eq(cache_placeholder_fd(c, "vol/d", &d, NULL,
+						      &xa, NULL), -ESTALE);
+		snprintf(path, sizeof(path), "%s/vol/d", dir);
+		ck_assert_int_lt(lgetxattr(path, "user.a", buf, sizeof(buf)),
+				 0);
+	}
+	fd = -1;
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, &xa, &fd),
+			 0);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/vol/f", dir);
+	if (!skipped)
+		ck_assert_int_eq(lgetxattr(path, "user.a", buf, sizeof(buf)),
+				 1);
+	cache_close(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -951,6 +1126,9 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, xattrs);
 	tcase_add_test(tc, copy_across);
 	tcase_add_test(tc, symlink_in_the_way);
+	tcase_add_test(tc, fifo_in_the_way);
+	tcase_add_test(tc, by_descriptor);
+	tcase_add_test(tc, placeholder_identity);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -316,7 +316,8 @@ static void drop_bodies(struct tc *c)
  * Send the batch; on failure forget its record numbers. Every batch of
  * these tests is judged by store_reintegrate_check() first, as the
  * server does before the bodies come: it may refuse only what the apply
- * refuses, and then as the apply does.
+ * refuses, and then as the apply does -- the same error, the same
+ * record blamed.
  */
 static int send(struct tc *c)
 {
@@ -326,10 +327,14 @@ static int send(struct tc *c)
 	int r = store_reintegrate(s, c->vol, c->client, c->recs, c->n,
 				  c->bodies, &c->res);
 
-	ck_assert_msg(!p || r, "refused early (%s), applied: %s",
-		      strerror(-p), pre.msg);
-	if (p == -EDQUOT || p == -EFBIG)
-		ck_assert_int_eq(r, p);
+	ck_assert_msg(!p, "not judged: %s: %s", strerror(-p), pre.msg);
+	ck_assert_msg(pre.outcome == STORE_APPLIED || r,
+		      "refused early (%s), applied: %s", strerror(-pre.err),
+		      pre.msg);
+	if (pre.outcome != STORE_APPLIED) {
+		ck_assert_int_eq(r, pre.err);
+		ck_assert_int_eq(c->res.rec, pre.rec);
+	}
 	drop_bodies(c);
 	if (r)
 		c->recno -= c->n;
@@ -893,7 +898,8 @@ START_TEST(reintegrate_check)
 	r->attr.size = (1ull << 44) + 1;
 	seal(&c, r);
 	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
-						 &c.res), -EFBIG);
+						 &c.res), 0);
+	ck_assert_int_eq(c.res.err, -EFBIG);
 	ck_assert_int_eq(c.res.rec, 1);
 	ck_assert(lento_fid_eq(&c.res.fid, &f));
 	ck_assert_int_eq(send(&c), -EFBIG);
@@ -902,7 +908,8 @@ START_TEST(reintegrate_check)
 	f = mkfile(&c, LENTO_ROOT_FID(vol), "f");
 	store_data(&c, f, big, 3000, false);
 	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
-						 &c.res), -EDQUOT);
+						 &c.res), 0);
+	ck_assert_int_eq(c.res.err, -EDQUOT);
 	ck_assert_int_eq(c.res.rec, -1);
 	ck_assert_uint_eq(c.res.last_recno, 0);
 	ck_assert_int_eq(send(&c), -EDQUOT);
@@ -931,7 +938,43 @@ START_TEST(reintegrate_check)
 	r->attr.size = 1u << 30;
 	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
 						 &c.res), 0);
+	ck_assert_int_eq(c.res.outcome, STORE_APPLIED);
 	ck_assert_uint_eq(c.res.last_recno, c.recno);
+	c.n = 0;
+
+	/*
+	 * Record numbers are judged first, as the apply judges them: a
+	 * batch with records missing before it, or not consecutive, and a
+	 * STORE too large is refused for its numbers (the check of before
+	 * said EFBIG where the apply says EPROTO or EINVAL).
+	 */
+	c.recno += 2;
+	f = mkfile(&c, LENTO_ROOT_FID(vol), "h");
+	r = add(&c, LENTO_OP_STORE);
+	r->obj = f;
+	r->attr.valid = LENTO_A_SIZE;
+	r->attr.size = (1ull << 44) + 1;
+	seal(&c, r);
+	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
+						 &c.res), 0);
+	ck_assert_int_eq(c.res.err, -EPROTO);
+	ck_assert_int_eq(send(&c), -EPROTO);
+	c.recno -= 2;
+	f = mkfile(&c, LENTO_ROOT_FID(vol), "h");
+	r = add(&c, LENTO_OP_STORE);
+	r->obj = f;
+	r->attr.valid = LENTO_A_SIZE;
+	r->attr.size = (1ull << 44) + 1;
+	seal(&c, r);
+	c.recs[1].recno++;
+	ck_assert_int_eq(store_reintegrate_check(s, vol, 9, c.recs, c.n,
+						 &c.res), 0);
+	ck_assert_int_eq(c.res.err, -EINVAL);
+	ck_assert_int_eq(c.res.rec, 1);
+	ck_assert_int_eq(send(&c), -EINVAL);
+	ck_assert_int_eq(store_reintegrate_check(s, vol, 0, c.recs, c.n,
+						 &c.res), 0);
+	ck_assert_int_eq(c.res.err, -EINVAL);
 	c.n = 0;
 }
 END_TEST
