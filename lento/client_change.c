@@ -729,21 +729,10 @@ static void setattr_apply(struct cache_obj *o, const struct lento_attr *a,
 	r->attr = *a;
 	r->attr.valid |= LENTO_A_CTIME;
 	r->attr.ctime_ns = r->time_ns;
-	if (a->valid & LENTO_A_MODE)
-		o->attr.mode = a->mode;
-	if (a->valid & LENTO_A_UID)
-		o->attr.uid = a->uid;
-	if (a->valid & LENTO_A_GID)
-		o->attr.gid = a->gid;
-	if (a->valid & LENTO_A_SIZE)
-		o->attr.size = a->size;
-	if (a->valid & LENTO_A_ATIME)
-		o->attr.atime_ns = a->atime_ns;
-	if (a->valid & LENTO_A_MTIME)
-		o->attr.mtime_ns = a->mtime_ns;
-	else if (a->valid & LENTO_A_SIZE)
+	lento_attr_merge(&o->attr, &r->attr);
+	/* A new size is a change of content, unless the caller said when. */
+	if ((a->valid & LENTO_A_SIZE) && !(a->valid & LENTO_A_MTIME))
 		o->attr.mtime_ns = r->time_ns;
-	o->attr.ctime_ns = r->time_ns;
 	o->dirty = true;
 }
 

@@ -173,6 +173,9 @@ void kml_unmounted(struct client *cl, struct fset *fs, const struct kmsg *m)
 	j->known = j->final = true;
 	if (m->kml_durable > j->durable)
 		j->durable = m->kml_durable;
+	/* All of it durable: a sync or a catch-up reads to its end. */
+	if (j->sync_upto < j->durable)
+		j->sync_upto = j->durable;
 	j->acked = m->kml_acked;
 	j->presto_permit = false;
 	/* Nothing answers these any more. */
@@ -685,9 +688,6 @@ static int sync_one(struct op *op, struct fset *fs)
 			  strerror(-j->sync_err));
 		return j->sync_err;
 	}
-	/* Unmounted: the last mount's log, all of it durable. */
-	if (j->final && j->sync_upto < j->durable)
-		j->sync_upto = j->durable;
 	if (!(fset_live(fs) || j->final) || j->pos >= j->sync_upto)
 		return 0;
 	kml_consume(op->cl, fs);
@@ -734,12 +734,8 @@ bool kclient_caught_up(struct client *cl, struct vol *v)
 	if (!fs)
 		return true;
 	j = &fs->j;
-	if (j->final) {
-		/* Nothing is added to an unmounted fileset's log. */
+	if (j->final)	/* nothing is added to an unmounted fileset's log */
 		j->catch_up = false;
-		if (j->sync_upto < j->durable)
-			j->sync_upto = j->durable;
-	}
 	catch_up_send(cl, fs);
 	if (j->catch_up || j->sync_req)
 		return false;

@@ -450,27 +450,6 @@ static void attr_of(const struct kml_attr *k, uint32_t mask,
 	a->rdev = rdev_of(k->rdev);
 }
 
-/* @a's valid fields into the object's attributes. */
-static void attr_merge(struct lento_attr *o, const struct lento_attr *a)
-{
-	if (a->valid & LENTO_A_MODE)
-		o->mode = a->mode;
-	if (a->valid & LENTO_A_UID)
-		o->uid = a->uid;
-	if (a->valid & LENTO_A_GID)
-		o->gid = a->gid;
-	if (a->valid & LENTO_A_SIZE)
-		o->size = a->size;
-	if (a->valid & LENTO_A_ATIME)
-		o->atime_ns = a->atime_ns;
-	if (a->valid & LENTO_A_MTIME)
-		o->mtime_ns = a->mtime_ns;
-	if (a->valid & LENTO_A_CTIME)
-		o->ctime_ns = a->ctime_ns;
-	if (a->valid & LENTO_A_RDEV)
-		o->rdev = a->rdev;
-}
-
 static void rec_init(struct lento_rec *r, const struct who *w, uint16_t op)
 {
 	memset(r, 0, sizeof(*r));
@@ -879,7 +858,7 @@ static int setattr_log(struct kapply *ka, const struct who *w,
 	r.obj = o->fid;
 	r.base_obj = o->vv;
 	r.attr = *a;
-	attr_merge(&o->attr, a);
+	lento_attr_merge(&o->attr, a);
 	return obj_put(ka, o, NULL, 0) ?: log_rec(ka, &r, 0);
 }
 
@@ -973,7 +952,7 @@ static int k_store(struct kapply *ka, const struct kml_record *r)
 	rec.base_obj = o.vv;
 	attr_of(&r->attr, PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME |
 		PRESTO_KML_A_CTIME, &rec.attr);
-	attr_merge(&o.attr, &rec.attr);
+	lento_attr_merge(&o.attr, &rec.attr);
 	o.data = true;
 	o.used_ms = wall_ms_now();
 	return obj_put(ka, &o, NULL, 0) ?:

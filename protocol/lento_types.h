@@ -134,6 +134,28 @@ struct lento_attr {
 	uint64_t rdev;		/* major << 32 | minor */
 };
 
+/* @a's valid fields into an object's attributes @o. */
+static inline void lento_attr_merge(struct lento_attr *o,
+				    const struct lento_attr *a)
+{
+	if (a->valid & LENTO_A_MODE)
+		o->mode = a->mode;
+	if (a->valid & LENTO_A_UID)
+		o->uid = a->uid;
+	if (a->valid & LENTO_A_GID)
+		o->gid = a->gid;
+	if (a->valid & LENTO_A_SIZE)
+		o->size = a->size;
+	if (a->valid & LENTO_A_ATIME)
+		o->atime_ns = a->atime_ns;
+	if (a->valid & LENTO_A_MTIME)
+		o->mtime_ns = a->mtime_ns;
+	if (a->valid & LENTO_A_CTIME)
+		o->ctime_ns = a->ctime_ns;
+	if (a->valid & LENTO_A_RDEV)
+		o->rdev = a->rdev;
+}
+
 /* An object as the server knows it: what a fetch returns. */
 struct lento_status {
 	struct lento_fid fid;
