@@ -76,12 +76,11 @@ int presto_permit_get(struct super_block *sb, bool fault)
 	if (!sbi->fileset)
 		return 0;
 	for (;;) {
-		if (!percpu_down_read_trylock(sem)) {
-			err = wait_event_interruptible(sbi->permit_wq,
-						percpu_down_read_trylock(sem));
-			if (err)
-				return err;
-		}
+		/* The trylock comes first: with no revoke there is no wait. */
+		err = wait_event_interruptible(sbi->permit_wq,
+					       percpu_down_read_trylock(sem));
+		if (err)
+			return err;
 		if (READ_ONCE(sbi->permit))
 			return 0;
 		percpu_up_read(sem);
