@@ -263,6 +263,20 @@ static void presto_keep_negative(struct inode *inode, struct dentry *lower)
 	dput(xchg(&PRESTO_I(inode)->neg_lower, neg));
 }
 
+/*
+ * A directory was removed. The negative presto dentries of the names
+ * removed in it hold the negative lower dentries that the removals kept,
+ * so the lower vfs_rmdir() could not free those, and they would hold the
+ * removed lower directory, its inode and its block, until memory pressure
+ * or the parent's removal. Free presto's (the VFS would, just after this)
+ * and then the lower ones they let go, as ext4's own rmdir would have.
+ */
+static void presto_drop_children(struct dentry *dentry, struct dentry *lower)
+{
+	shrink_dcache_parent(dentry);
+	shrink_dcache_parent(lower);
+}
+
 static int presto_remove(struct inode *dir, struct dentry *dentry,
 			 enum presto_kml_op op)
 {
@@ -302,6 +316,8 @@ static int presto_remove(struct inode *dir, struct dentry *dentry,
 		presto_stamp(dir, seq);
 		presto_stamp(inode, seq);
 		presto_keep_negative(inode, lower);
+		if (op == PRESTO_KML_RMDIR)
+			presto_drop_children(dentry, lower);
 	}
 	dput(lower);
 	presto_copyattr(dir);

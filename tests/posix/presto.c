@@ -418,6 +418,44 @@ static void removed_file_space_freed(void)
 }
 
 /*
+ * A directory removed after its entries were gives its inode back at once,
+ * as on ext4: the names removed in it must not keep the removed directory
+ * alive below (presto kept them as negative dentries on both levels).
+ */
+static void removed_dir_inode_freed(void)
+{
+	char p[64];
+	struct statfs before, after;
+	int d, f;
+
+	sync();
+	CHECK_OK(statfs(".", &before));
+	for (d = 0; d < 8; d++) {
+		snprintf(p, sizeof(p), "rd%d", d);
+		CHECK_OK(mkdir(p, 0755));
+		for (f = 0; f < 4; f++) {
+			snprintf(p, sizeof(p), "rd%d/f%d", d, f);
+			write_file(p, "x", 1, 0644);
+		}
+		snprintf(p, sizeof(p), "rd%d/sub", d);
+		CHECK_OK(mkdir(p, 0755));
+	}
+	for (d = 0; d < 8; d++) {
+		for (f = 0; f < 4; f++) {
+			snprintf(p, sizeof(p), "rd%d/f%d", d, f);
+			CHECK_OK(unlink(p));
+		}
+		snprintf(p, sizeof(p), "rd%d/sub", d);
+		CHECK_OK(rmdir(p));
+		snprintf(p, sizeof(p), "rd%d", d);
+		CHECK_OK(rmdir(p));
+	}
+	CHECK_OK(statfs(".", &after));
+	/* Two of slack: a new journal segment is an inode. */
+	CHECK(after.f_ffree + 2 >= before.f_ffree);
+}
+
+/*
  * Read-only opens with O_NONBLOCK (nginx opens every file so) share
  * presto's lower file with plain ones: each descriptor keeps its own
  * position and flags, and sendfile from it works.
@@ -596,6 +634,7 @@ const struct posix_case presto_cases[] = {
 	{ "regress-nonblock-readers", nonblock_readers, 0 },
 	{ "regress-new-file-first-use", new_file_first_use, 0 },
 	{ "regress-removed-file-space-freed", removed_file_space_freed, 0 },
+	{ "regress-removed-dir-inode-freed", removed_dir_inode_freed, 0 },
 	{ "regress-direct-on-special-files", direct_on_special_files, 0 },
 	{ "regress-symlink-and-fifo-times", symlink_and_fifo_times, 0 },
 	{ "regress-fstat-after-unlink-of-linked-name",
