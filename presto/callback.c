@@ -136,8 +136,8 @@ int presto_cb_need(struct inode *inode, u32 want)
 /*
  * Set @set (if @epoch is the fileset's) and clear @clear on the object
  * named by @h, if presto has it in memory; false if it has not (the
- * flags are read from the xattr when it is met). Caller holds the
- * fileset's mutex, which keeps the superblock alive.
+ * flags are read from the xattr when it is met). Caller keeps the
+ * superblock alive: the fileset's mutex or a pin (presto_sb_pin()).
  */
 bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
 		     u32 set, u32 clear, u64 epoch)

@@ -25,6 +25,7 @@
 #include <linux/slab.h>
 #include <linux/wait.h>
 #include <net/genetlink.h>
+#include <net/sock.h>
 #include "presto.h"
 
 #define PRESTO_RESEND_DELAY	(HZ / 10)
@@ -76,9 +77,18 @@ struct presto_fileset {
 	struct mutex mutex;
 	/* Under mutex: */
 	u32 portid;			/* the registered lento; 0: none */
+	/*
+	 * Its socket, held: a port id is free for a new socket before the
+	 * old one's NETLINK_URELEASE is told, so the id alone does not say
+	 * which socket is the lento.
+	 */
+	struct sock *lento_sk;
 	bool notice_owed;		/* its MOUNTED or UNMOUNTED was lost */
 	bool attached;			/* a mount has it (maybe not ready) */
 	struct super_block *sb;		/* the mount, ready; NULL: none */
+	/* Downcalls and KML workers at work on sb: presto_sb_pin(). */
+	atomic_t sb_pins;
+	wait_queue_head_t sb_unpinned;
 	/*
 	 * Unmounted: where the last mount left its log (synced at the
 	 * unmount), for lento to read the rest without presto.
@@ -102,7 +112,7 @@ struct presto_fileset {
 struct presto_kml_request {
 	struct work_struct work;
 	struct presto_fileset *fs;	/* a reference */
-	struct super_block *sb;		/* an active reference */
+	struct super_block *sb;		/* pinned: presto_sb_pin() */
 	u64 req;
 	bool revoke;
 };
@@ -132,8 +142,8 @@ static DEFINE_MUTEX(presto_filesets_lock);
 static atomic64_t presto_upcall_ids = ATOMIC64_INIT(0);
 /*
  * KML_SYNC and revoke workers run here, so that module exit can wait for
- * them: a worker's deactivate_super() may drop the module's last
- * reference, and the worker still runs presto's code after it.
+ * them: the unmount that a worker held up may end, and the module go,
+ * while the worker still runs presto's code.
  */
 static struct workqueue_struct *presto_kml_wq;
 
@@ -179,6 +189,7 @@ struct presto_fileset *presto_fileset_get(const char *name, bool make)
 	kref_init(&fs->ref);
 	strscpy(fs->name, name, sizeof(fs->name));
 	mutex_init(&fs->mutex);
+	init_waitqueue_head(&fs->sb_unpinned);
 	INIT_LIST_HEAD(&fs->upcalls);
 	INIT_DELAYED_WORK(&fs->resend, presto_resend_work);
 	spin_lock_init(&fs->hint_lock);
@@ -216,7 +227,7 @@ void presto_fileset_put(struct presto_fileset *fs)
 static struct sk_buff *presto_msg_new(struct presto_fileset *fs, u8 cmd,
 				      void **hdr)
 {
-	return presto_genl_new(fs->name, cmd, hdr);
+	return presto_genl_new(fs->name, NLMSG_GOODSIZE, cmd, hdr);
 }
 
 /* Unicast to the fileset's lento. Caller holds fs->mutex. */
@@ -366,10 +377,11 @@ void presto_hint_open(struct inode *inode)
 		return;
 	if (!READ_ONCE(fs->portid))
 		return;
-	WRITE_ONCE(pi->hinted, jiffies ?: 1);
 	spin_lock(&fs->hint_lock);
 	first = !fs->nhints;
+	/* A file whose hint is dropped is hinted at its next open. */
 	if (fs->nhints < PRESTO_HINTS_MAX) {
+		WRITE_ONCE(pi->hinted, jiffies ?: 1);
 		fs->hints[fs->nhints].ino = pi->lower->i_ino;
 		fs->hints[fs->nhints].gen = pi->lower->i_generation;
 		fs->hints[fs->nhints].pad = 0;
@@ -389,7 +401,8 @@ static void presto_hint_work(struct work_struct *work)
 	void *hdr;
 
 	mutex_lock(&fs->mutex);
-	skb = presto_msg_new(fs, PRESTO_CMD_ACCESS, &hdr);
+	skb = presto_genl_new(fs->name, nla_total_size(sizeof(fs->hints)),
+			      PRESTO_CMD_ACCESS, &hdr);
 	spin_lock(&fs->hint_lock);
 	a = skb ? nla_reserve(skb, PRESTO_A_HANDLES,
 			      fs->nhints * sizeof(fs->hints[0])) : NULL;
@@ -560,6 +573,8 @@ static void presto_lento_gone(struct presto_fileset *fs)
 	struct presto_upcall *up, *tmp;
 
 	fs->portid = 0;
+	sock_put(fs->lento_sk);
+	WRITE_ONCE(fs->lento_sk, NULL);
 	list_for_each_entry_safe(up, tmp, &fs->upcalls, node) {
 		up->sent = false;
 		if (!up->waiters)
@@ -642,6 +657,8 @@ void presto_fileset_detach(struct super_block *sb)
 	}
 	fs->attached = false;
 	mutex_unlock(&fs->mutex);
+	/* Downcalls still at work on the inodes finish before they go. */
+	wait_event(fs->sb_unpinned, !atomic_read(&fs->sb_pins));
 	/* The journal thread may be telling of its log (kml_durable). */
 	WRITE_ONCE(presto_sb(sb)->fileset, NULL);
 	synchronize_rcu();
@@ -677,28 +694,31 @@ void presto_fileset_show(struct seq_file *m, struct super_block *sb)
 
 /* ------------------------------------------------------------ lento */
 
-/* Is @portid the lento of @fs? */
-bool presto_fileset_is_lento(struct presto_fileset *fs, u32 portid)
+/* Is the socket @sk the lento of @fs? */
+bool presto_fileset_is_lento(struct presto_fileset *fs, const struct sock *sk)
 {
-	return READ_ONCE(fs->portid) == portid;
+	return READ_ONCE(fs->lento_sk) == sk;
 }
 
 /*
- * The sender of @info becomes the lento of @fs (-EBUSY if another one
- * is), answered with @msg (begun at @hdr; consumed) and the mount's state,
- * under the lock that MOUNTED and UNMOUNTED notices are sent under, so
- * that none of them overtakes the answer with news older than it. A
- * lento the answer did not reach is not registered.
+ * The sender of @info, on socket @sk, becomes the lento of @fs (-EBUSY if
+ * another one is), answered with @msg (begun at @hdr; consumed) and the
+ * mount's state, under the lock that MOUNTED and UNMOUNTED notices are
+ * sent under, so that none of them overtakes the answer with news older
+ * than it. A lento the answer did not reach is not registered. A lento
+ * whose socket is closing is gone already: its NETLINK_URELEASE may come
+ * after a new socket took its port id.
  */
-int presto_fileset_register(struct presto_fileset *fs, struct genl_info *info,
-			    struct sk_buff *msg, void *hdr)
+int presto_fileset_register(struct presto_fileset *fs, struct sock *sk,
+			    struct genl_info *info, struct sk_buff *msg,
+			    void *hdr)
 {
-	u32 portid = info->snd_portid;
 	int err;
 
 	mutex_lock(&fs->mutex);
 	err = -EBUSY;
-	if (fs->portid && fs->portid != portid)
+	if (fs->lento_sk && fs->lento_sk != sk &&
+	    !sock_flag(fs->lento_sk, SOCK_DEAD))
 		goto out;
 	err = presto_put_mount(msg, fs);
 	if (err)
@@ -708,9 +728,15 @@ int presto_fileset_register(struct presto_fileset *fs, struct genl_info *info,
 	msg = NULL;
 	if (err)
 		goto out;
-	if (!fs->portid)
-		kref_get(&fs->ref);	/* lento's, until it goes */
-	fs->portid = portid;
+	if (fs->lento_sk != sk) {
+		if (fs->lento_sk)
+			presto_lento_gone(fs);
+		else
+			kref_get(&fs->ref);	/* lento's, until it goes */
+		sock_hold(sk);
+		WRITE_ONCE(fs->lento_sk, sk);
+	}
+	fs->portid = info->snd_portid;
 	/* The answer told the mount's state. */
 	fs->notice_owed = false;
 out:
@@ -731,18 +757,33 @@ void presto_fileset_resend(struct presto_fileset *fs)
 	mutex_unlock(&fs->mutex);
 }
 
-/* The lento @portid of @fs goes (UNREGISTER, or its socket closed). */
-void presto_fileset_unregister(struct presto_fileset *fs, u32 portid)
+/*
+ * The lento of @fs goes if it is on socket @sk (UNREGISTER), or, with no
+ * @sk, if its socket is closed and had port id @portid.
+ */
+static void presto_fileset_drop_lento(struct presto_fileset *fs,
+				      const struct sock *sk, u32 portid)
 {
 	bool had;
 
 	mutex_lock(&fs->mutex);
-	had = fs->portid == portid;
+	if (sk)
+		had = fs->lento_sk == sk;
+	else
+		had = fs->lento_sk && fs->portid == portid &&
+		      sock_flag(fs->lento_sk, SOCK_DEAD);
 	if (had)
 		presto_lento_gone(fs);
 	mutex_unlock(&fs->mutex);
 	if (had)
 		presto_fileset_put(fs);
+}
+
+/* UNREGISTER from socket @sk. */
+void presto_fileset_unregister(struct presto_fileset *fs,
+			       const struct sock *sk)
+{
+	presto_fileset_drop_lento(fs, sk, 0);
 }
 
 /* A netlink socket closed: if it was a lento, it is gone at once. */
@@ -764,7 +805,7 @@ void presto_lento_closed(u32 portid)
 		}
 		mutex_unlock(&presto_filesets_lock);
 		for (i = 0; i < nr; i++) {
-			presto_fileset_unregister(gone[i], portid);
+			presto_fileset_drop_lento(gone[i], NULL, portid);
 			presto_fileset_put(gone[i]);
 		}
 	} while (nr == ARRAY_SIZE(gone));
@@ -786,9 +827,9 @@ void presto_filesets_exit(void)
 
 	destroy_workqueue(presto_kml_wq);
 	list_for_each_entry_safe(fs, tmp, &presto_filesets, node) {
-		if (WARN_ON_ONCE(fs->attached || !fs->portid))
+		if (WARN_ON_ONCE(fs->attached || !fs->lento_sk))
 			continue;
-		presto_fileset_unregister(fs, fs->portid);
+		presto_fileset_unregister(fs, fs->lento_sk);
 	}
 }
 
@@ -919,36 +960,61 @@ static void presto_watched_send(struct presto_fileset *fs,
 	presto_msg_send(fs, skb, hdr);
 }
 
+/*
+ * The mounted superblock, kept for a downcall that works on its inodes
+ * without the fileset's mutex: an inode's last iput there may evict it,
+ * and an unlinked object's eviction frees its lower blocks, which upcalls
+ * should not wait for. An unmount waits for the pins to go before its
+ * inodes do (presto_fileset_detach()). NULL if nothing is mounted.
+ */
+static struct super_block *presto_sb_pin(struct presto_fileset *fs)
+{
+	struct super_block *sb;
+
+	mutex_lock(&fs->mutex);
+	sb = fs->sb;
+	if (sb)
+		atomic_inc(&fs->sb_pins);
+	mutex_unlock(&fs->mutex);
+	return sb;
+}
+
+static void presto_sb_unpin(struct presto_fileset *fs)
+{
+	if (atomic_dec_and_test(&fs->sb_pins))
+		wake_up(&fs->sb_unpinned);
+}
+
 /* BREAK, SET_FLAGS and PURGE (@cmd) of the object named by @h. */
 int presto_fileset_object(struct presto_fileset *fs, u8 cmd,
 			  const struct presto_handle *h, u32 flags, u64 epoch)
 {
+	struct super_block *sb = presto_sb_pin(fs);
 	int ret = 0;
 
-	mutex_lock(&fs->mutex);
-	if (!fs->sb) {
-		ret = -ENOENT;
-		goto out;
-	}
+	if (!sb)
+		return -ENOENT;
 	switch (cmd) {
 	case PRESTO_CMD_BREAK:
-		if (!presto_cb_apply(fs->sb, h, 0, flags, 0))
+		if (!presto_cb_apply(sb, h, 0, flags, 0))
 			break;
 		presto_count(fs, PRESTO_ST_BREAKS);
-		if (presto_notify_break(fs->sb, h, flags))
+		if (presto_notify_break(sb, h, flags)) {
+			mutex_lock(&fs->mutex);
 			presto_watched_send(fs, h);
+			mutex_unlock(&fs->mutex);
+		}
 		break;
 	case PRESTO_CMD_SET_FLAGS:
-		presto_cb_apply(fs->sb, h, flags, 0, epoch);
+		presto_cb_apply(sb, h, flags, 0, epoch);
 		break;
 	case PRESTO_CMD_PURGE:
-		ret = presto_cb_purge(fs->sb, h);
+		ret = presto_cb_purge(sb, h);
 		break;
 	default:
 		ret = -EINVAL;
 	}
-out:
-	mutex_unlock(&fs->mutex);
+	presto_sb_unpin(fs);
 	return ret;
 }
 
@@ -957,12 +1023,13 @@ int presto_fileset_notify(struct presto_fileset *fs,
 			  const struct presto_handle *h, const char *name,
 			  u32 event)
 {
-	int ret = -ENOENT;
+	struct super_block *sb = presto_sb_pin(fs);
+	int ret;
 
-	mutex_lock(&fs->mutex);
-	if (fs->sb)
-		ret = presto_notify_name(fs->sb, h, name, event);
-	mutex_unlock(&fs->mutex);
+	if (!sb)
+		return -ENOENT;
+	ret = presto_notify_name(sb, h, name, event);
+	presto_sb_unpin(fs);
 	return ret;
 }
 
@@ -1043,7 +1110,7 @@ static void presto_kml_request_work(struct work_struct *work)
 	mutex_lock(&fs->mutex);
 	presto_kml_send(fs, r->sb, r->req, err);
 	mutex_unlock(&fs->mutex);
-	deactivate_super(r->sb);
+	presto_sb_unpin(fs);
 	presto_fileset_put(fs);
 	kfree(r);
 }
@@ -1053,7 +1120,9 @@ static void presto_kml_request_work(struct work_struct *work)
  * lento's: the answer, a KML message, comes from a worker once the log
  * is durable (and, for a revoke, once the changes in progress ended), so
  * that lento's sending thread never waits for the disk or for writers.
- * The worker holds the mount active meanwhile.
+ * The worker pins the mount meanwhile: an unmount waits for the answer
+ * rather than return with the superblock, and the cache's file system
+ * under it, still in use.
  */
 int presto_fileset_kml_request(struct presto_fileset *fs, u64 req,
 			       bool revoke)
@@ -1065,9 +1134,9 @@ int presto_fileset_kml_request(struct presto_fileset *fs, u64 req,
 	if (!r)
 		return -ENOMEM;
 	mutex_lock(&fs->mutex);
-	/* A mount being torn down has no active reference left. */
-	if (!fs->sb || !atomic_inc_not_zero(&fs->sb->s_active))
+	if (!fs->sb)
 		goto out;
+	atomic_inc(&fs->sb_pins);
 	r->sb = fs->sb;
 	if (revoke) {
 		presto_permit_set(fs->sb, false);

@@ -75,12 +75,17 @@ static const u32 presto_cmd_attrs[PRESTO_CMD_MAX + 1] = {
 };
 #undef A
 
-/* A message of presto's own for @fileset; NULL if out of memory. */
-struct sk_buff *presto_genl_new(const char *fileset, u8 cmd, void **hdr)
+/*
+ * A message of presto's own for @fileset, with room for @size bytes of
+ * attributes besides the fileset's name; NULL if out of memory.
+ */
+struct sk_buff *presto_genl_new(const char *fileset, size_t size, u8 cmd,
+				void **hdr)
 {
 	struct sk_buff *skb;
 
-	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	skb = genlmsg_new(nla_total_size(PRESTO_FILESET_MAX + 1) + size,
+			  GFP_KERNEL);
 	if (!skb)
 		return NULL;
 	*hdr = genlmsg_put(skb, 0, 0, &presto_genl_family, 0, cmd);
@@ -116,7 +121,7 @@ static int presto_pre_doit(const struct genl_ops *ops, struct sk_buff *skb,
 	if (!fs)
 		return cmd == PRESTO_CMD_REGISTER ? -ENOMEM : -ENOENT;
 	if (cmd != PRESTO_CMD_REGISTER && cmd != PRESTO_CMD_STATS &&
-	    !presto_fileset_is_lento(fs, info->snd_portid)) {
+	    !presto_fileset_is_lento(fs, NETLINK_CB(skb).sk)) {
 		presto_fileset_put(fs);
 		GENL_SET_ERR_MSG(info, "presto: not this fileset's lento");
 		return -EPERM;
@@ -159,7 +164,7 @@ static int presto_cmd_register(struct sk_buff *skb, struct genl_info *info)
 	msg = presto_reply_begin(info, PRESTO_CMD_REGISTER, &hdr);
 	if (IS_ERR(msg))
 		return PTR_ERR(msg);
-	err = presto_fileset_register(fs, info, msg, hdr);
+	err = presto_fileset_register(fs, NETLINK_CB(skb).sk, info, msg, hdr);
 	if (err == -EBUSY)
 		GENL_SET_ERR_MSG(info, "presto: another lento holds the fileset");
 	if (err)
@@ -171,7 +176,7 @@ static int presto_cmd_register(struct sk_buff *skb, struct genl_info *info)
 
 static int presto_cmd_unregister(struct sk_buff *skb, struct genl_info *info)
 {
-	presto_fileset_unregister(info->user_ptr[0], info->snd_portid);
+	presto_fileset_unregister(info->user_ptr[0], NETLINK_CB(skb).sk);
 	return 0;
 }
 

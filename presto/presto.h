@@ -277,6 +277,7 @@ void presto_intent_close(struct super_block *sb);
 struct presto_fileset;
 struct sk_buff;
 struct genl_info;
+struct sock;
 bool presto_fileset_name_ok(const char *name);
 int presto_fileset_attach(struct super_block *sb, const char *name);
 void presto_fileset_announce(struct super_block *sb);
@@ -287,11 +288,13 @@ void presto_hint_open(struct inode *inode);
 /* for genl.c: what lento says */
 struct presto_fileset *presto_fileset_get(const char *name, bool make);
 void presto_fileset_put(struct presto_fileset *fs);
-bool presto_fileset_is_lento(struct presto_fileset *fs, u32 portid);
-int presto_fileset_register(struct presto_fileset *fs, struct genl_info *info,
-			    struct sk_buff *msg, void *hdr);
+bool presto_fileset_is_lento(struct presto_fileset *fs, const struct sock *sk);
+int presto_fileset_register(struct presto_fileset *fs, struct sock *sk,
+			    struct genl_info *info, struct sk_buff *msg,
+			    void *hdr);
 void presto_fileset_resend(struct presto_fileset *fs);
-void presto_fileset_unregister(struct presto_fileset *fs, u32 portid);
+void presto_fileset_unregister(struct presto_fileset *fs,
+			       const struct sock *sk);
 void presto_lento_closed(u32 portid);
 int presto_filesets_init(void);
 void presto_filesets_exit(void);
@@ -320,7 +323,8 @@ void presto_permit_set(struct super_block *sb, bool held);
 void presto_permit_drain(struct super_block *sb);
 
 /* genl.c */
-struct sk_buff *presto_genl_new(const char *fileset, u8 cmd, void **hdr);
+struct sk_buff *presto_genl_new(const char *fileset, size_t size, u8 cmd,
+				void **hdr);
 int presto_genl_init(void);
 void presto_genl_exit(void);
 

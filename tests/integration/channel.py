@@ -975,6 +975,47 @@ def case_warm_remount(ext, mnt):
         m.umount()
 
 
+def case_hints_full_batch(ext, mnt):
+    """A second of opens past the batch's capacity: a full batch of 256
+    handles reaches lento whole in one message, the rest are dropped (hints
+    are lossy), and a later open is hinted again."""
+    m = Mount(ext, mnt)
+    os.makedirs(m.lp("many"))
+    for i in range(300):
+        with open(m.lp("many/%03d" % i), "w") as f:
+            f.write("x")
+    m.warm_all(EPOCH)
+    m.mount()
+    l = genl.Lento()
+    check(l.register(m.name)[1] == 0, "REGISTER")
+    try:
+        check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], EPOCH)) == 0,
+              "SET_EPOCH")
+        for i in range(300):
+            with open(m.mp("many/%03d" % i)) as f:
+                f.read()
+        msg = l.next_msg(5, "ACCESS")
+        check(msg, "no hints")
+        data = msg.attrs[A["HANDLES"]]
+        check(len(data) == 256 * 16, "a batch of %d bytes" % len(data))
+        hinted = {struct.unpack_from("=QI", data, i)
+                  for i in range(0, len(data), 16)}
+        check(len(hinted) == 256, "%d distinct handles" % len(hinted))
+        files = {m.handle("many/%03d" % i) for i in range(300)}
+        check(hinted <= files, "hints of files not opened")
+        check(not l.next_msg(2, "ACCESS"), "the dropped hints came after all")
+        late = sorted(files - hinted)[0]
+        name = os.path.relpath(m.path_of(late), m.lower)
+        with open(m.mp(name)) as f:
+            f.read()
+        msg = l.next_msg(5, "ACCESS")
+        check(msg and msg.attrs[A["HANDLES"]] == struct.pack("=QII", *late, 0),
+              "a dropped file opened again is hinted")
+    finally:
+        l.close()
+        m.umount()
+
+
 def case_local_creates(ext, mnt):
     m = Mount(ext, mnt, timeout=1)
     m.warm_all(EPOCH)
@@ -1373,6 +1414,7 @@ CASES = [
     ("server-changes-reach-inotify", case_watchers),
     ("purge-busy-while-open", case_purge),
     ("warm-remount-epoch-no-upcalls", case_warm_remount),
+    ("access-hints-full-batch", case_hints_full_batch),
     ("local-creates-no-upcalls", case_local_creates),
     ("silent-lento-ETIMEDOUT-progress-extends", case_timeouts),
     ("permit-upcall-joined-refused-granted-kept", case_permit_upcall),
