@@ -257,12 +257,18 @@ static int presto_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
+/*
+ * A synchronous kiocb (init_sync_kiocb()'s, but for the caller's I/O
+ * priority, which it would look up only to be replaced).
+ */
 static void presto_lower_kiocb(struct kiocb *lower, struct kiocb *iocb)
 {
-	init_sync_kiocb(lower, presto_lower_file(iocb->ki_filp));
-	lower->ki_flags = iocb->ki_flags & PRESTO_IOCB_MASK;
-	lower->ki_pos = iocb->ki_pos;
-	lower->ki_ioprio = iocb->ki_ioprio;
+	*lower = (struct kiocb) {
+		.ki_filp = presto_lower_file(iocb->ki_filp),
+		.ki_flags = iocb->ki_flags & PRESTO_IOCB_MASK,
+		.ki_pos = iocb->ki_pos,
+		.ki_ioprio = iocb->ki_ioprio,
+	};
 }
 
 /*
