@@ -133,25 +133,15 @@ int presto_cb_need(struct inode *inode, u32 want)
 	return presto_upcall(inode, op);
 }
 
-/*
- * Set @set (if @epoch is the fileset's) and clear @clear on the object
- * named by @h, if presto has it in memory; false if it has not (the
- * flags are read from the xattr when it is met). Caller keeps the
- * superblock alive: the fileset's mutex or a pin (presto_sb_pin()).
- */
-bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
-		     u32 set, u32 clear, u64 epoch)
+/* Set @set (if @epoch is the fileset's) and clear @clear on @inode. */
+void presto_cb_change(struct inode *inode, u32 set, u32 clear, u64 epoch)
 {
-	struct inode *inode = presto_ilookup(sb, h->ino, h->gen);
-	struct presto_inode *pi;
+	struct presto_inode *pi = PRESTO_I(inode);
 	u32 flags;
 
-	if (!inode)
-		return false;
-	pi = PRESTO_I(inode);
 	spin_lock(&inode->i_lock);
 	flags = pi->cb_flags;
-	if (set && epoch == READ_ONCE(presto_sb(sb)->epoch)) {
+	if (set && epoch == READ_ONCE(presto_sb(inode->i_sb)->epoch)) {
 		if (pi->cb_epoch != epoch)
 			flags = 0;
 		flags |= set;
@@ -162,6 +152,22 @@ bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
 	spin_unlock(&inode->i_lock);
 	/* lento changed the lower: the VFS's copy follows. */
 	presto_copyattr(inode);
+}
+
+/*
+ * presto_cb_change() on the object named by @h, if presto has it in
+ * memory; false if it has not (the flags are read from the xattr when it
+ * is met). Caller keeps the superblock alive: the fileset's mutex or a
+ * pin (presto_sb_pin()).
+ */
+bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
+		     u32 set, u32 clear, u64 epoch)
+{
+	struct inode *inode = presto_ilookup(sb, h->ino, h->gen);
+
+	if (!inode)
+		return false;
+	presto_cb_change(inode, set, clear, epoch);
 	iput(inode);
 	return true;
 }

@@ -895,12 +895,38 @@ static struct presto_upcall *presto_upcall_by_id(struct presto_fileset *fs,
 }
 
 /*
+ * The mounted superblock, kept for a downcall that works on its inodes
+ * without the fileset's mutex: an inode's last iput there may evict it,
+ * and an unlinked object's eviction frees its lower blocks, which upcalls
+ * should not wait for. An unmount waits for the pins to go before its
+ * inodes do (presto_fileset_detach()). NULL if nothing is mounted.
+ */
+static struct super_block *presto_sb_pin(struct presto_fileset *fs)
+{
+	struct super_block *sb;
+
+	mutex_lock(&fs->mutex);
+	sb = fs->sb;
+	if (sb)
+		atomic_inc(&fs->sb_pins);
+	mutex_unlock(&fs->mutex);
+	return sb;
+}
+
+static void presto_sb_unpin(struct presto_fileset *fs)
+{
+	if (atomic_dec_and_test(&fs->sb_pins))
+		wake_up(&fs->sb_unpinned);
+}
+
+/*
  * lento answers upcall @id: @err (0 or a negative errno) and, if @flags,
  * the flags it filled in @epoch. -ESRCH if no such upcall is pending.
  */
 int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
 			 u32 flags, u64 epoch)
 {
+	struct inode *inode = NULL;
 	struct presto_upcall *up;
 	int ret = 0;
 
@@ -911,13 +937,23 @@ int presto_fileset_reply(struct presto_fileset *fs, u64 id, int err,
 		goto out;
 	}
 	/* Flags (or the permit) first: a waiter woken finds them set. */
-	if (flags && fs->sb)
-		presto_cb_apply(fs->sb, &up->handle, flags, 0, epoch);
+	if (flags && fs->sb) {
+		inode = presto_ilookup(fs->sb, up->handle.ino, up->handle.gen);
+		if (inode) {
+			presto_cb_change(inode, flags, 0, epoch);
+			/* Its last iput may evict it: not under the mutex. */
+			atomic_inc(&fs->sb_pins);
+		}
+	}
 	if (up->op == PRESTO_OP_PERMIT && !err && fs->sb)
 		presto_permit_set(fs->sb, true);
 	presto_upcall_done(fs, up, err);
 out:
 	mutex_unlock(&fs->mutex);
+	if (inode) {
+		iput(inode);
+		presto_sb_unpin(fs);
+	}
 	return ret;
 }
 
@@ -958,31 +994,6 @@ static void presto_watched_send(struct presto_fileset *fs,
 		return;
 	}
 	presto_msg_send(fs, skb, hdr);
-}
-
-/*
- * The mounted superblock, kept for a downcall that works on its inodes
- * without the fileset's mutex: an inode's last iput there may evict it,
- * and an unlinked object's eviction frees its lower blocks, which upcalls
- * should not wait for. An unmount waits for the pins to go before its
- * inodes do (presto_fileset_detach()). NULL if nothing is mounted.
- */
-static struct super_block *presto_sb_pin(struct presto_fileset *fs)
-{
-	struct super_block *sb;
-
-	mutex_lock(&fs->mutex);
-	sb = fs->sb;
-	if (sb)
-		atomic_inc(&fs->sb_pins);
-	mutex_unlock(&fs->mutex);
-	return sb;
-}
-
-static void presto_sb_unpin(struct presto_fileset *fs)
-{
-	if (atomic_dec_and_test(&fs->sb_pins))
-		wake_up(&fs->sb_unpinned);
 }
 
 /* BREAK, SET_FLAGS and PURGE (@cmd) of the object named by @h. */

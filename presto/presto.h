@@ -332,6 +332,7 @@ void presto_genl_exit(void);
 void presto_cb_load(struct inode *inode, struct dentry *lower);
 void presto_cb_local(struct inode *inode);
 int presto_cb_need(struct inode *inode, u32 want);
+void presto_cb_change(struct inode *inode, u32 set, u32 clear, u64 epoch);
 bool presto_cb_apply(struct super_block *sb, const struct presto_handle *h,
 		     u32 set, u32 clear, u64 epoch);
 int presto_cb_purge(struct super_block *sb, const struct presto_handle *h);
