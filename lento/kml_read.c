@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct kread {
@@ -66,6 +67,32 @@ static void seg_close(struct kread *kr)
 	kr->eof = false;
 }
 
+/*
+ * The segment file @name of the journal's directory, open for reading;
+ * or -errno (-EINVAL: not a regular file). Never through a symlink, and
+ * never waiting: a FIFO or a device planted under a segment's name would
+ * otherwise hold lento's one thread in open() or read().
+ */
+static int seg_openat(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
+			O_CLOEXEC | O_NOCTTY), err;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
 /* Segment @segno, open, and its first record's number; or -errno. */
 static int seg_peek(struct kread *kr, uint64_t segno, uint64_t *first)
 {
@@ -77,9 +104,9 @@ static int seg_peek(struct kread *kr, uint64_t segno, uint64_t *first)
 	int fd;
 
 	snprintf(name, sizeof(name), "kml.%08" PRIu64, segno);
-	fd = openat(kr->dirfd, name, O_RDONLY | O_CLOEXEC);
+	fd = seg_openat(kr->dirfd, name);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	n = pread(fd, hdr, sizeof(hdr), 0);
 	if (n != (ssize_t)sizeof(hdr) ||
 	    kml_decode_header(hdr, sizeof(hdr), &h, &why) || h.segno != segno) {
@@ -192,7 +219,7 @@ int kread_new(struct lo_loop *loop, const char *dir, uint64_t next_seq,
 	if (!kr)
 		return -ENOMEM;
 	kr->buf = malloc(KREAD_CHUNK);
-	kr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	kr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (!kr->buf || kr->dirfd < 0) {
 		int err = kr->buf ? -errno : -ENOMEM;
 

@@ -968,6 +968,59 @@ START_TEST(segment_grows_while_read)
 }
 END_TEST
 
+/*
+ * A segment's name that is not a regular file: a FIFO (an open that would
+ * wait for a writer forever) or a symlink to a valid segment elsewhere.
+ * The reader refuses both at once, and hangs on neither.
+ */
+START_TEST(segment_not_a_regular_file)
+{
+	char seg[192], other[192], odir[160];
+	struct lo_loop *loop;
+	struct kread *kr;
+	struct kml_record r;
+	struct kmlgen g2;
+
+	snprintf(seg, sizeof(seg), "%s/kml.00000001", kdir);
+	ck_assert_int_eq(unlink(seg), 0);
+	ck_assert_int_eq(mkfifo(seg, 0600), 0);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), -ENODATA);
+	kread_free(kr);
+	/* A symlink to a segment that holds record 1. */
+	ck_assert_int_eq(unlink(seg), 0);
+	snprintf(odir, sizeof(odir), "%s/elsewhere", dir);
+	ck_assert_int_eq(kmlgen_open(&g2, odir), 0);
+	ck_assert_int_eq(kmlgen_segment(&g2, 1), 0);
+	{
+		struct kmlgen_rec x = { .op = PRESTO_KML_MKDIR, .time_ns = T0,
+					.name = "n" };
+
+		x.fh[PRESTO_KML_FH_DIR] = fh(2);
+		x.fh[PRESTO_KML_FH_OBJ] = fh(100);
+		x.attr.valid = PRESTO_KML_A_ALL;
+		x.attr.mode = S_IFDIR | 0755;
+		x.attr.nlink = 2;
+		ck_assert_int_gt(kmlgen_append(&g2, &x), 0);
+	}
+	kmlgen_close(&g2);
+	snprintf(other, sizeof(other), "%s/kml.00000001", odir);
+	ck_assert_int_eq(symlink(other, seg), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), -ENODATA);
+	kread_free(kr);
+	/* The same segment, a regular file here, reads. */
+	ck_assert_int_eq(unlink(seg), 0);
+	ck_assert_int_eq(link(other, seg), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), 1);
+	ck_assert_uint_eq(r.seq, 1);
+	kread_free(kr);
+	lo_loop_free(loop);
+}
+END_TEST
+
 /* A batch past its deadline ends after one record, and keeps it. */
 START_TEST(batch_ends_at_its_deadline)
 {
@@ -1028,6 +1081,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, listing_across_batches);
 	tcase_add_test(tc, batch_ends_at_its_deadline);
 	tcase_add_test(tc, segment_grows_while_read);
+	tcase_add_test(tc, segment_not_a_regular_file);
 	suite_add_tcase(s, tc);
 	return s;
 }
