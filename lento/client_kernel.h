@@ -42,6 +42,8 @@ struct kjournal {
 	char err[300];		/* why consumption stopped, "" if it runs */
 	uint64_t batches, records;
 	uint64_t unmapped_said;	/* of ka.unmapped, logged up to here */
+	uint64_t quarantined_said;	/* of ka.quarantined, logged */
+	struct kapply_fail fail;	/* ka.fail while ka is not there */
 	/*
 	 * Requests whose answer is a KML message naming them (REQ): a
 	 * revoke (PERMIT 0) and KML_SYNC. 0: none awaited.

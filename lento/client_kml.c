@@ -140,8 +140,12 @@ static void stop_reading(struct fset *fs)
 {
 	kread_free(fs->j.kr);		/* later, if a read is in flight */
 	fs->j.kr = NULL;
-	if (fs->j.ka_ready)
+	if (fs->j.ka_ready) {
+		/* A record failing goes on counting in the next kapply. */
+		fs->j.fail = fs->j.ka.fail;
+		fs->j.quarantined_said = 0;
 		kapply_free(&fs->j.ka);
+	}
 	fs->j.ka_ready = false;
 }
 
@@ -238,6 +242,7 @@ static int start_reading(struct client *cl, struct fset *fs, struct vol *v)
 				  &rh);
 		if (err)
 			return err;
+		j->ka.fail = j->fail;
 		j->ka_ready = true;
 	}
 	if (j->kr)
@@ -283,6 +288,16 @@ static void after_batch(struct client *cl, struct fset *fs, struct vol *v,
 			j->ka.why);
 		j->unmapped_said = j->ka.unmapped;
 	}
+	if (j->ka.quarantined > j->quarantined_said) {
+		log_err("fileset %s: %s; kept in the cache's table "
+			"kml_quarantine, and the %zu object(s) it names will "
+			"be fetched again from the server", fs->name,
+			j->ka.quarantine_why, j->ka.nsuspect);
+		j->quarantined_said = j->ka.quarantined;
+	}
+	/* What presto holds of them goes too: their next use asks lento. */
+	for (size_t i = 0; i < j->ka.nsuspect; i++)
+		kclient_break_fid(cl, &j->ka.suspect[i]);
 	flags_of_made(cl, fs);
 	ack_send(cl, fs);
 	v->last_change_ms = lo_now_ms();
@@ -297,7 +312,7 @@ static void consume_failed(struct client *cl, struct fset *fs, int err,
 	struct kjournal *j = &fs->j;
 
 	snprintf(j->err, sizeof(j->err), "consuming after record %" PRIu64
-		 " (durable %" PRIu64 "): %s%s%s", j->pos, j->durable,
+		 " (durable %" PRIu64 "): %s%s%.200s", j->pos, j->durable,
 		 strerror(-err), why ? ": " : "", why ? why : "");
 	log_err("fileset %s: %s; trying again in %d s", fs->name, j->err,
 		KML_RETRY_MS / 1000);
@@ -800,6 +815,43 @@ static int64_t age_ms(const struct cml_stats *cs)
 	       wall_ms() - cs->oldest_ns / 1000000 : 0;
 }
 
+/* Records set aside (kml_apply.h): how many, the last. */
+static int quarantine_of(struct client *cl, struct fset *fs, uint64_t *n,
+			 uint64_t *seq, char *why, size_t size)
+{
+	struct vol *v = vol_by_name(cl, fs->volume);
+
+	*n = *seq = 0;
+	why[0] = 0;
+	return v ? cache_quarantine_count(cl->cache, v->cv.id, n, seq, why,
+					  size) : 0;
+}
+
+static void quarantine_json(struct client *cl, struct fset *fs, struct jw *w)
+{
+	char why[320];
+	uint64_t n, seq;
+
+	quarantine_of(cl, fs, &n, &seq, why, sizeof(why));
+	jw_key(w, "quarantined");
+	jw_uint(w, n);
+	jw_key(w, "quarantine_last");
+	jw_str(w, why);
+}
+
+static void quarantine_text(struct client *cl, struct fset *fs, struct jw *w)
+{
+	char why[320];
+	uint64_t n, seq;
+
+	if (quarantine_of(cl, fs, &n, &seq, why, sizeof(why)) || !n)
+		return;
+	jw_printf(w, "  JOURNAL: %" PRIu64 " record(s) could not be translated "
+		  "and were set aside (table kml_quarantine of the cache's "
+		  "database; their objects are fetched again); the last: %s\n",
+		  n, why);
+}
+
 void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 {
 	struct kjournal *j = &fs->j;
@@ -832,6 +884,7 @@ void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 	jw_uint(w, j->ka_ready ? j->ka.unmapped : j->unmapped_said);
 	jw_key(w, "error");
 	jw_str(w, j->err);
+	quarantine_json(cl, fs, w);
 	jw_key(w, "waiting");
 	jw_str(w, blocked(cl, fs, &v));
 	jw_obj_end(w);
@@ -865,6 +918,7 @@ void kml_status_text(struct client *cl, struct fset *fs, struct jw *w)
 	else if (fset_live(fs) && *blocked(cl, fs, &v))
 		jw_printf(w, "  journal not consumed: %s\n",
 			  blocked(cl, fs, &v));
+	quarantine_text(cl, fs, w);
 	if (j->ka_ready && j->ka.unmapped)
 		jw_printf(w, "  %" PRIu64 " journal records about objects "
 			  "lento did not know were not logged (the last: %s)\n",

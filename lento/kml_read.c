@@ -39,6 +39,7 @@ struct kread {
 	 */
 	bool reread;
 	bool busy, dead;
+	const uint8_t *last;	/* the bytes of the record last handed out */
 	lo_file_fn more;
 	void *more_arg;
 };
@@ -56,6 +57,11 @@ uint64_t kread_pos(const struct kread *kr)
 uint64_t kread_segno(const struct kread *kr)
 {
 	return kr->segno;
+}
+
+const void *kread_raw(const struct kread *kr)
+{
+	return kr->last;
 }
 
 static void seg_close(struct kread *kr)
@@ -338,6 +344,7 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 			continue;
 		}
 		kr->reread = false;
+		kr->last = kr->buf + kr->pos;
 		kr->pos += r->len;
 		kr->expect++;
 		if (r->seq < kr->next_seq)
