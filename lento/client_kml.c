@@ -624,6 +624,19 @@ static void requests_again(struct client *cl, struct fset *fs)
 	}
 }
 
+void kml_lost(struct client *cl, struct fset *fs)
+{
+	uint64_t now = lo_now_ms(), past = now > KML_ANSWER_MS ?
+					   now - KML_ANSWER_MS - 1 : 0;
+
+	(void)cl;
+	/* Their answers may be among what was lost: asked again now. */
+	if (fs->j.revoke_req)
+		fs->j.revoke_ms = past;
+	if (fs->j.sync_req)
+		fs->j.sync_ms = past;
+}
+
 uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 {
 	const struct kjournal *j = &fs->j;
