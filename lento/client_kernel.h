@@ -49,6 +49,16 @@ struct kjournal {
 	 * revoke (PERMIT 0) and KML_SYNC. 0: none awaited.
 	 */
 	uint64_t last_req;
+	/*
+	 * presto answered a revoke saying its log could not be synced
+	 * (ERRNO, KERNEL.md): changes made under the permit may not be in
+	 * what lento can read. The permit is held (not given back to the
+	 * server) until a revoke or a new mount says the log is whole.
+	 */
+	int log_err;
+	uint64_t log_err_ms;
+	/* A permit held because the journal is broken: said once. */
+	bool held_said;
 	/* The write-back permit, as presto holds it. */
 	bool presto_permit;
 	uint64_t revoke_req;	/* PERMIT 0 sent, its answer awaited */

@@ -439,6 +439,12 @@ void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m)
 	if (m->kml_durable > j->durable || m->cmd != PRESTO_CMD_KML)
 		j->durable = m->kml_durable;
 	j->acked = m->kml_acked;
+	if (m->cmd == PRESTO_CMD_MOUNTED && j->log_err) {
+		/* A new mount: its recovery restated what the log lost. */
+		log_info("fileset %s: mounted again: its journal is read "
+			 "anew", fs->name);
+		j->log_err = 0;
+	}
 	if (m->cmd != PRESTO_CMD_KML) {
 		/*
 		 * Only here: after it, presto's permit moves by lento's
@@ -478,9 +484,27 @@ static void revoked(struct client *cl, struct fset *fs, const struct kmsg *m)
 
 	j->revoke_req = 0;
 	j->presto_permit = false;
-	if (m->errno_)
-		log_err("fileset %s: presto's journal: %s", fs->name,
-			strerror((int)m->errno_));
+	if (m->errno_) {
+		/*
+		 * Not "every change is at most durable": some may be in no
+		 * record lento can read. Giving the permit back now would
+		 * let another client's changes past them, unseen: held.
+		 */
+		if (!j->log_err)
+			log_err("fileset %s: presto could not make its journal "
+				"durable when it gave the permit back (%s): the "
+				"permit is held, not given back to the server, "
+				"until the journal is whole (asked again every %d "
+				"s; a remount repairs it)", fs->name,
+				strerror((int)m->errno_), KML_ANSWER_MS / 1000);
+		j->log_err = -(int)m->errno_;
+		j->log_err_ms = lo_now_ms();
+		return;
+	}
+	if (j->log_err)
+		log_info("fileset %s: presto's journal is whole again",
+			 fs->name);
+	j->log_err = 0;
 	log_info("fileset %s: presto gave the permit back (journal durable "
 		 "up to %" PRIu64 ")", fs->name, m->kml_durable);
 	reint_kick(cl);
@@ -551,30 +575,63 @@ static void presto_revoke(struct client *cl, struct fset *fs,
 	log_info("fileset %s: asking presto for the permit back: %s",
 		 fs->name, why);
 	fs->j.revoke_req = request(cl, fs, PRESTO_CMD_PERMIT);
-	fs->j.revoke_ms = lo_now_ms();
+	fs->j.revoke_ms = fs->j.log_err_ms = lo_now_ms();
+}
+
+/*
+ * The permit stays: the journal cannot be read (or presto could not make
+ * it durable), and giving the permit back would lose the changes in it.
+ * Said once per episode, and shown by status. false, always.
+ */
+static bool permit_held(struct fset *fs, struct vol *v)
+{
+	struct kjournal *j = &fs->j;
+
+	if (!j->held_said)
+		log_err("fileset %s: volume %s: the permit is NOT given back%s: "
+			"presto's journal is broken (%s); changes made under "
+			"the permit would be lost. It is held until the journal "
+			"can be read (see lentoctl status)", fs->name,
+			v->cv.name, v->revoked ? " to the server, which asked "
+			"for it" : "", j->log_err ? strerror(-j->log_err) :
+			j->err);
+	j->held_said = true;
+	return false;
 }
 
 bool kclient_permit_drained(struct client *cl, struct vol *v)
 {
 	struct fset *fs = cl->k ? fset_by_volume(cl, v->cv.name) : NULL;
+	struct kjournal *j = fs ? &fs->j : NULL;
 
-	if (fs && fs->j.final) {
+	if (j && j->final) {
 		/* Unmounted: what its log holds goes before the permit. */
-		if (fs->j.pos < fs->j.durable)
+		if (j->pos < j->durable)
 			kml_consume(cl, fs);
-		return fs->j.pos >= fs->j.durable || fs->j.err[0];
+		if (j->pos >= j->durable) {
+			j->held_said = false;
+			return true;
+		}
+		return j->err[0] ? permit_held(fs, v) : false;
 	}
-	if (!fs || !fset_live(fs) || !fs->j.known)
+	if (!fs || !fset_live(fs) || !j->known)
 		return true;	/* presto holds nothing lento could ask */
-	if (fs->j.presto_permit || fs->j.revoke_req) {
+	if (j->presto_permit || j->revoke_req) {
 		presto_revoke(cl, fs, v->revoked ? "the server wants it" :
 			      "lento gives it back");
 		return false;
 	}
+	/* Asked again now and then (kml_tick): a whole log answers without. */
+	if (j->log_err)
+		return permit_held(fs, v);
 	/* Every change made under it in the CML first. */
-	if (fs->j.pos < fs->j.durable)
+	if (j->pos < j->durable)
 		kml_consume(cl, fs);
-	return fs->j.pos >= fs->j.durable;
+	if (j->pos >= j->durable) {
+		j->held_said = false;
+		return true;
+	}
+	return j->err[0] ? permit_held(fs, v) : false;
 }
 
 void kclient_permit_lost(struct client *cl, struct vol *v)
@@ -622,6 +679,11 @@ static void requests_again(struct client *cl, struct fset *fs)
 		fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);
 		fs->j.sync_ms = now;
 	}
+	/* A permit held for a log presto could not sync: is it whole now? */
+	if (fs->j.log_err && !fs->j.revoke_req &&
+	    now - fs->j.log_err_ms > KML_ANSWER_MS)
+		presto_revoke(cl, fs, "asking again whether its journal is "
+			      "whole");
 }
 
 void kml_lost(struct client *cl, struct fset *fs)
@@ -656,6 +718,8 @@ uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 		due = earlier_ms(due, j->revoke_ms + KML_ANSWER_MS + 1);
 	if (j->sync_req)
 		due = earlier_ms(due, j->sync_ms + KML_ANSWER_MS + 1);
+	if (j->log_err && !j->revoke_req)
+		due = earlier_ms(due, j->log_err_ms + KML_ANSWER_MS + 1);
 	v = j->presto_permit ? vol_by_name(cl, fs->volume) : NULL;
 	if (v && !v->permit)	/* permit_follow() */
 		due = earlier_ms(due, v->retry_at_ms > now ? v->retry_at_ms : now);
@@ -880,6 +944,10 @@ void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 	jw_bool(w, v && v->permit);
 	jw_key(w, "revoking");
 	jw_bool(w, j->revoke_req != 0);
+	jw_key(w, "held_journal_broken");
+	jw_bool(w, j->held_said);
+	jw_key(w, "journal_sync_error");
+	jw_str(w, j->log_err ? strerror(-j->log_err) : "");
 	jw_key(w, "granted");
 	jw_uint(w, fs->permits);
 	jw_obj_end(w);
@@ -926,6 +994,13 @@ void kml_status_text(struct client *cl, struct fset *fs, struct jw *w)
 	jw_printf(w, "  pending in the CML: %" PRIu64 " records, %" PRIu64
 		  " bytes, oldest %" PRId64 " ms old\n", cs.records, cs.bytes,
 		  age_ms(&cs));
+	if (j->log_err)
+		jw_printf(w, "  JOURNAL: presto could not make it durable when "
+			  "it gave the permit back: %s\n",
+			  strerror(-j->log_err));
+	if (j->held_said)
+		jw_printf(w, "  PERMIT HELD: not given back while the journal "
+			  "is broken (its changes would be lost)\n");
 	if (j->err[0])
 		jw_printf(w, "  JOURNAL: %s\n", j->err);
 	else if (fset_live(fs) && *blocked(cl, fs, &v))
