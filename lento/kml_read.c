@@ -10,6 +10,7 @@
  * whose header must say so.
  */
 #include "kml_read.h"
+#include "fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -316,6 +317,10 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 	*why = NULL;
 	kr->more = more;
 	kr->more_arg = arg;
+	if (kr->next_seq <= limit && fault_at("kread-bad")) {
+		*why = "a damaged record (injected by a test)";
+		return -EBADMSG;
+	}
 	while (!kr->busy && kr->next_seq <= limit) {
 		enum kml_result res;
 		int err;
