@@ -75,6 +75,9 @@ enum stmt {
 	S_HANDLE_PUT,
 	S_HANDLE_GET,
 	S_HANDLES_OF,
+	S_QUAR_PUT,
+	S_QUAR_COUNT,
+	S_QUAR_LAST,
 	S_COUNT
 };
 
@@ -172,6 +175,12 @@ static const char *const sql[S_COUNT] = {
 	[S_HANDLE_GET] = "SELECT fid FROM handles WHERE htype = ?1 AND "
 			 "handle = ?2",
 	[S_HANDLES_OF] = "SELECT htype, handle FROM handles WHERE fid = ?1",
+	[S_QUAR_PUT] = "INSERT OR REPLACE INTO kml_quarantine(volume, seq, op, "
+		       "err, why, at_ms, record) VALUES (?1, ?2, ?3, ?4, ?5, "
+		       "?6, ?7)",
+	[S_QUAR_COUNT] = "SELECT count(*) FROM kml_quarantine WHERE volume = ?1",
+	[S_QUAR_LAST] = "SELECT seq, why FROM kml_quarantine WHERE volume = ?1 "
+			"ORDER BY seq DESC LIMIT 1",
 };
 
 static const char schema[] =
@@ -221,7 +230,15 @@ static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS ship("
 	"  volume INTEGER NOT NULL, shipno INTEGER NOT NULL,"
 	"  recno INTEGER NOT NULL UNIQUE,"
-	"  PRIMARY KEY(volume, shipno)) WITHOUT ROWID;";
+	"  PRIMARY KEY(volume, shipno)) WITHOUT ROWID;"
+	/*
+	 * presto's journal records that could never be translated, set
+	 * aside (kml_apply.h): the record's bytes as in its segment.
+	 */
+	"CREATE TABLE IF NOT EXISTS kml_quarantine("
+	"  volume INTEGER NOT NULL, seq INTEGER NOT NULL, op INTEGER NOT NULL,"
+	"  err INTEGER NOT NULL, why TEXT NOT NULL, at_ms INTEGER NOT NULL,"
+	"  record BLOB NOT NULL, PRIMARY KEY(volume, seq)) WITHOUT ROWID;";
 
 /*
  * Checkpoints of the WAL into the database, on a thread of their own with
@@ -1167,6 +1184,58 @@ int cache_meta_set(struct cache *c, const char *key, int64_t v)
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, v);
 	return run(c, S_META_SET);
+}
+
+/* ---------------------------------------------------------- quarantine */
+
+int cache_quarantine_put(struct cache *c, uint32_t volume, uint64_t seq,
+			 uint16_t op, int err, const char *why,
+			 int64_t at_ms, const void *rec, size_t len)
+{
+	sqlite3_stmt *st = stmt(c, S_QUAR_PUT);
+
+	if (len > INT32_MAX || seq > INT64_MAX)
+		return -EINVAL;
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)seq);
+	sqlite3_bind_int(st, 3, op);
+	sqlite3_bind_int(st, 4, err < 0 ? -err : err);
+	sqlite3_bind_text(st, 5, why, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 6, at_ms);
+	sqlite3_bind_blob(st, 7, rec ? rec : "", (int)len, SQLITE_TRANSIENT);
+	return run(c, S_QUAR_PUT);
+}
+
+int cache_quarantine_count(struct cache *c, uint32_t volume, uint64_t *n,
+			   uint64_t *last_seq, char *why, size_t why_size)
+{
+	sqlite3_stmt *st = stmt(c, S_QUAR_COUNT);
+	int64_t v = 0;
+	int err, rc;
+
+	sqlite3_bind_int64(st, 1, volume);
+	err = count(c, S_QUAR_COUNT, &v);
+	if (err)
+		return err;
+	*n = (uint64_t)v;
+	*last_seq = 0;
+	if (why_size)
+		why[0] = 0;
+	if (!v)
+		return 0;
+	st = stmt(c, S_QUAR_LAST);
+	sqlite3_bind_int64(st, 1, volume);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 1);
+
+		*last_seq = (uint64_t)sqlite3_column_int64(st, 0);
+		if (why_size)
+			snprintf(why, why_size, "%s", t ? (const char *)t : "");
+		rc = SQLITE_DONE;
+	}
+	reset(c, S_QUAR_LAST);
+	return sql_err(rc);
 }
 
 /* ------------------------------------------------------------- volumes */

@@ -189,6 +189,19 @@ int cache_checkpoint_error(struct cache *c);
 int cache_meta_get(struct cache *c, const char *key, int64_t *v);
 int cache_meta_set(struct cache *c, const char *key, int64_t v);
 
+/*
+ * presto's journal record @seq of @volume, which can never be translated
+ * (kml_apply.h): set aside with why, the errno and its bytes (@rec, @len,
+ * as in its segment), in the table kml_quarantine. Part of the caller's
+ * transaction.
+ */
+int cache_quarantine_put(struct cache *c, uint32_t volume, uint64_t seq,
+			 uint16_t op, int err, const char *why,
+			 int64_t at_ms, const void *rec, size_t len);
+/* How many records of @volume are set aside; the last one's seq and why. */
+int cache_quarantine_count(struct cache *c, uint32_t volume, uint64_t *n,
+			   uint64_t *last_seq, char *why, size_t why_size);
+
 /* ------------------------------------------------------------ volumes */
 
 struct cache_vol {

@@ -39,6 +39,7 @@
 #include "client_int.h"
 #include "client_kernel.h"
 #include "cml.h"
+#include "fault.h"
 #include "kchan.h"
 #include "log.h"
 
@@ -417,12 +418,138 @@ static void uc_unlink(struct client *cl, struct upcall *uc)
 
 static void reply_ack(void *arg, int err, const struct kmsg *reply)
 {
+	struct fset *fs = arg;
+
 	(void)reply;
-	(void)arg;
-	if (err == -ESRCH)
+	if (err == -ESRCH) {
 		log_debug("a REPLY presto no longer waited for");
-	else if (err)
-		log_warn("REPLY: %s", strerror(-err));
+	} else if (err == -ETIMEDOUT || err == -ENOMEM || err == -ENOBUFS ||
+		   err == -EAGAIN) {
+		/*
+		 * Its ack lost, or presto could not take it: the upcall may
+		 * still wait. Registering again has presto send it again.
+		 */
+		log_warn("fileset %s: REPLY: %s: asking presto for its pending "
+			 "upcalls again", fs->name, strerror(-err));
+		fs->resync = true;
+	} else if (err && err != -ECANCELED) {
+		log_warn("fileset %s: REPLY: %s", fs->name, strerror(-err));
+	}
+}
+
+/*
+ * Send a REPLY: with an ack if there is memory for the wait, else
+ * without (kchan_send() then needs none). 0 or -errno.
+ */
+static int reply_send(struct client *cl, struct fset *fs, const struct kcmd *c)
+{
+	int err = fault_at("upcall-reply") ? -ENOBUFS :
+		  kchan_send(cl->k->kc, c, reply_ack, fs);
+
+	if (err == -ENOMEM)
+		err = kchan_send(cl->k->kc, c, NULL, NULL);
+	return err;
+}
+
+/*
+ * @c could not be sent: owed, sent again from the tick. No slot free:
+ * the fileset registers again, and presto sends the upcall again.
+ */
+static void reply_owe(struct client *cl, struct fset *fs, uint32_t op,
+		      const struct kcmd *c, int err)
+{
+	struct kclient *k = cl->k;
+	uint64_t now = lo_now_ms();
+
+	fs->replies_owed++;
+	for (unsigned int i = 0; i < OWED_MAX; i++) {
+		struct owed *o = &k->owed[i];
+
+		if (o->fs)
+			continue;
+		*o = (struct owed){ .fs = fs, .req = c->req, .op = op,
+				    .errno_ = c->errno_, .flags = c->flags,
+				    .epoch = c->epoch, .first_ms = now,
+				    .next_ms = now + OWED_RETRY_MS, .tries = 1 };
+		k->nowed++;
+		log_warn("fileset %s: the answer to upcall %" PRIu64 " could "
+			 "not be sent (%s): sending it again", fs->name,
+			 c->req, strerror(-err));
+		return;
+	}
+	log_err("fileset %s: the answer to upcall %" PRIu64 " could not be "
+		"sent (%s), and %d others wait: asking presto for its pending "
+		"upcalls again", fs->name, c->req, strerror(-err), OWED_MAX);
+	fs->resync = true;
+}
+
+static void owed_cmd(const struct owed *o, struct kcmd *c)
+{
+	*c = (struct kcmd){ .cmd = PRESTO_CMD_REPLY, .fileset = o->fs->name,
+			    .have = KA(REQ) | KA(ERRNO), .req = o->req,
+			    .errno_ = o->errno_ };
+	if (!o->errno_ && o->op != PRESTO_OP_PERMIT) {
+		c->have |= KA(FLAGS) | KA(EPOCH);
+		c->flags = o->flags;
+		c->epoch = o->epoch;
+	}
+}
+
+/* Owed answers sent again; bounded, then presto is asked again. */
+static void owed_tick(struct client *cl, uint64_t now)
+{
+	struct kclient *k = cl->k;
+
+	for (unsigned int i = 0; k->nowed && i < OWED_MAX; i++) {
+		struct owed *o = &k->owed[i];
+		struct kcmd c;
+		int err;
+
+		if (!o->fs || now < o->next_ms)
+			continue;
+		owed_cmd(o, &c);
+		err = reply_send(cl, o->fs, &c);
+		if (!err) {
+			log_info("fileset %s: upcall %" PRIu64 " answered "
+				 "after %u tries", o->fs->name, o->req,
+				 o->tries + 1);
+		} else if (now - o->first_ms < OWED_MS) {
+			o->tries++;
+			o->next_ms = now + OWED_RETRY_MS;
+			continue;
+		} else {
+			log_err("fileset %s: the answer to upcall %" PRIu64
+				" could not be sent in %d s (%s): asking presto "
+				"for its pending upcalls again", o->fs->name,
+				o->req, OWED_MS / 1000, strerror(-err));
+			o->fs->resync = true;
+		}
+		o->fs = NULL;
+		k->nowed--;
+	}
+}
+
+static uint64_t owed_due_ms(struct client *cl)
+{
+	uint64_t due = UINT64_MAX;
+
+	for (unsigned int i = 0; cl->k->nowed && i < OWED_MAX; i++)
+		if (cl->k->owed[i].fs)
+			due = earlier_ms(due, cl->k->owed[i].next_ms);
+	return due;
+}
+
+/* presto forgot @fs's upcalls (or every fileset's, @fs NULL). */
+static void owed_drop(struct client *cl, struct fset *fs)
+{
+	for (unsigned int i = 0; i < OWED_MAX; i++) {
+		struct owed *o = &cl->k->owed[i];
+
+		if (o->fs && (!fs || o->fs == fs)) {
+			o->fs = NULL;
+			cl->k->nowed--;
+		}
+	}
 }
 
 /* The one answer of @uc: @err 0 (uc->flags set) or -errno. */
@@ -438,9 +565,9 @@ static void uc_answer(struct upcall *uc, int err)
 		/* Only the errnos KERNEL.md names. */
 		if (uc->op == PRESTO_OP_PERMIT ?
 		    err != -EROFS && err != -EDQUOT && err != -ENOTCONN &&
-		    err != -EACCES :
+		    err != -EACCES && err != -ENOMEM && err != -EIO :
 		    err != -ENOENT && err != -ENOTCONN && err != -ESTALE &&
-		    err != -ENOSPC && err != -EACCES)
+		    err != -ENOSPC && err != -EACCES && err != -ENOMEM)
 			err = -EIO;
 		c.errno_ = (uint32_t)-err;
 		fs->failed++;
@@ -455,13 +582,15 @@ static void uc_answer(struct upcall *uc, int err)
 		else
 			fs->hits++;
 	}
-	e = kchan_send(cl->k->kc, &c, reply_ack, NULL);
+	e = reply_send(cl, fs, &c);
+	if (e)
+		reply_owe(cl, fs, uc->op, &c, e);
 	log_debug("fileset %s: %s of %" PRIu64 "/%" PRIu32 " (req %" PRIu64
 		  "): %s in %" PRIu64 " ms%s", fs->name,
 		  op_names[uc->op <= PRESTO_OP_PERMIT ? uc->op : 0],
 		  (uint64_t)uc->h.ino,
 		  uc->h.gen, uc->req, err ? strerror(-err) : "done",
-		  lo_now_ms() - uc->start_ms, e ? " (the REPLY failed)" : "");
+		  lo_now_ms() - uc->start_ms, e ? " (the REPLY is owed)" : "");
 }
 
 static int uc_need(struct upcall *uc, enum job_kind k, uint32_t volume,
@@ -853,9 +982,20 @@ static void on_upcall(struct client *cl, struct fset *fs, const struct kmsg *m)
 	for (uc = cl->k->upcalls; uc; uc = uc->next)
 		if (uc->fs == fs && uc->req == m->req)
 			return;	/* sent again: it is being answered */
-	uc = calloc(1, sizeof(*uc));
+	uc = fault_at("upcall-alloc") ? NULL : calloc(1, sizeof(*uc));
 	if (!uc) {
-		log_err("fileset %s: out of memory for an upcall", fs->name);
+		/* Answered at once: presto's caller fails now, not later. */
+		struct kcmd c = { .cmd = PRESTO_CMD_REPLY, .fileset = fs->name,
+				  .have = KA(REQ) | KA(ERRNO), .req = m->req,
+				  .errno_ = ENOMEM };
+		int err = reply_send(cl, fs, &c);
+
+		fs->upcalls++;
+		fs->failed++;
+		log_err("fileset %s: out of memory for upcall %" PRIu64
+			": answered ENOMEM", fs->name, m->req);
+		if (err)
+			reply_owe(cl, fs, m->op, &c, err);
 		return;
 	}
 	uc->cl = cl;
@@ -875,6 +1015,7 @@ static void upcalls_drop(struct client *cl, struct fset *fs)
 {
 	struct upcall **pp, *uc;
 
+	owed_drop(cl, fs);
 	for (pp = &cl->k->upcalls; (uc = *pp);) {
 		if (fs && uc->fs != fs) {
 			pp = &uc->next;
@@ -951,6 +1092,9 @@ void kclient_break_fid(struct client *cl, const struct lento_fid *fid)
 	if (!fs || !fs->epoch ||
 	    cache_path(cl->cache, fid, path, sizeof(path)))
 		return;
+	cl->k->broken[cl->k->broken_next].fid = *fid;
+	cl->k->broken[cl->k->broken_next].when_ms = lo_now_ms();
+	cl->k->broken_next = (cl->k->broken_next + 1) % BROKEN_KEEP;
 	break_path(cl, fs, path, v && lento_fid_eq(fid, &v->cv.root));
 }
 
@@ -1290,6 +1434,31 @@ static void fset_register(struct client *cl, struct fset *fs)
 	fs->registering = true;
 }
 
+/*
+ * Ask presto again where @fs stands: REGISTER from the same socket, whose
+ * answer tells the mount, the log and the permit as they are, and after
+ * which presto sends every pending upcall again (KERNEL.md).
+ */
+static void fset_resync(struct client *cl, struct fset *fs)
+{
+	struct kcmd c = { .cmd = PRESTO_CMD_REGISTER, .fileset = fs->name };
+	int err;
+
+	if (!fs->resync || !fs->registered || fs->registering ||
+	    !kchan_is_up(cl->k->kc) || lo_now_ms() < fs->register_at_ms)
+		return;
+	err = kchan_send(cl->k->kc, &c, register_ack, fs);
+	if (err) {
+		log_warn("fileset %s: REGISTER again: %s", fs->name,
+			 strerror(-err));
+		fs->register_at_ms = lo_now_ms() + OWED_RETRY_MS * 10;
+		return;
+	}
+	fs->resync = false;
+	fs->registering = true;
+	fs->resyncs++;
+}
+
 /* REGISTER's answer or a MOUNTED/UNMOUNTED notice. */
 static void on_mount_state(struct client *cl, struct fset *fs, bool mounted,
 			   const struct kmsg *m)
@@ -1444,6 +1613,7 @@ static void k_down(void *arg, const char *why)
 	log_warn("presto: the channel went: %s", why);
 	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
 		fs->registered = fs->registering = false;
+		fs->resync = false;	/* the REGISTER at up asks it all */
 		fs->mounted = fs->root_ok = false;
 		fs->epoch_sent = false;
 		kml_stop(cl, fs);
@@ -1451,8 +1621,67 @@ static void k_down(void *arg, const char *why)
 	upcalls_drop(cl, NULL);
 }
 
+/*
+ * After a loss, a WATCHED may be among what went: if presto has watchers,
+ * the directories broken lately are listed now rather than at their next
+ * use, as a WATCHED would have had them.
+ */
+static void lost_watch_answer(void *arg, int err, const struct kmsg *reply)
+{
+	struct fset *fs = arg;
+	struct client *cl = fs->j.cl;
+	struct kclient *k;
+	struct vol *v;
+	uint64_t now = lo_now_ms();
+
+	if (err || !reply || !cl || !cl->k ||
+	    !(reply->stat_have & (1u << PRESTO_S_WATCHED)) ||
+	    !reply->stat[PRESTO_S_WATCHED])
+		return;
+	k = cl->k;
+	v = vol_by_name(cl, fs->volume);
+	if (!v || !connected(cl))
+		return;
+	for (unsigned int i = 0; i < BROKEN_KEEP; i++) {
+		struct cache_obj o;
+
+		if (!k->broken[i].when_ms ||
+		    now - k->broken[i].when_ms > BROKEN_MS ||
+		    k->broken[i].fid.volume != v->cv.id ||
+		    cache_obj_get(cl->cache, &k->broken[i].fid, &o, NULL, 0) ||
+		    o.type != LENTO_T_DIR)
+			continue;
+		if (!job_start(cl, J_READDIR, 0, &o.fid, NULL, NULL))
+			fs->watched++;
+		k->broken[i].when_ms = 0;
+	}
+}
+
+static void k_lost(void *arg)
+{
+	struct client *cl = arg;
+
+	log_warn("presto: messages to lento were dropped (its socket buffer "
+		 "was full): asking presto where each fileset stands again");
+	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
+		struct kcmd c = { .cmd = PRESTO_CMD_STATS,
+				  .fileset = fs->name };
+
+		if (!fs->registered)
+			continue;	/* its REGISTER's answer is to come */
+		fs->resync = true;
+		fs->register_at_ms = 0;
+		fset_resync(cl, fs);
+		kml_lost(cl, fs);
+		fs->j.cl = cl;
+		if (fset_live(fs))
+			kchan_send(cl->k->kc, &c, lost_watch_answer, fs);
+	}
+}
+
 static const struct kchan_ops kops = {
 	.up = k_up, .down = k_down, .msg = k_msg, .bad = k_bad,
+	.lost = k_lost,
 };
 
 /* -------------------------------------------------------------- frame */
@@ -1544,7 +1773,11 @@ uint64_t kclient_due_ms(struct client *cl, uint64_t now)
 		return due;
 	if (k->upcalls)		/* their steps, PROGRESS */
 		return now;
+	due = earlier_ms(due, owed_due_ms(cl));
 	for (struct fset *fs = k->fsets; fs; fs = fs->next) {
+		if (fs->resync && fs->registered && !fs->registering)
+			due = earlier_ms(due, fs->register_at_ms > now ?
+					 fs->register_at_ms : now);
 		if (!fs->registered) {
 			if (!fs->registering)
 				due = earlier_ms(due, fs->register_at_ms);
@@ -1575,8 +1808,10 @@ void kclient_tick(struct client *cl, uint64_t now)
 		return;
 	}
 	said = false;
+	owed_tick(cl, now);
 	for (struct fset *fs = k->fsets; fs; fs = fs->next) {
 		fset_register(cl, fs);
+		fset_resync(cl, fs);
 		kml_tick(cl, fs);
 		watch_tick(cl, fs, now);
 	}
@@ -1726,6 +1961,8 @@ void kclient_status_json(struct client *cl, struct jw *w)
 	jw_obj_begin(w);
 	jw_key(w, "channel");
 	jw_str(w, kchan_is_up(cl->k->kc) ? "up" : kchan_state(cl->k->kc));
+	jw_key(w, "losses");
+	jw_uint(w, kchan_losses(cl->k->kc));
 	jw_key(w, "filesets");
 	jw_arr_begin(w);
 	for (struct fset *fs = cl->k->fsets; fs; fs = fs->next) {
@@ -1773,6 +2010,10 @@ void kclient_status_json(struct client *cl, struct jw *w)
 		jw_uint(w, fs->watched);
 		jw_key(w, "names_notified");
 		jw_uint(w, fs->notified);
+		jw_key(w, "replies_owed");
+		jw_uint(w, fs->replies_owed);
+		jw_key(w, "resyncs");
+		jw_uint(w, fs->resyncs);
 		jw_obj_end(w);
 		jw_key(w, "kernel");
 		if (!fs->have_stat) {
@@ -1815,6 +2056,13 @@ void kclient_status_text(struct client *cl, struct jw *w)
 			  " names told to watchers\n", fs->upcalls,
 			  fs->hits, fs->fetched, fs->failed, pending_of(cl, fs),
 			  fs->breaks, fs->purges, fs->hints, fs->notified);
+		if (fs->replies_owed || fs->resyncs)
+			jw_printf(w, "  channel: %" PRIu64 " answers to upcalls "
+				  "sent again, %" PRIu64 " times presto asked "
+				  "again where the fileset stands (%" PRIu64
+				  " losses of messages from presto)\n",
+				  fs->replies_owed, fs->resyncs,
+				  kchan_losses(cl->k->kc));
 		kml_status_text(cl, fs, w);
 		if (!fs->have_stat)
 			continue;

@@ -42,11 +42,23 @@ struct kjournal {
 	char err[300];		/* why consumption stopped, "" if it runs */
 	uint64_t batches, records;
 	uint64_t unmapped_said;	/* of ka.unmapped, logged up to here */
+	uint64_t quarantined_said;	/* of ka.quarantined, logged */
+	struct kapply_fail fail;	/* ka.fail while ka is not there */
 	/*
 	 * Requests whose answer is a KML message naming them (REQ): a
 	 * revoke (PERMIT 0) and KML_SYNC. 0: none awaited.
 	 */
 	uint64_t last_req;
+	/*
+	 * presto answered a revoke saying its log could not be synced
+	 * (ERRNO, KERNEL.md): changes made under the permit may not be in
+	 * what lento can read. The permit is held (not given back to the
+	 * server) until a revoke or a new mount says the log is whole.
+	 */
+	int log_err;
+	uint64_t log_err_ms;
+	/* A permit held because the journal is broken: said once. */
+	bool held_said;
 	/* The write-back permit, as presto holds it. */
 	bool presto_permit;
 	uint64_t revoke_req;	/* PERMIT 0 sent, its answer awaited */
@@ -86,12 +98,45 @@ struct fset {
 					 * not): revalidated --watch-ms later
 					 */
 	uint64_t permits;		/* PERMIT upcalls granted */
+	/*
+	 * presto is asked where things stand again (REGISTER from the same
+	 * socket: the answer says the mount, the log and the permit, and
+	 * every pending upcall comes again): messages from presto were lost,
+	 * or an answer to an upcall may not have reached it.
+	 */
+	bool resync;
+	uint64_t resyncs;		/* REGISTERs sent again for that */
+	uint64_t replies_owed;		/* answers whose send failed at first */
 	struct kjournal j;
 };
 
 #define BUSY_KEEP	64		/* files found open, remembered */
+/*
+ * Answers to upcalls whose send failed, sent again every OWED_RETRY_MS
+ * for up to OWED_MS; past that (or with every slot taken) the fileset
+ * registers again, and presto sends the upcall again. Kept in a table
+ * made at start, so that an answer is owed without memory.
+ */
+#define OWED_MAX	64
+#define OWED_RETRY_MS	100
+#define OWED_MS		5000
+/* Objects broken lately: after a loss, the directories among them are
+ * listed again if presto has watchers (a WATCHED may have been lost). */
+#define BROKEN_KEEP	32
+#define BROKEN_MS	30000
 
 struct upcall;
+
+struct owed {
+	struct fset *fs;		/* NULL: the slot is free */
+	uint64_t req;
+	uint32_t op;
+	uint32_t errno_;		/* 0: done, with flags and epoch */
+	uint32_t flags;
+	uint64_t epoch;
+	uint64_t first_ms, next_ms;
+	unsigned int tries;
+};
 
 struct kclient {
 	struct kchan *kc;
@@ -104,6 +149,13 @@ struct kclient {
 		uint64_t until_ms;
 	} busy[BUSY_KEEP];
 	unsigned int busy_next;
+	struct owed owed[OWED_MAX];
+	unsigned int nowed;
+	struct {
+		struct lento_fid fid;
+		uint64_t when_ms;
+	} broken[BROKEN_KEEP];
+	unsigned int broken_next;
 };
 
 /* client_kernel.c */
@@ -141,6 +193,8 @@ void kml_tick(struct client *cl, struct fset *fs);
 uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now);
 /* presto was granted the permit (a PERMIT upcall answered 0). */
 void kml_permit_granted(struct client *cl, struct fset *fs);
+/* Messages from presto were lost: requests awaiting an answer go again. */
+void kml_lost(struct client *cl, struct fset *fs);
 /* The cache's sync began, and ended: what it made durable is acknowledged. */
 void kml_sync_started(struct client *cl);
 void kml_synced(struct client *cl);

@@ -140,8 +140,12 @@ static void stop_reading(struct fset *fs)
 {
 	kread_free(fs->j.kr);		/* later, if a read is in flight */
 	fs->j.kr = NULL;
-	if (fs->j.ka_ready)
+	if (fs->j.ka_ready) {
+		/* A record failing goes on counting in the next kapply. */
+		fs->j.fail = fs->j.ka.fail;
+		fs->j.quarantined_said = 0;
 		kapply_free(&fs->j.ka);
+	}
 	fs->j.ka_ready = false;
 }
 
@@ -238,6 +242,7 @@ static int start_reading(struct client *cl, struct fset *fs, struct vol *v)
 				  &rh);
 		if (err)
 			return err;
+		j->ka.fail = j->fail;
 		j->ka_ready = true;
 	}
 	if (j->kr)
@@ -283,6 +288,16 @@ static void after_batch(struct client *cl, struct fset *fs, struct vol *v,
 			j->ka.why);
 		j->unmapped_said = j->ka.unmapped;
 	}
+	if (j->ka.quarantined > j->quarantined_said) {
+		log_err("fileset %s: %s; kept in the cache's table "
+			"kml_quarantine, and the %zu object(s) it names will "
+			"be fetched again from the server", fs->name,
+			j->ka.quarantine_why, j->ka.nsuspect);
+		j->quarantined_said = j->ka.quarantined;
+	}
+	/* What presto holds of them goes too: their next use asks lento. */
+	for (size_t i = 0; i < j->ka.nsuspect; i++)
+		kclient_break_fid(cl, &j->ka.suspect[i]);
 	flags_of_made(cl, fs);
 	ack_send(cl, fs);
 	v->last_change_ms = lo_now_ms();
@@ -297,7 +312,7 @@ static void consume_failed(struct client *cl, struct fset *fs, int err,
 	struct kjournal *j = &fs->j;
 
 	snprintf(j->err, sizeof(j->err), "consuming after record %" PRIu64
-		 " (durable %" PRIu64 "): %s%s%s", j->pos, j->durable,
+		 " (durable %" PRIu64 "): %s%s%.200s", j->pos, j->durable,
 		 strerror(-err), why ? ": " : "", why ? why : "");
 	log_err("fileset %s: %s; trying again in %d s", fs->name, j->err,
 		KML_RETRY_MS / 1000);
@@ -424,6 +439,12 @@ void kml_log_state(struct client *cl, struct fset *fs, const struct kmsg *m)
 	if (m->kml_durable > j->durable || m->cmd != PRESTO_CMD_KML)
 		j->durable = m->kml_durable;
 	j->acked = m->kml_acked;
+	if (m->cmd == PRESTO_CMD_MOUNTED && j->log_err) {
+		/* A new mount: its recovery restated what the log lost. */
+		log_info("fileset %s: mounted again: its journal is read "
+			 "anew", fs->name);
+		j->log_err = 0;
+	}
 	if (m->cmd != PRESTO_CMD_KML) {
 		/*
 		 * Only here: after it, presto's permit moves by lento's
@@ -463,9 +484,27 @@ static void revoked(struct client *cl, struct fset *fs, const struct kmsg *m)
 
 	j->revoke_req = 0;
 	j->presto_permit = false;
-	if (m->errno_)
-		log_err("fileset %s: presto's journal: %s", fs->name,
-			strerror((int)m->errno_));
+	if (m->errno_) {
+		/*
+		 * Not "every change is at most durable": some may be in no
+		 * record lento can read. Giving the permit back now would
+		 * let another client's changes past them, unseen: held.
+		 */
+		if (!j->log_err)
+			log_err("fileset %s: presto could not make its journal "
+				"durable when it gave the permit back (%s): the "
+				"permit is held, not given back to the server, "
+				"until the journal is whole (asked again every %d "
+				"s; a remount repairs it)", fs->name,
+				strerror((int)m->errno_), KML_ANSWER_MS / 1000);
+		j->log_err = -(int)m->errno_;
+		j->log_err_ms = lo_now_ms();
+		return;
+	}
+	if (j->log_err)
+		log_info("fileset %s: presto's journal is whole again",
+			 fs->name);
+	j->log_err = 0;
 	log_info("fileset %s: presto gave the permit back (journal durable "
 		 "up to %" PRIu64 ")", fs->name, m->kml_durable);
 	reint_kick(cl);
@@ -536,30 +575,63 @@ static void presto_revoke(struct client *cl, struct fset *fs,
 	log_info("fileset %s: asking presto for the permit back: %s",
 		 fs->name, why);
 	fs->j.revoke_req = request(cl, fs, PRESTO_CMD_PERMIT);
-	fs->j.revoke_ms = lo_now_ms();
+	fs->j.revoke_ms = fs->j.log_err_ms = lo_now_ms();
+}
+
+/*
+ * The permit stays: the journal cannot be read (or presto could not make
+ * it durable), and giving the permit back would lose the changes in it.
+ * Said once per episode, and shown by status. false, always.
+ */
+static bool permit_held(struct fset *fs, struct vol *v)
+{
+	struct kjournal *j = &fs->j;
+
+	if (!j->held_said)
+		log_err("fileset %s: volume %s: the permit is NOT given back%s: "
+			"presto's journal is broken (%s); changes made under "
+			"the permit would be lost. It is held until the journal "
+			"can be read (see lentoctl status)", fs->name,
+			v->cv.name, v->revoked ? " to the server, which asked "
+			"for it" : "", j->log_err ? strerror(-j->log_err) :
+			j->err);
+	j->held_said = true;
+	return false;
 }
 
 bool kclient_permit_drained(struct client *cl, struct vol *v)
 {
 	struct fset *fs = cl->k ? fset_by_volume(cl, v->cv.name) : NULL;
+	struct kjournal *j = fs ? &fs->j : NULL;
 
-	if (fs && fs->j.final) {
+	if (j && j->final) {
 		/* Unmounted: what its log holds goes before the permit. */
-		if (fs->j.pos < fs->j.durable)
+		if (j->pos < j->durable)
 			kml_consume(cl, fs);
-		return fs->j.pos >= fs->j.durable || fs->j.err[0];
+		if (j->pos >= j->durable) {
+			j->held_said = false;
+			return true;
+		}
+		return j->err[0] ? permit_held(fs, v) : false;
 	}
-	if (!fs || !fset_live(fs) || !fs->j.known)
+	if (!fs || !fset_live(fs) || !j->known)
 		return true;	/* presto holds nothing lento could ask */
-	if (fs->j.presto_permit || fs->j.revoke_req) {
+	if (j->presto_permit || j->revoke_req) {
 		presto_revoke(cl, fs, v->revoked ? "the server wants it" :
 			      "lento gives it back");
 		return false;
 	}
+	/* Asked again now and then (kml_tick): a whole log answers without. */
+	if (j->log_err)
+		return permit_held(fs, v);
 	/* Every change made under it in the CML first. */
-	if (fs->j.pos < fs->j.durable)
+	if (j->pos < j->durable)
 		kml_consume(cl, fs);
-	return fs->j.pos >= fs->j.durable;
+	if (j->pos >= j->durable) {
+		j->held_said = false;
+		return true;
+	}
+	return j->err[0] ? permit_held(fs, v) : false;
 }
 
 void kclient_permit_lost(struct client *cl, struct vol *v)
@@ -607,6 +679,24 @@ static void requests_again(struct client *cl, struct fset *fs)
 		fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);
 		fs->j.sync_ms = now;
 	}
+	/* A permit held for a log presto could not sync: is it whole now? */
+	if (fs->j.log_err && !fs->j.revoke_req &&
+	    now - fs->j.log_err_ms > KML_ANSWER_MS)
+		presto_revoke(cl, fs, "asking again whether its journal is "
+			      "whole");
+}
+
+void kml_lost(struct client *cl, struct fset *fs)
+{
+	uint64_t now = lo_now_ms(), past = now > KML_ANSWER_MS ?
+					   now - KML_ANSWER_MS - 1 : 0;
+
+	(void)cl;
+	/* Their answers may be among what was lost: asked again now. */
+	if (fs->j.revoke_req)
+		fs->j.revoke_ms = past;
+	if (fs->j.sync_req)
+		fs->j.sync_ms = past;
 }
 
 uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
@@ -628,6 +718,8 @@ uint64_t kml_due_ms(struct client *cl, const struct fset *fs, uint64_t now)
 		due = earlier_ms(due, j->revoke_ms + KML_ANSWER_MS + 1);
 	if (j->sync_req)
 		due = earlier_ms(due, j->sync_ms + KML_ANSWER_MS + 1);
+	if (j->log_err && !j->revoke_req)
+		due = earlier_ms(due, j->log_err_ms + KML_ANSWER_MS + 1);
 	v = j->presto_permit ? vol_by_name(cl, fs->volume) : NULL;
 	if (v && !v->permit)	/* permit_follow() */
 		due = earlier_ms(due, v->retry_at_ms > now ? v->retry_at_ms : now);
@@ -800,6 +892,43 @@ static int64_t age_ms(const struct cml_stats *cs)
 	       wall_ms() - cs->oldest_ns / 1000000 : 0;
 }
 
+/* Records set aside (kml_apply.h): how many, the last. */
+static int quarantine_of(struct client *cl, struct fset *fs, uint64_t *n,
+			 uint64_t *seq, char *why, size_t size)
+{
+	struct vol *v = vol_by_name(cl, fs->volume);
+
+	*n = *seq = 0;
+	why[0] = 0;
+	return v ? cache_quarantine_count(cl->cache, v->cv.id, n, seq, why,
+					  size) : 0;
+}
+
+static void quarantine_json(struct client *cl, struct fset *fs, struct jw *w)
+{
+	char why[320];
+	uint64_t n, seq;
+
+	quarantine_of(cl, fs, &n, &seq, why, sizeof(why));
+	jw_key(w, "quarantined");
+	jw_uint(w, n);
+	jw_key(w, "quarantine_last");
+	jw_str(w, why);
+}
+
+static void quarantine_text(struct client *cl, struct fset *fs, struct jw *w)
+{
+	char why[320];
+	uint64_t n, seq;
+
+	if (quarantine_of(cl, fs, &n, &seq, why, sizeof(why)) || !n)
+		return;
+	jw_printf(w, "  JOURNAL: %" PRIu64 " record(s) could not be translated "
+		  "and were set aside (table kml_quarantine of the cache's "
+		  "database; their objects are fetched again); the last: %s\n",
+		  n, why);
+}
+
 void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 {
 	struct kjournal *j = &fs->j;
@@ -815,6 +944,10 @@ void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 	jw_bool(w, v && v->permit);
 	jw_key(w, "revoking");
 	jw_bool(w, j->revoke_req != 0);
+	jw_key(w, "held_journal_broken");
+	jw_bool(w, j->held_said);
+	jw_key(w, "journal_sync_error");
+	jw_str(w, j->log_err ? strerror(-j->log_err) : "");
 	jw_key(w, "granted");
 	jw_uint(w, fs->permits);
 	jw_obj_end(w);
@@ -832,6 +965,7 @@ void kml_status_json(struct client *cl, struct fset *fs, struct jw *w)
 	jw_uint(w, j->ka_ready ? j->ka.unmapped : j->unmapped_said);
 	jw_key(w, "error");
 	jw_str(w, j->err);
+	quarantine_json(cl, fs, w);
 	jw_key(w, "waiting");
 	jw_str(w, blocked(cl, fs, &v));
 	jw_obj_end(w);
@@ -860,11 +994,19 @@ void kml_status_text(struct client *cl, struct fset *fs, struct jw *w)
 	jw_printf(w, "  pending in the CML: %" PRIu64 " records, %" PRIu64
 		  " bytes, oldest %" PRId64 " ms old\n", cs.records, cs.bytes,
 		  age_ms(&cs));
+	if (j->log_err)
+		jw_printf(w, "  JOURNAL: presto could not make it durable when "
+			  "it gave the permit back: %s\n",
+			  strerror(-j->log_err));
+	if (j->held_said)
+		jw_printf(w, "  PERMIT HELD: not given back while the journal "
+			  "is broken (its changes would be lost)\n");
 	if (j->err[0])
 		jw_printf(w, "  JOURNAL: %s\n", j->err);
 	else if (fset_live(fs) && *blocked(cl, fs, &v))
 		jw_printf(w, "  journal not consumed: %s\n",
 			  blocked(cl, fs, &v));
+	quarantine_text(cl, fs, w);
 	if (j->ka_ready && j->ka.unmapped)
 		jw_printf(w, "  %" PRIu64 " journal records about objects "
 			  "lento did not know were not logged (the last: %s)\n",

@@ -15,6 +15,7 @@
 
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netlink/attr.h>
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/family.h>
@@ -26,6 +27,11 @@
 #ifndef SOL_NETLINK
 #define SOL_NETLINK	270
 #endif
+#ifndef SO_MEMINFO
+#define SO_MEMINFO	55
+#endif
+
+#include "fault.h"
 
 #define KCHAN_RXBUF	(128u << 10)
 
@@ -58,6 +64,14 @@ struct kchan {
 	unsigned int npend;
 	uint8_t *rx;
 	bool said_missing;
+	/*
+	 * Messages the kernel dropped at this socket (its buffer full):
+	 * the socket's drop counter (SO_MEMINFO) as last read, and how
+	 * many times lento found it moved.
+	 */
+	uint32_t drops_seen;
+	bool drops_known;
+	uint64_t losses;
 };
 
 bool kchan_is_up(const struct kchan *k)
@@ -186,9 +200,39 @@ static void dispatch(struct kchan *k, const struct kmsg *m)
 
 static void readable(void *arg, int res);
 
+/*
+ * Has the kernel dropped a message at this socket since the last look?
+ * With NETLINK_NO_ENOBUFS set, a full buffer is no read error: the
+ * socket's drop counter (SO_MEMINFO, SK_MEMINFO_DROPS) is what moves.
+ */
+static bool dropped(struct kchan *k)
+{
+	uint32_t mem[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mem);
+	bool moved;
+
+	if (getsockopt(k->fd, SOL_SOCKET, SO_MEMINFO, mem, &len) ||
+	    len <= SK_MEMINFO_DROPS * sizeof(mem[0]))
+		return false;	/* an old kernel: ENOBUFS says it, if set */
+	moved = k->drops_known && mem[SK_MEMINFO_DROPS] != k->drops_seen;
+	k->drops_seen = mem[SK_MEMINFO_DROPS];
+	k->drops_known = true;
+	return moved;
+}
+
+/* Something presto sent was lost: the channel's user resynchronises. */
+static void lost(struct kchan *k)
+{
+	k->losses++;
+	if (k->ops->lost)
+		k->ops->lost(k->arg);
+}
+
 /* Read every datagram queued; each message goes where it belongs. */
 static void drain(struct kchan *k)
 {
+	bool lose = false;
+
 	for (;;) {
 		struct sockaddr_nl sa;
 		socklen_t salen = sizeof(sa);
@@ -203,16 +247,34 @@ static void drain(struct kchan *k)
 		n = recvfrom(k->fd, k->rx, KCHAN_RXBUF, MSG_DONTWAIT |
 			     MSG_TRUNC, (struct sockaddr *)&sa, &salen);
 		if (n < 0) {
-			if (errno == EINTR || errno == ENOBUFS)
+			if (errno == EINTR)
 				continue;
+			if (errno == ENOBUFS) {	/* the kernel dropped some */
+				lose = true;
+				continue;
+			}
 			/* Nothing sensible is left: start over. */
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				go_down(k, "reading the presto socket failed");
+				return;
+			}
+			/* All read: was anything dropped before it came? */
+			if (dropped(k) || lose)
+				lost(k);
 			return;
 		}
-		if ((size_t)n > KCHAN_RXBUF || salen != sizeof(sa) ||
-		    sa.nl_family != AF_NETLINK || sa.nl_pid != 0)
-			continue;	/* truncated, or not from the kernel */
+		/* A test's stand-in for a message the kernel dropped. */
+		if (fault_at("kchan-drop")) {
+			lose = true;
+			continue;
+		}
+		if (salen != sizeof(sa) || sa.nl_family != AF_NETLINK ||
+		    sa.nl_pid != 0)
+			continue;	/* not from the kernel */
+		if ((size_t)n > KCHAN_RXBUF) {
+			lose = true;	/* truncated: lost as well */
+			continue;
+		}
 		while ((r = kchan_next(k->rx, (size_t)n, &off,
 				       (uint16_t)k->family, &m, &why))) {
 			if (r < 0) {
@@ -273,6 +335,8 @@ static int open_socket(struct kchan *k, int family, const char **what)
 	if (setsockopt(k->fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)))
 		setsockopt(k->fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	k->family = family;
+	k->drops_known = false;
+	dropped(k);		/* the counter's start */
 	*what = "watching it";
 	err = lo_poll(k->loop, k->fd, readable, k, &k->poll);
 	if (err) {
@@ -405,71 +469,42 @@ void kchan_tick(struct kchan *k, uint64_t now)
 	}
 }
 
-static int put_cmd(struct nl_msg *msg, const struct kcmd *c)
-{
-	int err = nla_put_string(msg, PRESTO_A_FILESET, c->fileset);
-
-	if (!err && (c->have & KA(REQ)))
-		err = nla_put_u64(msg, PRESTO_A_REQ, c->req);
-	if (!err && (c->have & KA(HANDLE)))
-		err = nla_put(msg, PRESTO_A_HANDLE, sizeof(c->handle),
-			      &c->handle);
-	if (!err && (c->have & KA(ERRNO)))
-		err = nla_put_u32(msg, PRESTO_A_ERRNO, c->errno_);
-	if (!err && (c->have & KA(FLAGS)))
-		err = nla_put_u32(msg, PRESTO_A_FLAGS, c->flags);
-	if (!err && (c->have & KA(EPOCH)))
-		err = nla_put_u64(msg, PRESTO_A_EPOCH, c->epoch);
-	if (!err && (c->have & KA(SEQ)))
-		err = nla_put_u64(msg, PRESTO_A_SEQ, c->seq);
-	if (!err && (c->have & KA(PERMIT)))
-		err = nla_put_u8(msg, PRESTO_A_PERMIT, c->permit);
-	if (!err && (c->have & KA(NAME)))
-		err = nla_put_string(msg, PRESTO_A_NAME, c->name);
-	if (!err && (c->have & KA(EVENT)))
-		err = nla_put_u32(msg, PRESTO_A_EVENT, c->event);
-	return err ? -EMSGSIZE : 0;
-}
-
 int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	       void *arg)
 {
 	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
-	struct pending *p;
-	struct nl_msg *msg;
-	struct nlmsghdr *h;
-	int err = 0;
+	uint8_t buf[KCHAN_TX_MAX];
+	struct pending *p = NULL;
+	int len, err = 0;
 
 	if (!kchan_is_up(k))
 		return -ENOTCONN;
-	if (!c->fileset || !kchan_fileset_ok(c->fileset, strlen(c->fileset)))
+	if (!c->fileset || !kchan_fileset_ok(c->fileset, strlen(c->fileset)) ||
+	    ((c->have & KA(NAME)) && (!c->name ||
+				      strlen(c->name) > KCHAN_NAME_MAX)))
 		return -EINVAL;
-	p = calloc(1, sizeof(*p));
-	msg = nlmsg_alloc();
-	if (!p || !msg) {
+	/* Only a command whose ack is awaited needs memory. */
+	if (fn) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+	}
+	/* Without @fn no ack is asked (an error still comes back). */
+	len = kchan_encode(buf, sizeof(buf), c, (uint16_t)k->family, k->seq + 1,
+			 nl_socket_get_local_port(k->sk),
+			 NLM_F_REQUEST | (fn ? NLM_F_ACK : 0));
+	if (len < 0) {
 		free(p);
-		nlmsg_free(msg);
-		return -ENOMEM;
+		return len;
 	}
-	if (!genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, k->family, 0,
-			 NLM_F_REQUEST, c->cmd, PRESTO_GENL_VERSION))
-		err = -EMSGSIZE;
-	err = err ?: put_cmd(msg, c);
-	if (!err) {
-		h = nlmsg_hdr(msg);
-		h->nlmsg_seq = ++k->seq;
-		h->nlmsg_pid = nl_socket_get_local_port(k->sk);
-		/* Without @fn no ack is asked (an error still comes back). */
-		h->nlmsg_flags = NLM_F_REQUEST | (fn ? NLM_F_ACK : 0);
-		while (sendto(k->fd, h, h->nlmsg_len, 0,
-			      (struct sockaddr *)&to, sizeof(to)) < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			break;
-		}
+	k->seq++;
+	while (sendto(k->fd, buf, (size_t)len, 0, (struct sockaddr *)&to,
+		      sizeof(to)) < 0) {
+		if (errno == EINTR)
+			continue;
+		err = -errno;
+		break;
 	}
-	nlmsg_free(msg);
 	if (err || !fn) {
 		free(p);
 		return err;
@@ -484,4 +519,9 @@ int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	k->pend = p;
 	k->npend++;
 	return 0;
+}
+
+uint64_t kchan_losses(const struct kchan *k)
+{
+	return k ? k->losses : 0;
 }

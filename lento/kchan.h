@@ -9,7 +9,8 @@
  * before presto is loaded; a family that goes away (rmmod) or comes back
  * with another id is noticed by the same periodic check. The socket is
  * nonblocking, has NETLINK_NO_ENOBUFS set, and is read whenever the loop
- * sees it readable.
+ * sees it readable; once emptied, its drop counter (SO_MEMINFO) says
+ * whether the kernel dropped messages to it meanwhile (ops->lost).
  *
  * Every message read is decoded by kchan_decode() -- a pure function, so
  * that it has unit tests and a fuzzer -- against a strict policy: the
@@ -35,6 +36,8 @@
 #define KCHAN_ACK_MS	5000	/* an ack that does not come: -ETIMEDOUT */
 #define KCHAN_RCVBUF	(4u << 20)
 #define KCHAN_HANDLES_MAX 4095	/* handles one ACCESS may carry */
+#define KCHAN_TX_MAX	1024	/* bytes of the largest command lento sends */
+#define KCHAN_NAME_MAX	255	/* bytes of a NOTIFY name, no NUL */
 
 /*
  * Is the ack of a message sent at @sent_ms overdue at @now? A tick reads
@@ -114,6 +117,17 @@ const char *kchan_cmd_name(unsigned int cmd);
 /* A fileset name as KERNEL.md allows (@len bytes, no NUL counted). */
 bool kchan_fileset_ok(const char *s, size_t len);
 
+struct kcmd;
+/*
+ * Command @c (what lento sends) as one netlink message of @family in
+ * @buf (@size bytes), with the header's @seq, @portid and @flags: its
+ * length, or -EMSGSIZE. In the caller's buffer, so that sending needs no
+ * memory (an upcall answered when lento is out of it).
+ */
+int kchan_encode(uint8_t *buf, size_t size, const struct kcmd *c,
+		 uint16_t family, uint32_t seq, uint32_t portid,
+		 uint16_t flags);
+
 /* ------------------------------------------------------------ the channel */
 
 struct kchan;
@@ -127,6 +141,13 @@ struct kchan_ops {
 	void (*msg)(void *arg, const struct kmsg *m);
 	/* A message that did not decode (dropped): for the log. */
 	void (*bad)(void *arg, int err, const char *why);
+	/*
+	 * The kernel dropped messages to lento (its socket buffer was full:
+	 * the socket's drop counter moved, or a read said ENOBUFS), or one
+	 * came truncated: which ones is unknown, so what may have been in
+	 * them is to be asked again.
+	 */
+	void (*lost)(void *arg);
 };
 
 /*
@@ -166,11 +187,15 @@ const char *kchan_state(const struct kchan *k);
 /*
  * Send @c; its ack goes to @fn. With @fn NULL no ack is asked nor
  * awaited (PROGRESS, SET_FLAGS: many, and nothing to do with the
- * answer). -ENOTCONN if down.
+ * answer), and nothing is allocated: it can be sent when lento is out of
+ * memory. -ENOTCONN if down; the socket's error (-ENOBUFS, -ENOMEM...)
+ * if the kernel did not take it.
  */
 int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	       void *arg);
 /* Acks awaited. */
 unsigned int kchan_pending(const struct kchan *k);
+/* How many times messages from presto were found lost (ops->lost). */
+uint64_t kchan_losses(const struct kchan *k);
 
 #endif /* LENTO_KCHAN_H */

@@ -524,3 +524,77 @@ int kchan_cb_decode(const void *buf, size_t len, uint32_t *flags,
 	return 0;
 }
 
+/* ------------------------------------------------------------ encoding */
+
+/* One attribute at *@off of @buf (@size bytes): 0 or -EMSGSIZE. */
+static int put_attr(uint8_t *buf, size_t size, size_t *off, uint16_t type,
+		    const void *data, size_t len)
+{
+	struct nlattr na = { .nla_len = (uint16_t)(NLA_HDRLEN + len),
+			     .nla_type = type };
+	size_t at = *off, total = NLA_ALIGN(NLA_HDRLEN + len);
+
+	if (len > UINT16_MAX - NLA_HDRLEN || total > size - at)
+		return -EMSGSIZE;
+	memset(buf + at, 0, total);
+	memcpy(buf + at, &na, sizeof(na));
+	memcpy(buf + at + NLA_HDRLEN, data, len);
+	*off = at + total;
+	return 0;
+}
+
+static int put_u32(uint8_t *b, size_t size, size_t *off, uint16_t t,
+		   uint32_t v)
+{
+	return put_attr(b, size, off, t, &v, sizeof(v));
+}
+
+static int put_u64(uint8_t *b, size_t size, size_t *off, uint16_t t,
+		   uint64_t v)
+{
+	return put_attr(b, size, off, t, &v, sizeof(v));
+}
+
+int kchan_encode(uint8_t *buf, size_t size, const struct kcmd *c,
+		      uint16_t family, uint32_t seq, uint32_t portid,
+		      uint16_t flags)
+{
+	struct nlmsghdr h = { .nlmsg_type = family, .nlmsg_flags = flags,
+			      .nlmsg_seq = seq, .nlmsg_pid = portid };
+	struct genlmsghdr g = { .cmd = c->cmd, .version = PRESTO_GENL_VERSION };
+	size_t off = NLMSG_HDRLEN + GENL_HDRLEN;
+	int err;
+
+	if (size < off)
+		return -EMSGSIZE;
+	memset(buf, 0, off);
+	memcpy(buf + NLMSG_HDRLEN, &g, sizeof(g));
+	err = put_attr(buf, size, &off, PRESTO_A_FILESET, c->fileset,
+		       strlen(c->fileset) + 1);
+	if (!err && (c->have & KA(REQ)))
+		err = put_u64(buf, size, &off, PRESTO_A_REQ, c->req);
+	if (!err && (c->have & KA(HANDLE)))
+		err = put_attr(buf, size, &off, PRESTO_A_HANDLE, &c->handle,
+			       sizeof(c->handle));
+	if (!err && (c->have & KA(ERRNO)))
+		err = put_u32(buf, size, &off, PRESTO_A_ERRNO, c->errno_);
+	if (!err && (c->have & KA(FLAGS)))
+		err = put_u32(buf, size, &off, PRESTO_A_FLAGS, c->flags);
+	if (!err && (c->have & KA(EPOCH)))
+		err = put_u64(buf, size, &off, PRESTO_A_EPOCH, c->epoch);
+	if (!err && (c->have & KA(SEQ)))
+		err = put_u64(buf, size, &off, PRESTO_A_SEQ, c->seq);
+	if (!err && (c->have & KA(PERMIT)))
+		err = put_attr(buf, size, &off, PRESTO_A_PERMIT, &c->permit,
+			       sizeof(c->permit));
+	if (!err && (c->have & KA(NAME)))
+		err = put_attr(buf, size, &off, PRESTO_A_NAME, c->name,
+			       strlen(c->name) + 1);
+	if (!err && (c->have & KA(EVENT)))
+		err = put_u32(buf, size, &off, PRESTO_A_EVENT, c->event);
+	if (err)
+		return err;
+	h.nlmsg_len = (uint32_t)off;
+	memcpy(buf, &h, sizeof(h));
+	return (int)off;
+}

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cml.h"
+#include "fault.h"
 #include "log.h"
 
 struct kapply_dirent {
@@ -97,6 +98,7 @@ void kapply_free(struct kapply *ka)
 	free(ka->made);
 	free(ka->counts);
 	free(ka->rows);
+	free(ka->suspect);
 	if (ka->mntfd >= 0)
 		close(ka->mntfd);
 	memset(ka, 0, sizeof(*ka));
@@ -106,12 +108,14 @@ void kapply_free(struct kapply *ka)
 void kapply_batch_end(struct kapply *ka)
 {
 	ka->nmade = 0;
+	ka->nsuspect = 0;
 }
 
 void kapply_reset(struct kapply *ka)
 {
 	list_clear(ka);
 	ka->nmade = 0;
+	ka->nsuspect = 0;
 	ka->ncounts = 0;
 	ka->nrows = 0;
 }
@@ -1506,6 +1510,8 @@ static int k_dirent(struct kapply *ka, const struct kml_record *r)
  */
 static int apply_record(struct kapply *ka, const struct kml_record *r)
 {
+	if (fault_at("kapply-record"))
+		return -ENOMEM;
 	if (ka->listing && r->op != PRESTO_KML_DIRENT) {
 		/* Cut short (KML.md): void; the next mount restates it. */
 		ka->voided++;
@@ -1546,6 +1552,114 @@ static int apply_record(struct kapply *ka, const struct kml_record *r)
 	}
 }
 
+/* --------------------------------------------------------- quarantine */
+
+bool kapply_transient(int err)
+{
+	switch (-err) {
+	case ENOMEM:
+	case EBUSY:		/* SQLite busy or locked */
+	case EAGAIN:
+	case EINTR:
+	case ENOSPC:
+	case EDQUOT:
+	case EIO:
+	case EROFS:
+	case EUCLEAN:		/* the cache's database is damaged */
+	case EMFILE:
+	case ENFILE:
+	case ENOBUFS:
+	case ETIMEDOUT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* @fid is to be fetched again: not valid, its content gone if clean. */
+static int suspect(struct kapply *ka, const struct lento_fid *fid)
+{
+	struct cache_obj o;
+	void *p;
+	int err = obj_get(ka, fid, &o);
+
+	if (err == -ENOENT)
+		return 0;
+	if (err)
+		return err;
+	for (size_t i = 0; i < ka->nsuspect; i++)
+		if (lento_fid_eq(&ka->suspect[i], fid))
+			return 0;
+	o.valid = false;
+	/*
+	 * Other records not yet reintegrated build on what the cache has:
+	 * that stays (their reintegration checks it against the server).
+	 */
+	if (!o.dirty)
+		o.data = false;
+	err = obj_put(ka, &o, NULL, 0);
+	if (err)
+		return err;
+	p = room(ka->suspect, ka->nsuspect, &ka->suspect_cap,
+		 sizeof(*ka->suspect));
+	if (!p)
+		return -ENOMEM;
+	ka->suspect = p;
+	ka->suspect[ka->nsuspect++] = *fid;
+	return 0;
+}
+
+/* Record @r (its bytes @raw) set aside, in the batch's transaction. */
+static int quarantine(struct kapply *ka, const struct kml_record *r,
+		      const void *raw)
+{
+	int err = cache_quarantine_put(ka->cache, ka->volume, r->seq, r->op,
+				       ka->fail.err, ka->fail.why,
+				       wall_ms_now(), raw, raw ? r->len : 0);
+
+	for (int i = 0; !err && i < PRESTO_KML_NFH; i++) {
+		struct lento_fid fid;
+		int e;
+
+		if (!r->fh[i].ino)
+			continue;
+		e = lookup_handle(ka, &r->fh[i], &fid);
+		if (e == -ENOENT)
+			continue;
+		err = e ?: suspect(ka, &fid);
+	}
+	if (err)
+		return err;
+	ka->quarantined++;
+	snprintf(ka->quarantine_why, sizeof(ka->quarantine_why),
+		 "KML record %" PRIu64 " (%s) set aside after %u failures: %s",
+		 r->seq, kml_op_name(r->op), ka->fail.tries, ka->fail.why);
+	ka->fail.seq = 0;
+	ka->fail.tries = 0;
+	return 0;
+}
+
+/* Record @r failed with @err: counted against it, unless transient. */
+static void failed(struct kapply *ka, const struct kml_record *r, int err)
+{
+	if (kapply_transient(err)) {
+		snprintf(ka->fail.why, sizeof(ka->fail.why), "KML record %"
+			 PRIu64 " (%s): %s (transient: retried)", r->seq,
+			 kml_op_name(r->op), strerror(-err));
+		return;
+	}
+	if (ka->fail.seq != r->seq) {
+		ka->fail.seq = r->seq;
+		ka->fail.tries = 0;
+	}
+	ka->fail.tries++;
+	ka->fail.err = err;
+	snprintf(ka->fail.why, sizeof(ka->fail.why), "KML record %" PRIu64
+		 " (%s): %s (failure %u of %d before it is set aside)", r->seq,
+		 kml_op_name(r->op), strerror(-err), ka->fail.tries,
+		 KAPPLY_TRIES);
+}
+
 /* ------------------------------------------------------------ batches */
 
 int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
@@ -1563,7 +1677,18 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 				   (n - 1) % KAPPLY_CLOCK_EVERY ||
 				   lo_now_ms() < until_ms) &&
 	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
-		err = apply_record(ka, &r);
+		if (r.seq == ka->fail.seq && ka->fail.tries >= KAPPLY_TRIES) {
+			err = quarantine(ka, &r, kread_raw(kr));
+		} else {
+			err = apply_record(ka, &r);
+			if (err < 0) {
+				failed(ka, &r, err);
+				*why = ka->fail.why;
+			} else if (r.seq == ka->fail.seq) {
+				ka->fail.seq = 0;	/* it went through */
+				ka->fail.tries = 0;
+			}
+		}
 		if (err == KAPPLY_UNMAPPED)
 			err = 0;	/* counted, and said by the caller */
 		last = r.seq;

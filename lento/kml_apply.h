@@ -30,6 +30,23 @@
  * objects new here LINK or RENAME, unknown handles new objects
  * (CREATE/MKDIR/SYMLINK/MKNOD, attributes from the lower inode).
  *
+ * A record that fails. The batch is rolled back and the caller reads
+ * again later. A failure of the machine rather than of the record --
+ * kapply_transient(): no memory, the database busy, a full or failing
+ * disk -- is retried as long as it lasts: the record is fine, and
+ * dropping it would lose a change. Any other error says the record can
+ * never be translated (its names or handles contradict the cache):
+ * after KAPPLY_TRIES failures of the same record in a row, the next batch
+ * sets it aside instead of applying it -- its bytes, the error and why go
+ * to the cache's table kml_quarantine (cache_quarantine_put()) in the
+ * batch's transaction, so the position moves past it and presto's log is
+ * acknowledged and retired as usual -- and the objects it names are
+ * marked for revalidation: not valid, and without their content or
+ * listing unless other records not yet reintegrated name them, so that
+ * their next use fetches them from the server rather than serving a
+ * cache that silently diverges from it. ka->suspect lists them, for the
+ * caller to clear their callback flags in presto.
+ *
  * Every function returns 0 or -errno and prints nothing.
  */
 #ifndef LENTO_KML_APPLY_H
@@ -45,8 +62,17 @@
 #include "lento_types.h"
 
 #define KAPPLY_UNMAPPED	1	/* a record not applied, counted */
+#define KAPPLY_TRIES	3	/* failures of one record before it is set aside */
 
 struct kapply_dirent;
+
+/* The record that failed last: its number, error, failures in a row. */
+struct kapply_fail {
+	uint64_t seq;
+	int err;
+	unsigned int tries;
+	char why[256];
+};
 
 /* An object's row as the batch has it (kml_apply.c). */
 struct kapply_row {
@@ -88,7 +114,24 @@ struct kapply {
 	uint64_t unmapped;		/* KML records about unknown objects */
 	uint64_t voided;		/* listings cut short (void) */
 	char why[256];
+	/*
+	 * The record that failed last (kept by the caller across a new
+	 * kapply for the same log, so that its count goes on).
+	 */
+	struct kapply_fail fail;
+	/* Set aside (quarantined) by this kapply, the last one's why. */
+	uint64_t quarantined;
+	char quarantine_why[320];
+	/* Objects the batch's quarantined records named (see above). */
+	struct lento_fid *suspect;
+	size_t nsuspect, suspect_cap;
 };
+
+/*
+ * Is @err a failure of the machine (retried while it lasts), not of the
+ * record (set aside after KAPPLY_TRIES)?
+ */
+bool kapply_transient(int err);
 
 /*
  * @root_h: the lower root's handle (REGISTER, MOUNTED). 0 or -errno (the
@@ -118,6 +161,7 @@ void kapply_free(struct kapply *ka);
 int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		 uint32_t max, uint64_t until_ms, const char *poskey,
 		 uint64_t *pos, lo_file_fn more, void *arg, const char **why);
+/* The batch's made and suspect lists are done with. */
 void kapply_batch_end(struct kapply *ka);
 /* A batch failed: the listing gathered is void (it is read again). */
 void kapply_reset(struct kapply *ka);

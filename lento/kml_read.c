@@ -10,6 +10,7 @@
  * whose header must say so.
  */
 #include "kml_read.h"
+#include "fault.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct kread {
@@ -38,6 +40,7 @@ struct kread {
 	 */
 	bool reread;
 	bool busy, dead;
+	const uint8_t *last;	/* the bytes of the record last handed out */
 	lo_file_fn more;
 	void *more_arg;
 };
@@ -57,6 +60,11 @@ uint64_t kread_segno(const struct kread *kr)
 	return kr->segno;
 }
 
+const void *kread_raw(const struct kread *kr)
+{
+	return kr->last;
+}
+
 static void seg_close(struct kread *kr)
 {
 	if (kr->fd >= 0)
@@ -64,6 +72,32 @@ static void seg_close(struct kread *kr)
 	kr->fd = -1;
 	kr->len = kr->pos = 0;
 	kr->eof = false;
+}
+
+/*
+ * The segment file @name of the journal's directory, open for reading;
+ * or -errno (-EINVAL: not a regular file). Never through a symlink, and
+ * never waiting: a FIFO or a device planted under a segment's name would
+ * otherwise hold lento's one thread in open() or read().
+ */
+static int seg_openat(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW |
+			O_CLOEXEC | O_NOCTTY), err;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
 }
 
 /* Segment @segno, open, and its first record's number; or -errno. */
@@ -77,9 +111,9 @@ static int seg_peek(struct kread *kr, uint64_t segno, uint64_t *first)
 	int fd;
 
 	snprintf(name, sizeof(name), "kml.%08" PRIu64, segno);
-	fd = openat(kr->dirfd, name, O_RDONLY | O_CLOEXEC);
+	fd = seg_openat(kr->dirfd, name);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	n = pread(fd, hdr, sizeof(hdr), 0);
 	if (n != (ssize_t)sizeof(hdr) ||
 	    kml_decode_header(hdr, sizeof(hdr), &h, &why) || h.segno != segno) {
@@ -192,7 +226,7 @@ int kread_new(struct lo_loop *loop, const char *dir, uint64_t next_seq,
 	if (!kr)
 		return -ENOMEM;
 	kr->buf = malloc(KREAD_CHUNK);
-	kr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	kr->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (!kr->buf || kr->dirfd < 0) {
 		int err = kr->buf ? -errno : -ENOMEM;
 
@@ -283,6 +317,10 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 	*why = NULL;
 	kr->more = more;
 	kr->more_arg = arg;
+	if (kr->next_seq <= limit && fault_at("kread-bad")) {
+		*why = "a damaged record (injected by a test)";
+		return -EBADMSG;
+	}
 	while (!kr->busy && kr->next_seq <= limit) {
 		enum kml_result res;
 		int err;
@@ -311,6 +349,7 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 			continue;
 		}
 		kr->reread = false;
+		kr->last = kr->buf + kr->pos;
 		kr->pos += r->len;
 		kr->expect++;
 		if (r->seq < kr->next_seq)

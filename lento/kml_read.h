@@ -49,6 +49,11 @@ int kread_next(struct kread *kr, uint64_t limit, struct kml_record *r,
 bool kread_busy(const struct kread *kr);
 /* The sequence number of the next record it will hand out. */
 uint64_t kread_pos(const struct kread *kr);
+/*
+ * The bytes of the record kread_next() last handed out (its len of
+ * them), valid as long as its names and data are.
+ */
+const void *kread_raw(const struct kread *kr);
 /* Which segment it reads (0: none yet). */
 uint64_t kread_segno(const struct kread *kr);
 

@@ -238,6 +238,30 @@ static int consume_upto(uint64_t limit, struct run *run)
 	return run->err;
 }
 
+/*
+ * Consume up to @limit with @run's kapply, kept across calls as the
+ * daemon keeps it across its retries: a new reader from the position
+ * stored each time.
+ */
+static int consume_again(uint64_t limit, struct run *run)
+{
+	int64_t pos = 0;
+
+	cache_meta_get(c, "kmlpos:vol", &pos);
+	run->pos = (uint64_t)pos;
+	run->limit = limit;
+	run->err = 0;
+	run->done = false;
+	ck_assert_int_eq(lo_loop_new(&run->loop), 0);
+	ck_assert_int_eq(kread_new(run->loop, kdir, run->pos + 1, &run->kr), 0);
+	consume(run);
+	if (!run->done)
+		ck_assert_int_eq(lo_run(run->loop), 0);
+	kread_free(run->kr);
+	lo_loop_free(run->loop);
+	return run->err;
+}
+
 /* ----------------------------------------------------------- the CML */
 
 #define RECS_MAX 64
@@ -968,6 +992,167 @@ START_TEST(segment_grows_while_read)
 }
 END_TEST
 
+static void quarantine_rows(uint64_t *n, uint64_t *seq)
+{
+	char why[256];
+
+	ck_assert_int_eq(cache_quarantine_count(c, VOL, n, seq, why,
+						sizeof(why)), 0);
+}
+
+/*
+ * A record that can never be translated (a STORE of what the cache
+ * knows as a directory) is tried KAPPLY_TRIES times, then set
+ * aside: in the quarantine table with its bytes, the position past it,
+ * the records after it applied, the objects it names to be fetched
+ * again. Before, it failed every batch for ever and the log never moved.
+ */
+START_TEST(untranslatable_record_set_aside)
+{
+	struct lento_fid n;
+	struct cache_obj o;
+	struct run run;
+	uint64_t q, qseq;
+	sqlite3_stmt *st;
+	int i, err;
+
+	rec(PRESTO_KML_CREATE, 11, 300, "x", NULL);		/* 1 */
+	store(11, 42, 0600);			/* 2: a STORE of a directory */
+	rec(PRESTO_KML_MKDIR, 2, 100, "n", NULL);		/* 3 */
+	memset(&run, 0, sizeof(run));
+	ck_assert_int_eq(kapply_init(&run.ka, c, VOL, &root, &root_h), 0);
+	for (i = 0; i < KAPPLY_TRIES; i++) {
+		err = consume_again(3, &run);
+		ck_assert_int_lt(err, 0);
+		ck_assert(!kapply_transient(err));
+		ck_assert_uint_eq(run.pos, 0);
+		ck_assert_uint_eq(run.ka.fail.seq, 2);
+	}
+	quarantine_rows(&q, &qseq);
+	ck_assert_uint_eq(q, 0);
+	ck_assert_int_eq(consume_again(3, &run), 0);
+	ck_assert_uint_eq(run.pos, 3);
+	ck_assert_uint_eq(run.ka.quarantined, 1);
+	quarantine_rows(&q, &qseq);
+	ck_assert_uint_eq(q, 1);
+	ck_assert_uint_eq(qseq, 2);
+	/* Its bytes, whole: they decode as record 2 again. */
+	ck_assert_int_eq(sqlite3_prepare_v2(cache_db(c), "SELECT record, op, "
+					    "err FROM kml_quarantine", -1, &st,
+					    NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	{
+		struct kml_record r;
+		const char *why;
+
+		ck_assert_int_eq(kml_decode_record(sqlite3_column_blob(st, 0),
+				 (size_t)sqlite3_column_bytes(st, 0), 2, &r,
+				 &why), KML_OK);
+		ck_assert_uint_eq(r.seq, 2);
+		ck_assert_int_eq(sqlite3_column_int(st, 1), PRESTO_KML_STORE);
+		ck_assert_int_gt(sqlite3_column_int(st, 2), 0);
+	}
+	sqlite3_finalize(st);
+	/* The records around it went through. */
+	n = at(&root, "n");
+	(void)n;
+	/* The directory it named is to be fetched again (d has x: dirty). */
+	{
+		struct lento_fid d = { VOL, 0, 3 };
+
+		ck_assert_int_eq(cache_obj_get(c, &d, &o, NULL, 0), 0);
+		ck_assert(!o.valid);
+		ck_assert_ptr_nonnull(strstr(run.ka.quarantine_why,
+					     "KML record 2 (STORE)"));
+	}
+	kapply_free(&run.ka);
+}
+END_TEST
+
+/* A failure of the machine, not the record: retried, never set aside. */
+START_TEST(transient_failure_not_set_aside)
+{
+	struct run run;
+	uint64_t q, qseq;
+	char faults[192];
+	int i;
+
+	rec(PRESTO_KML_MKDIR, 2, 100, "n", NULL);		/* 1 */
+	snprintf(faults, sizeof(faults), "%s/faults", dir);
+	setenv("LENTO_TEST_FAULTS", faults, 1);
+	memset(&run, 0, sizeof(run));
+	ck_assert_int_eq(kapply_init(&run.ka, c, VOL, &root, &root_h), 0);
+	for (i = 0; i < 2 * KAPPLY_TRIES; i++) {
+		FILE *f = fopen(faults, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs("kapply-record", f);
+		fclose(f);
+		ck_assert_int_eq(consume_again(1, &run), -ENOMEM);
+		ck_assert_uint_eq(run.pos, 0);
+	}
+	ck_assert_int_eq(consume_again(1, &run), 0);
+	ck_assert_uint_eq(run.pos, 1);
+	ck_assert_uint_eq(run.ka.quarantined, 0);
+	quarantine_rows(&q, &qseq);
+	ck_assert_uint_eq(q, 0);
+	kapply_free(&run.ka);
+}
+END_TEST
+
+/*
+ * A segment's name that is not a regular file: a FIFO (an open that would
+ * wait for a writer forever) or a symlink to a valid segment elsewhere.
+ * The reader refuses both at once, and hangs on neither.
+ */
+START_TEST(segment_not_a_regular_file)
+{
+	char seg[192], other[192], odir[160];
+	struct lo_loop *loop;
+	struct kread *kr;
+	struct kml_record r;
+	struct kmlgen g2;
+
+	snprintf(seg, sizeof(seg), "%s/kml.00000001", kdir);
+	ck_assert_int_eq(unlink(seg), 0);
+	ck_assert_int_eq(mkfifo(seg, 0600), 0);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), -ENODATA);
+	kread_free(kr);
+	/* A symlink to a segment that holds record 1. */
+	ck_assert_int_eq(unlink(seg), 0);
+	snprintf(odir, sizeof(odir), "%s/elsewhere", dir);
+	ck_assert_int_eq(kmlgen_open(&g2, odir), 0);
+	ck_assert_int_eq(kmlgen_segment(&g2, 1), 0);
+	{
+		struct kmlgen_rec x = { .op = PRESTO_KML_MKDIR, .time_ns = T0,
+					.name = "n" };
+
+		x.fh[PRESTO_KML_FH_DIR] = fh(2);
+		x.fh[PRESTO_KML_FH_OBJ] = fh(100);
+		x.attr.valid = PRESTO_KML_A_ALL;
+		x.attr.mode = S_IFDIR | 0755;
+		x.attr.nlink = 2;
+		ck_assert_int_gt(kmlgen_append(&g2, &x), 0);
+	}
+	kmlgen_close(&g2);
+	snprintf(other, sizeof(other), "%s/kml.00000001", odir);
+	ck_assert_int_eq(symlink(other, seg), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), -ENODATA);
+	kread_free(kr);
+	/* The same segment, a regular file here, reads. */
+	ck_assert_int_eq(unlink(seg), 0);
+	ck_assert_int_eq(link(other, seg), 0);
+	ck_assert_int_eq(kread_new(loop, kdir, 1, &kr), 0);
+	ck_assert_int_eq(next_record(loop, kr, 1, &r), 1);
+	ck_assert_uint_eq(r.seq, 1);
+	kread_free(kr);
+	lo_loop_free(loop);
+}
+END_TEST
+
 /* A batch past its deadline ends after one record, and keeps it. */
 START_TEST(batch_ends_at_its_deadline)
 {
@@ -1028,6 +1213,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, listing_across_batches);
 	tcase_add_test(tc, batch_ends_at_its_deadline);
 	tcase_add_test(tc, segment_grows_while_read);
+	tcase_add_test(tc, segment_not_a_regular_file);
+	tcase_add_test(tc, untranslatable_record_set_aside);
+	tcase_add_test(tc, transient_failure_not_set_aside);
 	suite_add_tcase(s, tc);
 	return s;
 }

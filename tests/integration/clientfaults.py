@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""lento's client under faults of its own, with presto (the channel and
+the journal). Runs in the test VM as root with presto loaded, SCRATCH on
+ext4:
+
+    tests/integration/clientfaults.py SCRATCH [CASE...]
+
+One lento server, a publisher C, and two lento clients A and B serving
+the volume "vol" through presto mounts (as in readpath.py and
+writepath.py). A and B run with LENTO_TEST_FAULTS (lento/fault.c): a case
+arms a fault point by writing its name to the client's fault file.
+
+- reply_send_fails: the REPLY to an upcall cannot be sent at first; the
+  open still succeeds, promptly (not ETIMEDOUT after timeout=).
+- upcall_alloc_fails: no memory for an upcall's state; the open fails
+  at once with ENOMEM (not after timeout=), and works again after.
+- lost_notice_resync: a message from presto (the KML notice that says a
+  change is durable) is dropped as the kernel drops one when lento's
+  buffer is full; lento notices, asks presto again where the fileset
+  stands and consumes the change at once (not only when the next change,
+  or the idle permit's release 30 s later, tells it).
+- broken_journal_holds_permit: A's mount is unmounted while its lento is
+  behind the journal, and the journal then cannot be read; B changing the
+  volume revokes A's permit, and A does not give it back (B's change
+  waits and fails with the mount's timeout) while its changes are
+  unread; once the journal reads again A ships them, gives the permit
+  back, and B's change goes through after A's.
+
+Each case prints "ok - NAME" or "not ok - NAME"; the last line is
+"N passed, N failed". Alone in the VM:
+
+    tools/vm --disk build/vm/cf.img:2G --fresh-disks \\
+        tests/integration/clientfaults-guest [PRESTO_KO] [CASE...]
+"""
+import errno
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _load(name, path):
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    spec = importlib.util.spec_from_loader(name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+lr = _load("lento_run", os.path.join(TOP, "tests", "lento", "run"))
+rp = _load("readpath", os.path.join(TOP, "tests", "integration",
+                                    "readpath.py"))
+Fail, check, wait_until = lr.Fail, lr.check, lr.wait_until
+VOL = rp.VOL
+TIMEOUT_S = rp.TIMEOUT_S
+
+
+class Setup:
+    def __init__(self, scratch):
+        self.t = lr.Test("clientfaults", scratch)
+        self.srv = self.t.server(heartbeat_ms=3000, lease_ms=10000)
+        self.srv.volume(VOL)
+        self.c = self.t.client("c", self.srv)
+        self.more = []
+
+    def kclient(self, name):
+        k = rp.Kclient(self.t.tmp, name, self.srv,
+                       os.path.join(self.t.tmp, "mnt-" + name))
+        k.faults = os.path.join(self.t.tmp, name + ".faults")
+        self.t.procs.append(k)
+        self.more.append(k)
+        return k.start(env={"LENTO_TEST_FAULTS": k.faults})
+
+    def finish(self):
+        for k in self.more:
+            k.umount()
+        return self.t.finish()
+
+
+def arm(k, point):
+    with open(k.faults, "w") as f:
+        f.write(point)
+
+
+def met(k, timeout=10):
+    wait_until(lambda: not os.path.exists(k.faults), timeout,
+               "%s meeting its fault" % k.name)
+
+
+def lento_counts(k):
+    return k.fileset()["lento"]
+
+
+def journal(k):
+    return k.fileset()["journal"]
+
+
+def publish(s, name, data):
+    path = os.path.join(s.t.tmp, "body")
+    with open(path, "wb") as f:
+        f.write(data)
+    s.c.ctl("write", VOL + "/" + name, "@" + path)
+
+
+# ---------------------------------------------------------------- cases
+
+def case_mount(s):
+    """A and B register, mount, confirm an epoch; C publishes files."""
+    s.c.ctl("mkdir", VOL + "/d")
+    for i in range(4):
+        publish(s, "d/f%d" % i, b"file %d\n" % i * 100)
+    s.c.sync()
+    s.a = s.kclient("a")
+    s.b = s.kclient("b")
+    for k in (s.a, s.b):
+        k.mount()
+        k.ready()
+    os.listdir(os.path.join(s.a.mnt, "d"))
+    os.listdir(os.path.join(s.b.mnt, "d"))
+
+
+def case_reply_send_fails(s):
+    """The REPLY to a FETCH_FILE cannot be sent (injected ENOBUFS): lento
+    sends it again, and the open succeeds well before timeout=. Before,
+    the answer was dropped and the open failed with ETIMEDOUT."""
+    a = s.a
+    owed = lento_counts(a)["replies_owed"]
+    arm(a, "upcall-reply")
+    t0 = time.monotonic()
+    with open(os.path.join(a.mnt, "d/f0"), "rb") as f:
+        data = f.read()
+    dt = time.monotonic() - t0
+    check(data == b"file 0\n" * 100, "d/f0 read wrong")
+    check(not os.path.exists(a.faults), "the fault was not met")
+    check(dt < TIMEOUT_S - 1, "the open took %.1f s (timeout=%d)" %
+          (dt, TIMEOUT_S))
+    check(lento_counts(a)["replies_owed"] > owed, "no answer owed")
+
+
+def case_upcall_alloc_fails(s):
+    """lento has no memory for an upcall (injected): it answers ENOMEM at
+    once, and the next open works. Before, the upcall went unanswered and
+    the open failed with ETIMEDOUT after timeout=."""
+    a = s.a
+    arm(a, "upcall-alloc")
+    t0 = time.monotonic()
+    try:
+        open(os.path.join(a.mnt, "d/f1"), "rb").close()
+        raise Fail("the open succeeded though lento had no memory for it")
+    except OSError as e:
+        check(e.errno == errno.ENOMEM, "the open failed with %s, not "
+              "ENOMEM" % errno.errorcode.get(e.errno, e.errno))
+    dt = time.monotonic() - t0
+    check(dt < TIMEOUT_S - 1, "the ENOMEM took %.1f s (timeout=%d)" %
+          (dt, TIMEOUT_S))
+    with open(os.path.join(a.mnt, "d/f1"), "rb") as f:
+        check(f.read() == b"file 1\n" * 100, "d/f1 read wrong")
+
+
+def case_lost_notice_resync(s):
+    """The KML notice saying a change is durable is dropped (as the
+    kernel drops one at a full buffer; injected): lento notices the loss,
+    registers again, learns where the log stands and consumes the change
+    within seconds. Before, the loss went unseen (NETLINK_NO_ENOBUFS) and
+    the change waited for the next notice."""
+    a = s.a
+    os.mkdir(os.path.join(a.mnt, "d/first"))
+    os.sync()
+    wait_until(lambda: journal(a)["consumed"] >= journal(a)["durable"] > 0
+               and journal(a), 20, "A consuming its first change")
+    check(a.fileset()["permit"]["presto"], "A's presto holds no permit")
+    time.sleep(1.5)         # access hints sent: the next message is KML
+    losses = a.status()["presto"]["losses"]
+    resyncs = lento_counts(a)["resyncs"]
+    records = journal(a)["records_consumed"]
+    arm(a, "kchan-drop")
+    os.mkdir(os.path.join(a.mnt, "d/second"))
+    os.sync()
+    met(a)
+    wait_until(lambda: journal(a)["records_consumed"] > records, 8,
+               "A consuming the change whose notice was lost")
+    check(a.status()["presto"]["losses"] > losses, "no loss counted")
+    check(lento_counts(a)["resyncs"] > resyncs, "no resynchronisation")
+
+
+def case_broken_journal_holds_permit(s):
+    """A's mount goes while A's lento is stopped behind the journal; the
+    journal then cannot be read (injected, again and again). B's change
+    revokes A's permit: A holds it (status, log) and B's change fails
+    with the mount's timeout; A's changes are not lost. Once the journal
+    reads again, A ships its changes, gives the permit back, and B's
+    change goes through. Before, A took the unreadable journal for
+    consumed and gave the permit back: B's change went in first and A's
+    changes waited, unseen, for A's next mount."""
+    a, b = s.a, s.b
+    with open(os.path.join(a.mnt, "d/a-first"), "wb") as f:
+        f.write(b"first\n")
+    check(a.fileset()["permit"]["presto"], "A's presto holds no permit")
+    stop = threading.Event()
+
+    def rearm():
+        while not stop.is_set():
+            if not os.path.exists(a.faults):
+                arm(a, "kread-bad")
+            time.sleep(0.05)
+
+    a.p.send_signal(signal.SIGSTOP)
+    try:
+        with open(os.path.join(a.mnt, "d/a-held"), "wb") as f:
+            f.write(b"A's change\n")
+        a.umount()
+        arm(a, "kread-bad")
+    finally:
+        a.p.send_signal(signal.SIGCONT)
+    t = threading.Thread(target=rearm)
+    t.start()
+    try:
+        wait_until(lambda: journal(a)["error"], 20,
+                   "A's journal error in status")
+        # B wants the volume: the server revokes A's permit.
+        t0 = time.monotonic()
+        try:
+            with open(os.path.join(b.mnt, "d/b-after"), "wb") as f:
+                f.write(b"B's change\n")
+            b_done = True
+        except OSError as e:
+            b_done = False
+            check(e.errno in (errno.ETIMEDOUT, errno.EIO),
+                  "B's change failed with %s" %
+                  errno.errorcode.get(e.errno, e.errno))
+        check(not b_done, "B changed the volume %.1f s after asking, "
+              "while A's changes were unread: A gave its permit back" %
+              (time.monotonic() - t0))
+        wait_until(lambda: a.fileset()["permit"]["held_journal_broken"],
+                   20, "A saying its permit is held")
+        check(a.volstat(VOL)["permit"], "A let its permit go")
+        check(lr.grep(a, "the permit is NOT given back"),
+              "A's log does not say the permit is held")
+    finally:
+        stop.set()
+        t.join()
+        if os.path.exists(a.faults):
+            os.unlink(a.faults)
+    # The journal reads again: A ships, lets go, B goes on after it.
+    wait_until(lambda: not journal(a)["error"], 20,
+               "A reading its journal again")
+    a.sync(timeout=120)
+
+    def b_writes():
+        try:
+            with open(os.path.join(b.mnt, "d/b-after"), "wb") as f:
+                f.write(b"B's change\n")
+            return True
+        except OSError:
+            return False
+    wait_until(b_writes, 60, "B's change once A let go")
+    b.sync(timeout=120)
+    with open(os.path.join(b.mnt, "d/a-held"), "rb") as f:
+        check(f.read() == b"A's change\n", "A's held change lost")
+    a.mount()
+    a.ready()
+
+
+CASES = [(n[5:], f) for n, f in list(globals().items())
+         if n.startswith("case_")]
+
+
+def main():
+    if len(sys.argv) < 2:
+        print("usage: clientfaults.py SCRATCH [CASE...]")
+        return 2
+    scratch = os.path.abspath(sys.argv[1])
+    only = sys.argv[2:]
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch, mode=0o700)
+    passed = failed = 0
+    try:
+        s = Setup(scratch)
+    except Exception as e:
+        print("not ok - setup: %s" % e)
+        print("0 passed, 1 failed")
+        return 1
+    for name, fn in CASES:
+        if only and name not in only and name != "mount":
+            continue
+        t0 = time.monotonic()
+        try:
+            fn(s)
+            print("ok - %s (%.1f s)" % (name, time.monotonic() - t0))
+            passed += 1
+        except Exception as e:
+            failed += 1
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            print("not ok - %s: %s (%.1f s)" % (name, why[:200],
+                                                time.monotonic() - t0))
+            msg = "".join(traceback.format_exception_only(type(e), e))
+            if not isinstance(e, Fail):
+                msg += traceback.format_exc()
+            for line in msg.strip().splitlines():
+                print("  # " + line)
+            for p in s.t.procs:
+                print(p.tail(15))
+        sys.stdout.flush()
+    for p in s.finish():
+        failed += 1
+        print("not ok - %s" % p.splitlines()[0])
+        for line in p.splitlines()[1:]:
+            print("  # " + line)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
