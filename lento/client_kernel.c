@@ -439,7 +439,7 @@ static void reply_ack(void *arg, int err, const struct kmsg *reply)
 
 /*
  * Send a REPLY: with an ack if there is memory for the wait, else
- * without (kchan_send() then needs none). 0 or -errno.
+ * without (less memory). 0 or -errno: the caller owes it then.
  */
 static int reply_send(struct client *cl, struct fset *fs, const struct kcmd *c)
 {

@@ -469,13 +469,40 @@ void kchan_tick(struct kchan *k, uint64_t now)
 	}
 }
 
+static int put_cmd(struct nl_msg *msg, const struct kcmd *c)
+{
+	int err = nla_put_string(msg, PRESTO_A_FILESET, c->fileset);
+
+	if (!err && (c->have & KA(REQ)))
+		err = nla_put_u64(msg, PRESTO_A_REQ, c->req);
+	if (!err && (c->have & KA(HANDLE)))
+		err = nla_put(msg, PRESTO_A_HANDLE, sizeof(c->handle),
+			      &c->handle);
+	if (!err && (c->have & KA(ERRNO)))
+		err = nla_put_u32(msg, PRESTO_A_ERRNO, c->errno_);
+	if (!err && (c->have & KA(FLAGS)))
+		err = nla_put_u32(msg, PRESTO_A_FLAGS, c->flags);
+	if (!err && (c->have & KA(EPOCH)))
+		err = nla_put_u64(msg, PRESTO_A_EPOCH, c->epoch);
+	if (!err && (c->have & KA(SEQ)))
+		err = nla_put_u64(msg, PRESTO_A_SEQ, c->seq);
+	if (!err && (c->have & KA(PERMIT)))
+		err = nla_put_u8(msg, PRESTO_A_PERMIT, c->permit);
+	if (!err && (c->have & KA(NAME)))
+		err = nla_put_string(msg, PRESTO_A_NAME, c->name);
+	if (!err && (c->have & KA(EVENT)))
+		err = nla_put_u32(msg, PRESTO_A_EVENT, c->event);
+	return err ? -EMSGSIZE : 0;
+}
+
 int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	       void *arg)
 {
 	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
-	uint8_t buf[KCHAN_TX_MAX];
 	struct pending *p = NULL;
-	int len, err = 0;
+	struct nl_msg *msg;
+	struct nlmsghdr *h;
+	int err = 0;
 
 	if (!kchan_is_up(k))
 		return -ENOTCONN;
@@ -483,28 +510,35 @@ int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	    ((c->have & KA(NAME)) && (!c->name ||
 				      strlen(c->name) > KCHAN_NAME_MAX)))
 		return -EINVAL;
-	/* Only a command whose ack is awaited needs memory. */
 	if (fn) {
 		p = calloc(1, sizeof(*p));
 		if (!p)
 			return -ENOMEM;
 	}
-	/* Without @fn no ack is asked (an error still comes back). */
-	len = kchan_encode(buf, sizeof(buf), c, (uint16_t)k->family, k->seq + 1,
-			 nl_socket_get_local_port(k->sk),
-			 NLM_F_REQUEST | (fn ? NLM_F_ACK : 0));
-	if (len < 0) {
+	msg = nlmsg_alloc();
+	if (!msg) {
 		free(p);
-		return len;
+		return -ENOMEM;
 	}
-	k->seq++;
-	while (sendto(k->fd, buf, (size_t)len, 0, (struct sockaddr *)&to,
-		      sizeof(to)) < 0) {
-		if (errno == EINTR)
-			continue;
-		err = -errno;
-		break;
+	if (!genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, k->family, 0,
+			 NLM_F_REQUEST, c->cmd, PRESTO_GENL_VERSION))
+		err = -EMSGSIZE;
+	err = err ?: put_cmd(msg, c);
+	if (!err) {
+		h = nlmsg_hdr(msg);
+		h->nlmsg_seq = ++k->seq;
+		h->nlmsg_pid = nl_socket_get_local_port(k->sk);
+		/* Without @fn no ack is asked (an error still comes back). */
+		h->nlmsg_flags = NLM_F_REQUEST | (fn ? NLM_F_ACK : 0);
+		while (sendto(k->fd, h, h->nlmsg_len, 0,
+			      (struct sockaddr *)&to, sizeof(to)) < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
 	}
+	nlmsg_free(msg);
 	if (err || !fn) {
 		free(p);
 		return err;

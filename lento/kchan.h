@@ -36,7 +36,6 @@
 #define KCHAN_ACK_MS	5000	/* an ack that does not come: -ETIMEDOUT */
 #define KCHAN_RCVBUF	(4u << 20)
 #define KCHAN_HANDLES_MAX 4095	/* handles one ACCESS may carry */
-#define KCHAN_TX_MAX	1024	/* bytes of the largest command lento sends */
 #define KCHAN_NAME_MAX	255	/* bytes of a NOTIFY name, no NUL */
 
 /*
@@ -117,17 +116,6 @@ const char *kchan_cmd_name(unsigned int cmd);
 /* A fileset name as KERNEL.md allows (@len bytes, no NUL counted). */
 bool kchan_fileset_ok(const char *s, size_t len);
 
-struct kcmd;
-/*
- * Command @c (what lento sends) as one netlink message of @family in
- * @buf (@size bytes), with the header's @seq, @portid and @flags: its
- * length, or -EMSGSIZE. In the caller's buffer, so that sending needs no
- * memory (an upcall answered when lento is out of it).
- */
-int kchan_encode(uint8_t *buf, size_t size, const struct kcmd *c,
-		 uint16_t family, uint32_t seq, uint32_t portid,
-		 uint16_t flags);
-
 /* ------------------------------------------------------------ the channel */
 
 struct kchan;
@@ -187,9 +175,8 @@ const char *kchan_state(const struct kchan *k);
 /*
  * Send @c; its ack goes to @fn. With @fn NULL no ack is asked nor
  * awaited (PROGRESS, SET_FLAGS: many, and nothing to do with the
- * answer), and nothing is allocated: it can be sent when lento is out of
- * memory. -ENOTCONN if down; the socket's error (-ENOBUFS, -ENOMEM...)
- * if the kernel did not take it.
+ * answer). -ENOTCONN if down, -ENOMEM if out of memory; the socket's
+ * error (-ENOBUFS...) if the kernel did not take it.
  */
 int kchan_send(struct kchan *k, const struct kcmd *c, kchan_ack_fn fn,
 	       void *arg);

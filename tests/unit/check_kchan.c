@@ -784,95 +784,6 @@ static int write_corpus(const char *dir)
 	return 0;
 }
 
-/*
- * What lento sends is built in its own buffer (no memory needed, so an
- * upcall is answered even when lento is out of it): byte for byte what
- * libnl builds, for every attribute a command may carry, and refused
- * (-EMSGSIZE) when it does not fit.
- */
-static size_t libnl_encode(const struct kcmd *c, uint32_t seq, uint32_t port,
-			   uint16_t flags, uint8_t *out, size_t size)
-{
-	struct nl_msg *m = nlmsg_alloc();
-	struct nlmsghdr *h;
-
-	MUST(m);
-	MUST(genlmsg_put(m, port, seq, FAM, 0, flags, c->cmd,
-			 PRESTO_GENL_VERSION));
-	MUST(!nla_put_string(m, PRESTO_A_FILESET, c->fileset));
-	if (c->have & KA(REQ))
-		MUST(!nla_put_u64(m, PRESTO_A_REQ, c->req));
-	if (c->have & KA(HANDLE))
-		MUST(!nla_put(m, PRESTO_A_HANDLE, sizeof(c->handle),
-			      &c->handle));
-	if (c->have & KA(ERRNO))
-		MUST(!nla_put_u32(m, PRESTO_A_ERRNO, c->errno_));
-	if (c->have & KA(FLAGS))
-		MUST(!nla_put_u32(m, PRESTO_A_FLAGS, c->flags));
-	if (c->have & KA(EPOCH))
-		MUST(!nla_put_u64(m, PRESTO_A_EPOCH, c->epoch));
-	if (c->have & KA(SEQ))
-		MUST(!nla_put_u64(m, PRESTO_A_SEQ, c->seq));
-	if (c->have & KA(PERMIT))
-		MUST(!nla_put_u8(m, PRESTO_A_PERMIT, c->permit));
-	if (c->have & KA(NAME))
-		MUST(!nla_put_string(m, PRESTO_A_NAME, c->name));
-	if (c->have & KA(EVENT))
-		MUST(!nla_put_u32(m, PRESTO_A_EVENT, c->event));
-	h = nlmsg_hdr(m);
-	MUST(h->nlmsg_len <= size);
-	memcpy(out, h, h->nlmsg_len);
-	size = h->nlmsg_len;
-	nlmsg_free(m);
-	return size;
-}
-
-START_TEST(commands_encoded)
-{
-	char name[256];
-	struct kcmd cmds[] = {
-		{ .cmd = PRESTO_CMD_REPLY, .fileset = "vol-a",
-		  .have = KA(REQ) | KA(ERRNO), .req = 77, .errno_ = 12 },
-		{ .cmd = PRESTO_CMD_REPLY, .fileset = "v",
-		  .have = KA(REQ) | KA(ERRNO) | KA(FLAGS) | KA(EPOCH),
-		  .req = 1ULL << 40, .flags = 3, .epoch = 0x1234567890abULL },
-		{ .cmd = PRESTO_CMD_PERMIT, .fileset = "abc",
-		  .have = KA(REQ) | KA(PERMIT), .req = 5 },
-		{ .cmd = PRESTO_CMD_KML_ACK, .fileset = "abcd",
-		  .have = KA(SEQ), .seq = 99 },
-		{ .cmd = PRESTO_CMD_BREAK, .fileset = "fs_1.x",
-		  .have = KA(HANDLE) | KA(FLAGS), .flags = 2,
-		  .handle = { .ino = 12345, .gen = 7 } },
-		{ .cmd = PRESTO_CMD_NOTIFY, .fileset = "n",
-		  .have = KA(HANDLE) | KA(NAME) | KA(EVENT), .name = name,
-		  .event = PRESTO_EV_CREATE | PRESTO_EV_DIR },
-		{ .cmd = PRESTO_CMD_REGISTER, .fileset =
-		  "0123456789012345678901234567890123456789012345678901234567890"
-		  "12" },
-	};
-	uint8_t mine[KCHAN_TX_MAX], theirs[4096];
-
-	memset(name, 'x', 255);
-	name[255] = 0;
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		size_t n = libnl_encode(&cmds[i], 1000 + (uint32_t)i, 4242,
-					NLM_F_REQUEST | NLM_F_ACK, theirs,
-					sizeof(theirs));
-		int len = kchan_encode(mine, sizeof(mine), &cmds[i], FAM,
-				       1000 + (uint32_t)i, 4242,
-				       NLM_F_REQUEST | NLM_F_ACK);
-
-		ck_assert_int_eq(len, (int)n);
-		ck_assert_int_eq(memcmp(mine, theirs, n), 0);
-		/* Too small a buffer: refused, never overrun. */
-		for (size_t cut = 0; cut < n; cut += 7)
-			ck_assert_int_eq(kchan_encode(mine, cut, &cmds[i], FAM,
-						      1, 1, NLM_F_REQUEST),
-					 -EMSGSIZE);
-	}
-}
-END_TEST
-
 static Suite *kchan_suite(void)
 {
 	Suite *s = suite_create("kchan");
@@ -893,7 +804,6 @@ static Suite *kchan_suite(void)
 	tcase_add_test(tc, watched_notices);
 	tcase_add_test(tc, every_prefix);
 	tcase_add_test(tc, datagrams);
-	tcase_add_test(tc, commands_encoded);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("acks_due");
 	tcase_add_test(tc, ack_overdue);
