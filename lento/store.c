@@ -2126,6 +2126,19 @@ static int may_xattr(struct batch *b, const struct obj *o, const char *name)
 				     "root's");
 		return 0;
 	}
+	/*
+	 * A file capability grants privilege to whoever runs the file:
+	 * Linux lets only a caller with CAP_SETFCAP set or remove it,
+	 * owner or not. The server's privileged caller is uid 0, as for
+	 * trusted xattrs.
+	 */
+	if (!strcmp(name, "security.capability")) {
+		if (r->uid)
+			return bfail(b, -EPERM, &o->fid, "uid %" PRIu32 " may "
+				     "not set or remove security.capability: "
+				     "root's (CAP_SETFCAP)", r->uid);
+		return 0;
+	}
 	if (!strncmp(name, "security.", 9) ||
 	    !strcmp(name, "system.posix_acl_access") ||
 	    !strcmp(name, "system.posix_acl_default")) {
