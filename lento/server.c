@@ -159,6 +159,8 @@ struct server {
 	unsigned int body_fds, body_fds_max;
 	/* Sessions past their handshake, and how many may be. */
 	unsigned int clients, clients_max;
+	/* Identities the store may register (new clients), in all. */
+	unsigned int identities_max;
 	size_t dir_max;			/* LP_DIR_MAX; LENTO_TEST_DIR_MAX */
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
@@ -1765,7 +1767,27 @@ static void do_hello(struct session *s, const struct lp_frame *f)
 			return;
 		}
 	} else {
-		err = store_client_register(srv->st, m.uuid, &m.client);
+		/*
+		 * An identity is a row kept for good (its id is in the fids
+		 * it minted): a HELLO may make one, and the store holds
+		 * only so many, so that connections with ever new uuids do
+		 * not grow it without end. A known uuid still gets its id.
+		 */
+		err = store_client_register_max(srv->st, m.uuid,
+						srv->identities_max,
+						&m.client);
+		if (err == -EDQUOT) {
+			sess_error(s, f->tag, err, "the server registers at "
+				   "most %u clients, and has",
+				   srv->identities_max);
+			sess_close(s, 0, "no new client identity: %u "
+				   "registered already", srv->identities_max);
+			log_warn("refused a new client from %s: %u client "
+				 "identities registered, the most "
+				 "(--max-identities)", lo_conn_peer(s->conn),
+				 srv->identities_max);
+			return;
+		}
 	}
 	if (err) {
 		sess_error(s, f->tag, err, "client identity: %s",
@@ -2212,15 +2234,20 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 	uint64_t now = lo_now_ms();
 	struct session *s;
 	struct permit *p;
+	uint64_t identities = 0;
 	int i;
 
 	(void)argc;
 	(void)argv;
+	/* A store that cannot count says 0: status is for people. */
+	(void)store_client_count(srv->st, &identities);
 	if (!ctl_json(r)) {
 		jw_printf(w, "lento server, store %s, epoch %" PRIu64 "\n",
 			  srv->opt->store, srv->epoch);
 		for (i = 0; i < srv->nlistening; i++)
 			jw_printf(w, "listening on %s\n", srv->listening[i]);
+		jw_printf(w, "client identities: %" PRIu64 " of at most %u\n",
+			  identities, srv->identities_max);
 		jw_printf(w, "clients (%u of at most %u):\n", srv->clients,
 			  srv->clients_max);
 		for (s = srv->sessions; s; s = s->next)
@@ -2253,6 +2280,10 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 	jw_arr_end(w);
 	jw_key(w, "clients_max");
 	jw_uint(w, srv->clients_max);
+	jw_key(w, "identities");
+	jw_uint(w, identities);
+	jw_key(w, "identities_max");
+	jw_uint(w, srv->identities_max);
 	jw_key(w, "clients");
 	jw_arr_begin(w);
 	for (s = srv->sessions; s; s = s->next) {
@@ -2416,6 +2447,8 @@ int server_main(const struct server_opts *o)
 	srv.clients_max = o->clients_max ? o->clients_max : SERVER_CLIENTS_MAX;
 	if (o->fds && srv.clients_max > o->fds / 4)
 		srv.clients_max = o->fds / 4 ? o->fds / 4 : 1;
+	srv.identities_max = o->identities_max ? o->identities_max :
+			     SERVER_IDENTITIES_MAX;
 	srv.gone_ms = 3 * srv.heartbeat_ms;
 	e = store_open(o->store, &srv.st, err, sizeof(err));
 	if (e) {

@@ -101,7 +101,7 @@ enum q {
 	Q_XATTR_LEN, Q_XATTR_COUNT, Q_XATTR_SET, Q_XATTR_DEL, Q_XATTR_LIST,
 	Q_CLIENT_GET, Q_CLIENT_SET,
 	Q_READDIR, Q_BODIES,
-	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT,
+	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT, Q_IDENT_COUNT,
 	Q_N
 };
 
@@ -175,6 +175,7 @@ static const char *const sql[Q_N] = {
 	[Q_IDENT_BY_ID] = "SELECT uuid FROM identities WHERE id = ?1",
 	[Q_IDENT_INSERT] = "INSERT INTO identities (uuid, created_ns) "
 		"VALUES (?1, ?2)",
+	[Q_IDENT_COUNT] = "SELECT COUNT(*) FROM identities",
 };
 
 static const char schema[] =
@@ -3444,10 +3445,29 @@ fail:
 
 /* ----------------------------------------------------------- identities */
 
+int store_client_count(struct store *s, uint64_t *n)
+{
+	sqlite3_stmt *st = s->q[Q_IDENT_COUNT];
+	int r;
+
+	USABLE(s);
+	r = row(s, st);
+	*n = r == 1 ? col_u64(st, 0) : 0;
+	sqlite3_reset(st);
+	return r < 0 ? r : 0;
+}
+
 int store_client_register(struct store *s, const uint8_t uuid[16],
 			  uint32_t *id)
 {
+	return store_client_register_max(s, uuid, 0, id);
+}
+
+int store_client_register_max(struct store *s, const uint8_t uuid[16],
+			      uint64_t max, uint32_t *id)
+{
 	sqlite3_stmt *st = s->q[Q_IDENT_BY_UUID];
+	uint64_t n;
 	int r;
 
 	USABLE(s);
@@ -3458,6 +3478,13 @@ int store_client_register(struct store *s, const uint8_t uuid[16],
 	sqlite3_reset(st);
 	if (r)
 		return r < 0 ? r : 0;
+	if (max) {
+		r = store_client_count(s, &n);
+		if (r)
+			return r;
+		if (n >= max)
+			return -EDQUOT;
+	}
 	st = s->q[Q_IDENT_INSERT];
 	sqlite3_bind_blob(st, 1, uuid, 16, SQLITE_STATIC);
 	bind_u64(st, 2, (uint64_t)now_ns());

@@ -324,6 +324,15 @@ int store_reintegrate_check(struct store *s, uint32_t volume,
  */
 int store_client_register(struct store *s, const uint8_t uuid[16],
 			  uint32_t *id);
+/*
+ * The same, but a new identity only while the store has fewer than @max
+ * (0: no bound): -EDQUOT when it has that many. A known uuid always gets
+ * its id back.
+ */
+int store_client_register_max(struct store *s, const uint8_t uuid[16],
+			      uint64_t max, uint32_t *id);
+/* How many identities the store has registered. */
+int store_client_count(struct store *s, uint64_t *n);
 /* Is @id the client with @uuid? 0, -ENOENT (no such id), -EPERM (another). */
 int store_client_check(struct store *s, uint32_t id, const uint8_t uuid[16]);
 

@@ -349,6 +349,42 @@ def case_clients_bounded(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_identities_bounded(srv):
+    """A server started with --max-identities 2 registers two new
+    clients and answers a third new uuid EDQUOT, closing the connection;
+    a known client still gets its id back, and a second HELLO on a
+    connection closes it without registering anything. The server of
+    before registered an identity for good for every new uuid sent."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-ids.")
+    small = Server(srv.lento, tmp, extra=["--max-identities", "2"])
+    try:
+        a, b = Conn(small.port), Conn(small.port)
+        aid, _, auuid = hello(a)
+        assert aid and hello(b)[0]
+        c = Conn(small.port)
+        cid, code, _ = hello(c)
+        assert cid is None and code == 122, (cid, code)   # EDQUOT
+        assert c.frame() is None
+        a.close()
+        a = Conn(small.port)
+        assert hello(a, aid, auuid)[0] == aid
+        # One identity per connection: a second HELLO closes it.
+        body = b"LENTO-LP" + struct.pack("<HHII", 3, 3, 0, 0) + \
+            os.urandom(16) + struct.pack("<I", 0)
+        a.send(HELLO, body)
+        assert a.frame() is None, "a second HELLO was answered"
+        st = json.loads(small.ctl("--json", "status"))
+        assert (st["identities"], st["identities_max"]) == (2, 2), st
+        b.close()
+        log = open(small.log).read()
+        assert "refused a new client from 127.0.0.1" in log, log[-1500:]
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_revoke_skips_closing_session(srv):
     """PERMIT_REVOKE goes to a session of the holder that can still
     hear it. Client X holds a permit on session A1 and has connected
@@ -967,7 +1003,8 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
-         case_clients_bounded, case_revoke_skips_closing_session,
+         case_clients_bounded, case_identities_bounded,
+         case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
          case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
