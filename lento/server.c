@@ -139,6 +139,14 @@ struct session {
 	unsigned int nfetch;		/* FETCHes queued */
 	size_t deferred;		/* bytes of its requests in permits' queues */
 	struct reint_in *ri;
+	/*
+	 * A REINTEGRATE sent once @ri had all come, while the server still
+	 * works on it (its bodies' writeback, its copies): taken when @ri is
+	 * answered. Frames of a batch after it wait unread (held).
+	 */
+	struct lp_frame ri_next;
+	uint8_t *ri_next_body;		/* ri_next's, owned; NULL: none */
+	bool held;			/* input held behind ri_next */
 	uint64_t requests;
 };
 
@@ -1446,6 +1454,30 @@ static void reint_reply(struct session *s, struct reint_in *ri,
 	free(v);
 }
 
+static void do_reintegrate(struct session *s, const struct lp_frame *f);
+
+/*
+ * The batch of @s was answered (or refused): the one queued behind it
+ * is taken now, and the frames held behind that are read again.
+ */
+static void reint_next(struct session *s)
+{
+	struct lp_frame f = s->ri_next;
+	uint8_t *body = s->ri_next_body;
+
+	if (s->ri || s->closing)
+		return;
+	if (body) {
+		s->ri_next_body = NULL;
+		do_reintegrate(s, &f);
+		free(body);
+	}
+	if (s->held && !s->ri_next_body && !s->closing) {
+		s->held = false;
+		lo_conn_release(s->conn);
+	}
+}
+
 static void reint_apply(struct session *s)
 {
 	struct reint_in *ri = s->ri;
@@ -1459,6 +1491,7 @@ static void reint_apply(struct session *s)
 		refuse_permit(s, ri->tag, ri->volume,
 			      "the permit's lease ran out");
 		reint_free(ri);
+		reint_next(s);
 		return;
 	}
 	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
@@ -1472,6 +1505,7 @@ static void reint_apply(struct session *s)
 	 * body has taken a name the store let go meanwhile.
 	 */
 	reint_free(ri);
+	reint_next(s);
 }
 
 /* The next STORE whose body comes, from @from on; ri->n if none. */
@@ -1598,6 +1632,7 @@ static void reint_ready(struct session *s)
 		sess_error(s, ri->tag, err, "writing a body out: %s",
 			   strerror(-err));
 		reint_free(ri);
+		reint_next(s);
 		return;
 	}
 	reint_apply(s);
@@ -1636,9 +1671,26 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 		sess_close(s, -EBADMSG, "REINTEGRATE: %s", why);
 		return;
 	}
-	if (s->ri) {
+	if ((s->ri && !s->ri->complete) || s->discard) {
 		sess_close(s, -EBADMSG,
 			   "REINTEGRATE: another batch is being sent");
+		return;
+	}
+	/*
+	 * The batch before it came whole and the server works on it: this
+	 * one is judged once that one is answered (its records may follow
+	 * that one's).
+	 */
+	if (s->ri) {
+		s->ri_next_body = malloc(f->len ? f->len : 1);
+		if (!s->ri_next_body) {
+			s->discard = m.more;
+			sess_error(s, f->tag, -ENOMEM, "out of memory");
+			return;
+		}
+		memcpy(s->ri_next_body, f->body, f->len);
+		s->ri_next = *f;
+		s->ri_next.body = s->ri_next_body;
 		return;
 	}
 	if (m.client != s->client) {
@@ -1907,6 +1959,16 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 		}
 		if (!n)
 			break;
+		/*
+		 * A batch waits behind the one the server works on: what
+		 * comes of it, or of a batch after it, waits in the socket.
+		 */
+		if (s->ri_next_body && (f.type == LP_REINTEGRATE ||
+					f.type == LP_DATA)) {
+			s->held = true;
+			lo_conn_hold(c);
+			break;
+		}
 		handle_frame(s, &f);
 		off += n;
 		if (s->closing)	/* by a handler: the rest is not read */
@@ -1943,6 +2005,7 @@ static void session_free(struct session *s)
 	while (s->fetch)
 		fetch_pop(s);
 	reint_free(s->ri);
+	free(s->ri_next_body);
 	fidset_free(&s->cbs);
 	free(s->vols);
 	free(s);
@@ -2035,6 +2098,14 @@ static void tick(struct lo_loop *loop, void *arg)
 	 */
 	stalled = srv->ticked_ms && now - srv->ticked_ms > STALL_MS ?
 		  now - srv->ticked_ms : 0;
+	for (s = srv->sessions; s; s = s->next) {
+		/* Its frames wait for us, not it for us: not silent. */
+		if (stalled || s->held)
+			s->heard_ms = now;
+		/* A batch that came whole waits for the server's work. */
+		if (s->ri && s->ri->complete && !s->closing)
+			holder_alive(s, s->ri->volume);
+	}
 	for (p = srv->permits; p; p = p->next) {
 		struct deferred **dp, *d;
 
@@ -2058,9 +2129,6 @@ static void tick(struct lo_loop *loop, void *arg)
 		}
 		p->tail = dp;
 	}
-	if (stalled)
-		for (s = srv->sessions; s; s = s->next)
-			s->heard_ms = now;
 	srv->ticked_ms = now;
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;

@@ -637,6 +637,85 @@ def creates(vol, cid, first, n):
                     for r in range(first, first + n))
 
 
+def frames(type_, body, tag, flags=0):
+    """One frame's bytes."""
+    return struct.pack("<IHHI", len(body), type_, flags, tag) + body
+
+
+def data_frames(tag, rec, body, last_body=True):
+    """The DATA frames of @body, record @rec of batch @tag."""
+    out, off = b"", 0
+    while True:
+        raw = body[off:off + (1 << 20)]
+        end = off + len(raw) == len(body)
+        z = zstd(raw)
+        out += frames(DATA, struct.pack("<IIQII", rec, 1 if end else 0, off,
+                                        len(raw), len(z)) + z, tag,
+                      0 if end and last_body else MORE)
+        off += len(raw)
+        if end:
+            return out
+
+
+def fetch_body(c, f):
+    """The body of file @f, FETCHed."""
+    tag = c.send(FETCH, f + VV0)
+    t, _, _, _ = c.reply(tag)
+    assert t == FETCH_REPLY, t
+    got = b""
+    z = ctypes.CDLL("libzstd.so.1")
+    z.ZSTD_decompress.restype = ctypes.c_size_t
+    z.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.c_char_p, ctypes.c_size_t]
+    while True:
+        t, _, _, b = c.reply(tag)
+        assert t == DATA, t
+        _, flags, off, raw, zlen = struct.unpack_from("<IIQII", b)
+        assert off == len(got), (off, len(got))
+        out = ctypes.create_string_buffer(max(raw, 1))
+        n = z.ZSTD_decompress(out, raw, b[24:24 + zlen], zlen)
+        assert n == raw, (n, raw)
+        got += out.raw[:raw]
+        if flags & 1:
+            return got
+
+
+def case_pipelined_batches(srv):
+    """A REINTEGRATE sent once the one before it came whole, before its
+    answer (the server still writing its bodies out), is taken after
+    that one is answered, and one with bodies after it too: three
+    batches in one write get three answers in order, each applied, and
+    the connection goes on. The server of before closed the connection
+    ("another batch is being sent")."""
+    c, vol, cid, f, vers = writer_with_file(srv, "pipe")
+    one, three = os.urandom(4 << 20), os.urandom(300 << 10)
+    g = fid(vol, cid, 3)
+    f_after_one = struct.pack("<BQIQ", 1, 2, cid, 2)
+    t1, t2, t3 = 901, 902, 903
+    out = frames(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, 1) +
+                 record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(one), b"",
+                        base_obj=vers[f]), t1, MORE)
+    out += data_frames(t1, 0, one)
+    out += frames(REINTEGRATE, struct.pack("<IIQI", vol, cid, 3, 1) +
+                  record(3, OP_CREATE, fid(vol), g, 1, 0x1, 0o644, 0, b"g"),
+                  t2)
+    out += frames(REINTEGRATE, struct.pack("<IIQI", vol, cid, 4, 1) +
+                  record(4, OP_STORE, bytes(16), f, 0, 0x8, 0, len(three),
+                         b"", base_obj=f_after_one), t3, MORE)
+    out += data_frames(t3, 0, three)
+    c.s.sendall(out)
+    for tag, applied in ((t1, 2), (t2, 3), (t3, 4)):
+        fr = c.frame()
+        while fr is not None and fr[2] == 0:    # a push (BREAK)
+            fr = c.frame()
+        assert fr is not None, "the server closed the connection"
+        assert fr[2] == tag, "answered %d before %d" % (fr[2], tag)
+        assert refusal(fr)[:2] == (applied, 0), refusal(fr)
+    assert c.reply(c.send(PING, struct.pack("<Q", 9)))[0] == PONG
+    assert fetch_body(c, f) == three
+    c.close()
+
+
 def case_batch_sizes_bounded(srv):
     """A batch of LP_REINT_RECS_MAX records is applied and answered with a
     version of each object, in one reply; one record more is a malformed
@@ -1007,7 +1086,8 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
          case_reintegrate_needs_permit,
-         case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
+         case_resent_batch_leaves_no_body, case_pipelined_batches,
+         case_batch_sizes_bounded,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
          case_volume_validate_store_error,
