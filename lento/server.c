@@ -97,6 +97,21 @@ struct fetch_out {
 	bool opened, started;
 };
 
+/*
+ * A READDIR queued on its session. When its turn comes its listing is
+ * made whole, in one turn of the loop (one snapshot, its callbacks
+ * promised with it), into a spool file; its frames then go out as the
+ * output drains. Memory holds one frame of it at a time, whatever the
+ * directory's size.
+ */
+struct list_out {
+	struct list_out *next;
+	uint32_t tag;
+	struct lento_fid fid;
+	int fd;				/* the spool; -1 until made */
+	uint64_t off, size;
+};
+
 /* Bodies whose writes one job waits for (bodies_wait). */
 #define BODY_WAIT_MAX	64
 /* Descriptors bodies may hold however low the process's limit. */
@@ -137,6 +152,8 @@ struct session {
 	size_t nvols, capvols;
 	struct fetch_out *fetch, **fetch_tail;
 	unsigned int nfetch;		/* FETCHes queued */
+	struct list_out *lists, **lists_tail;
+	unsigned int nlists;		/* READDIRs queued */
 	size_t deferred;		/* bytes of its requests in permits' queues */
 	struct reint_in *ri;
 	/*
@@ -160,6 +177,9 @@ struct server {
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
+	uint8_t *frame;			/* a spooled frame on its way out */
+	size_t frame_cap;
+	size_t out_max;			/* LENTO_TEST_OUT_MAX; 0: loop's */
 	void *zd;			/* DATA's ZSTD_DCtx (lp_zd_free) */
 	struct worker *wk;		/* bodies' syncs off the loop */
 	/* Descriptors of whole bodies held for their writeback, and how
@@ -193,6 +213,20 @@ static void sess_flush(struct session *s)
 	if (!b->len)
 		return;
 	err = lo_conn_send(s->conn, b->p, b->len);
+	b->len = 0;
+	if (err == -ENOBUFS)
+		sess_close(s, err, "it does not read what it is sent");
+}
+
+/* The same, ahead of the bulk output queued (whole frames: a PONG). */
+static void sess_flush_first(struct session *s)
+{
+	struct lp_buf *b = &s->srv->out;
+	int err;
+
+	if (!b->len)
+		return;
+	err = lo_conn_send_first(s->conn, b->p, b->len);
 	b->len = 0;
 	if (err == -ENOBUFS)
 		sess_close(s, err, "it does not read what it is sent");
@@ -647,55 +681,28 @@ out:
 	xattrs_free(&xa);
 }
 
+static int write_all(int fd, const void *p, size_t n);
+
 /*
- * A directory's entries, collected for READDIR_REPLY frames, with their
- * symlink targets and xattrs (the directory's own first).
+ * A directory's entries, collected for one READDIR_REPLY frame at a time
+ * with their symlink targets and xattrs (the directory's own first), the
+ * frames written to the listing's spool as they fill.
  */
 struct listing {
 	struct lp_dirent *e;
-	size_t n, cap;
-	size_t max;		/* entries a listing may have: LP_DIR_MAX */
+	size_t n, cap;		/* entries of the frame being filled */
+	size_t bytes;		/* about what they take on the wire */
+	uint64_t seen;		/* entries collected, in all */
 	struct xattrs xa;
 	struct store *st;
+	struct session *s;
+	struct lp_readdir_reply *m;
+	uint32_t tag;
+	int fd;			/* the spool */
+	uint64_t size;		/* bytes written to it */
 };
 
-static int collect_dirent(void *arg, const struct lento_dirent *de,
-			  const char *target, uint32_t target_len,
-			  bool xattrs)
-{
-	struct listing *l = arg;
-	struct lento_status st;
-	struct lp_dirent *e;
-	ssize_t at = 0;
-
-	/*
-	 * One more than a listing may have: no answer but EFBIG, so stop
-	 * here rather than hold the rest (472 bytes an entry, and their
-	 * xattrs: gigabytes for a directory past LP_DIR_MAX).
-	 */
-	if (l->n == l->max)
-		return -EFBIG;
-	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
-	if (!e)
-		return -ENOMEM;
-	l->e = e;
-	if (target && (at = keep_bytes(&l->xa, target, target_len)) < 0)
-		return -ENOMEM;
-	e = &l->e[l->n++];
-	memset(e, 0, sizeof(*e));
-	e->de = *de;
-	e->target = target ? (const char *)(uintptr_t)at : NULL;
-	e->target_len = target ? target_len : 0;
-	e->xattr = (const struct lp_xattr *)(uintptr_t)l->xa.nx;
-	if (!xattrs)
-		return 0;
-	/* Only objects that have some cost the query (an ACL, say). */
-	l->xa.count = &e->nxattr;
-	return store_getattr(l->st, &de->st.fid, &st, NULL, 0,
-			     collect_xattr, &l->xa);
-}
-
-/* The listing is whole: offsets become pointers. */
+/* The entries collected: offsets become pointers. */
 static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 {
 	xattrs_fix(&l->xa);
@@ -707,19 +714,250 @@ static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 			e->target = l->xa.bytes + (uintptr_t)e->target;
 		e->xattr = e->nxattr ? l->xa.x + (uintptr_t)e->xattr : NULL;
 	}
+	/* The directory's own come first, and go in the first frame only. */
 	m->dir_xattr = m->dir_nxattr ? l->xa.x : NULL;
 }
 
+/*
+ * The entries collected go to the spool as frames, and their callbacks
+ * are promised (the promises go with the listing: a BREAK of one of
+ * them comes after it). Then the next frame's entries are collected.
+ */
+static int listing_flush(struct listing *l)
+{
+	struct lp_buf *b = &l->s->srv->out;
+	size_t done = 0;
+	int err;
+
+	listing_fix(l, l->m);
+	do {
+		int k = lp_encode_readdir_reply(b, l->tag, l->m, l->e + done,
+						(uint32_t)(l->n - done));
+
+		if (k < 0) {
+			b->len = 0;
+			return k;
+		}
+		err = write_all(l->fd, b->p, b->len);
+		l->size += b->len;
+		b->len = 0;
+		if (err)
+			return err;
+		done += (size_t)k;
+		l->m->first += (uint32_t)k;
+	} while (done < l->n);
+	for (size_t i = 0; i < l->n && !l->s->closing; i++)
+		sess_promise(l->s, &l->e[i].de.st.fid);
+	if (l->s->closing)
+		return -ENOMEM;
+	l->n = 0;
+	l->bytes = 0;
+	l->xa.used = 0;
+	l->xa.nx = 0;
+	return 0;
+}
+
+static int collect_dirent(void *arg, const struct lento_dirent *de,
+			  const char *target, uint32_t target_len,
+			  bool xattrs)
+{
+	struct listing *l = arg;
+	struct lento_status st;
+	struct lp_dirent *e;
+	size_t used = l->xa.used, nx = l->xa.nx;
+	ssize_t at = 0;
+	int err = 0;
+
+	/* More than counted in the same snapshot: the store's damage. */
+	if (l->seen == l->m->total)
+		return -EIO;
+	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
+	if (!e)
+		return -ENOMEM;
+	l->e = e;
+	if (target && (at = keep_bytes(&l->xa, target, target_len)) < 0)
+		return -ENOMEM;
+	e = &l->e[l->n++];
+	l->seen++;
+	memset(e, 0, sizeof(*e));
+	e->de = *de;
+	e->target = target ? (const char *)(uintptr_t)at : NULL;
+	e->target_len = target ? target_len : 0;
+	e->xattr = (const struct lp_xattr *)(uintptr_t)l->xa.nx;
+	/* Only objects that have some cost the query (an ACL, say). */
+	if (xattrs) {
+		l->xa.count = &e->nxattr;
+		err = store_getattr(l->st, &de->st.fid, &st, NULL, 0,
+				    collect_xattr, &l->xa);
+		if (err)
+			return err;
+	}
+	/* name, status, target, xattrs: as put_dirent() puts them. */
+	l->bytes += 2 + strlen(de->name) + 90 + 8 * (size_t)LENTO_VV_MAX +
+		    (l->xa.used - used) + 2 + 2 + 6 * (l->xa.nx - nx);
+	return l->bytes >= LP_SPLIT_TARGET ? listing_flush(l) : 0;
+}
+
+/*
+ * Make the listing of READDIR @o into its spool: the directory's status
+ * and xattrs, how many entries it has (a directory of more than a
+ * listing may have is EFBIG before any is read), then the entries, frame
+ * by frame. All in this turn of the loop: the listing is one snapshot of
+ * the directory, and its promises are made with it. An error is its
+ * answer (nothing of it has gone yet).
+ */
+static int listing_make(struct session *s, struct list_out *o)
+{
+	struct server *srv = s->srv;
+	struct lp_readdir_reply m = { 0 };
+	struct listing l = { .st = srv->st, .s = s, .m = &m, .tag = o->tag,
+			     .fd = -1, .xa = { .count = &m.dir_nxattr } };
+	uint64_t total = 0;
+	int err;
+
+	err = store_getattr(srv->st, &o->fid, &m.dir, NULL, 0, collect_xattr,
+			    &l.xa);
+	if (!err)
+		err = store_readdir_count(srv->st, &o->fid, &total);
+	if (!err && total > srv->dir_max) {
+		sess_error(s, o->tag, -EFBIG, "readdir: more than %zu entries",
+			   srv->dir_max);
+		err = -EFBIG;
+		goto out;
+	}
+	if (!err)
+		err = l.fd = store_spool(srv->st);
+	if (err < 0) {
+		l.fd = -1;
+		sess_error(s, o->tag, err, "readdir: %s", strerror(-err));
+		goto out;
+	}
+	m.total = (uint32_t)total;
+	sess_promise(s, &o->fid);
+	err = s->closing ? -ENOMEM :
+	      store_readdir(srv->st, &o->fid, collect_dirent, &l);
+	/* The last frame; an empty directory's only one. */
+	if (!err && (l.n || !m.total))
+		err = listing_flush(&l);
+	if (!err && l.seen != total)
+		err = -EIO;	/* fewer than counted: the store's damage */
+	if (err) {
+		sess_error(s, o->tag, err, "readdir: %s", strerror(-err));
+		close(l.fd);
+		goto out;
+	}
+	o->fd = l.fd;
+	o->size = l.size;
+	o->off = 0;
+out:
+	free(l.e);
+	xattrs_free(&l.xa);
+	return err < 0 ? err : 0;
+}
+
+static void list_pop(struct session *s)
+{
+	struct list_out *o = s->lists;
+
+	s->lists = o->next;
+	if (!s->lists)
+		s->lists_tail = &s->lists;
+	s->nlists--;
+	if (o->fd >= 0)
+		close(o->fd);
+	free(o);
+}
+
+static int pread_all(int fd, void *p, size_t n, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = pread(fd, (char *)p + got, n - got,
+				  (off_t)(off + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (!k)
+			return -EIO;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * The next frame of the listing at the head of the queue (made first if
+ * its turn just came): false if there was none to send.
+ */
+static bool list_pump_one(struct session *s)
+{
+	struct server *srv = s->srv;
+	struct list_out *o = s->lists;
+	uint32_t len;
+	size_t n;
+	int err;
+
+	if (!o)
+		return false;
+	if (o->fd < 0 && listing_make(s, o)) {
+		list_pop(s);
+		return true;
+	}
+	if (srv->frame_cap < LP_HDR_SIZE) {
+		uint8_t *p = realloc(srv->frame, LP_HDR_SIZE);
+
+		if (!p) {
+			sess_close(s, -ENOMEM, "out of memory for a listing");
+			return false;
+		}
+		srv->frame = p;
+		srv->frame_cap = LP_HDR_SIZE;
+	}
+	err = pread_all(o->fd, srv->frame, LP_HDR_SIZE, o->off);
+	len = (uint32_t)srv->frame[0] | (uint32_t)srv->frame[1] << 8 |
+	      (uint32_t)srv->frame[2] << 16 | (uint32_t)srv->frame[3] << 24;
+	n = LP_HDR_SIZE + (size_t)len;
+	if (!err && (len > LP_FRAME_MAX || o->off + n > o->size))
+		err = -EIO;	/* not what we wrote */
+	if (!err && n > srv->frame_cap) {
+		uint8_t *p = realloc(srv->frame, n);
+
+		if (!p)
+			err = -ENOMEM;
+		else {
+			srv->frame = p;
+			srv->frame_cap = n;
+		}
+	}
+	if (!err)
+		err = pread_all(o->fd, srv->frame + LP_HDR_SIZE, len,
+				o->off + LP_HDR_SIZE);
+	if (err) {
+		/* The listing is under way: all we can do. */
+		sess_close(s, err, "reading a listing back from its spool: %s",
+			   strerror(-err));
+		return false;
+	}
+	err = lo_conn_send(s->conn, srv->frame, n);
+	if (err) {
+		sess_close(s, err, "it does not read what it is sent");
+		return false;
+	}
+	o->off += n;
+	if (o->off == o->size)
+		list_pop(s);
+	return true;
+}
+
+static void out_pump(struct session *s);
+
 static void do_readdir(struct session *s, const struct lp_frame *f)
 {
-	struct lp_readdir_reply m = { 0 };
-	struct listing l = { .st = s->srv->st, .max = s->srv->dir_max,
-			     .xa = { .count = &m.dir_nxattr } };
+	struct list_out *o;
 	struct lento_fid fid;
 	const char *why;
-	uint32_t done = 0;
-	size_t i;
-	int err;
 
 	if (lp_decode_fid(f, &fid, &why)) {
 		sess_close(s, -EBADMSG, "READDIR: %s", why);
@@ -727,42 +965,23 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 	}
 	if (read_waits(s, fid.volume, f))
 		return;
-	err = store_getattr(s->srv->st, &fid, &m.dir, NULL, 0,
-			    collect_xattr, &l.xa);
-	if (!err)
-		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
-	if (err == -EFBIG) {
-		sess_error(s, f->tag, err, "readdir: more than %zu entries",
-			   l.max);
-		goto out;
+	if (s->nlists >= FETCH_QUEUED_MAX) {
+		sess_close(s, -ENOBUFS, "%u READDIRs unanswered: it does not "
+			   "read what it is sent", s->nlists);
+		return;
 	}
-	if (err) {
-		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
-		goto out;
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
 	}
-	listing_fix(&l, &m);
-	m.total = l.n;
-	sess_promise(s, &fid);
-	for (i = 0; i < l.n; i++)
-		sess_promise(s, &l.e[i].de.st.fid);
-	do {
-		int k;
-
-		m.first = done;
-		k = lp_encode_readdir_reply(&s->srv->out, f->tag, &m,
-					    l.e + done, l.n - done);
-		if (k < 0) {
-			s->srv->out.len = 0;
-			sess_close(s, k, "cannot encode a listing of %zu entries",
-				   l.n);
-			goto out;
-		}
-		done += k;
-		sess_flush(s);
-	} while (done < l.n);
-out:
-	free(l.e);
-	xattrs_free(&l.xa);
+	o->tag = f->tag;
+	o->fid = fid;
+	o->fd = -1;
+	*s->lists_tail = o;
+	s->lists_tail = &o->next;
+	s->nlists++;
+	out_pump(s);
 }
 
 /* ---------------------------------------------------- FETCH: streaming */
@@ -812,18 +1031,32 @@ static int fetch_open(struct session *s, struct fetch_out *o)
 	return 0;
 }
 
-/* Queue DATA frames of the FETCHes in order while the output is short. */
-static void fetch_pump(struct session *s)
+/*
+ * Queue frames of the listings and DATA of the FETCHes, each in order,
+ * the two by turns, while the output is short.
+ */
+static void out_pump(struct session *s)
 {
 	static uint8_t chunk[LP_CHUNK_MAX];
 
-	while (s->fetch && lo_conn_queued(s->conn) < FETCH_QUEUE_LOW &&
-	       !s->closing) {
+	while ((s->fetch || s->lists) &&
+	       lo_conn_queued(s->conn) < FETCH_QUEUE_LOW && !s->closing) {
 		struct fetch_out *o = s->fetch;
 		struct lp_data d = { 0 };
 		size_t want;
 		ssize_t n = 0;
 
+		bool sent = list_pump_one(s);
+
+		if (s->closing)
+			return;
+		if (!o) {
+			if (!sent)
+				break;
+			continue;
+		}
+		if (lo_conn_queued(s->conn) >= FETCH_QUEUE_LOW)
+			break;
 		if (!o->opened && fetch_open(s, o)) {
 			fetch_pop(s);
 			continue;
@@ -901,7 +1134,7 @@ static void do_fetch(struct session *s, const struct lp_frame *f)
 	*s->fetch_tail = o;
 	s->fetch_tail = &o->next;
 	s->nfetch++;
-	fetch_pump(s);
+	out_pump(s);
 }
 
 /* ------------------------------------------------------------ volumes */
@@ -1913,9 +2146,10 @@ static void handle_frame(struct session *s, const struct lp_frame *f)
 				sess_close(s, -EBADMSG, "PING: %s", why);
 				return;
 			}
+			/* At once: ahead of listings and bodies queued. */
 			if (!lp_encode_ping(&s->srv->out, LP_PONG, f->tag,
 					    nonce))
-				sess_flush(s);
+				sess_flush_first(s);
 			return;
 		}
 		if (f->type == LP_HELLO) {
@@ -1985,8 +2219,8 @@ static void sess_sent(struct lo_conn *c)
 {
 	struct session *s = lo_conn_ctx(c);
 
-	if (s->fetch)
-		fetch_pump(s);
+	if (s->fetch || s->lists)
+		out_pump(s);
 }
 
 static void session_free(struct session *s)
@@ -2004,6 +2238,8 @@ static void session_free(struct session *s)
 		s->next->prev = s->prev;
 	while (s->fetch)
 		fetch_pop(s);
+	while (s->lists)
+		list_pop(s);
 	reint_free(s->ri);
 	free(s->ri_next_body);
 	fidset_free(&s->cbs);
@@ -2057,12 +2293,14 @@ static int accept_client(struct lo_listener *l, struct lo_conn *c, void *arg)
 	s->conn = c;
 	s->heard_ms = s->since_ms = lo_now_ms();
 	s->fetch_tail = &s->fetch;
+	s->lists_tail = &s->lists;
 	fidset_init(&s->cbs);
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;
 	srv->sessions = s;
 	lo_conn_set_max_in(c, LP_HDR_SIZE + LP_FRAME_MAX);
+	lo_conn_set_max_out(c, srv->out_max);
 	lo_conn_set(c, &sess_ops, s);
 	return 0;
 }
@@ -2434,6 +2672,12 @@ static void test_hooks(struct server *srv)
 	else
 		log_warn("LENTO_TEST_DIR_MAX: listings of more than %zu "
 			 "entries are refused", srv->dir_max);
+	/* A session's output bound lower than the loop's 256 MiB. */
+	v = getenv("LENTO_TEST_OUT_MAX");
+	srv->out_max = v && *v ? strtoul(v, NULL, 10) : 0;
+	if (srv->out_max)
+		log_warn("LENTO_TEST_OUT_MAX: a client may have %zu bytes "
+			 "queued to it", srv->out_max);
 	v = getenv("LENTO_TEST_BODY_ENOSPC");
 	/* Every body refused as if the store's disk were full. */
 	srv->test_body_enospc = v && *v && strcmp(v, "0");
@@ -2497,6 +2741,7 @@ static void server_free(struct server *srv)
 	lo_loop_free(srv->loop);	/* the sessions go with it */
 	store_close(srv->st);
 	lp_buf_free(&srv->out);
+	free(srv->frame);
 	lp_zd_free(&srv->zd);
 }
 

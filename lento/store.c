@@ -100,7 +100,7 @@ enum q {
 	Q_ENT_PARENT,
 	Q_XATTR_LEN, Q_XATTR_COUNT, Q_XATTR_SET, Q_XATTR_DEL, Q_XATTR_LIST,
 	Q_CLIENT_GET, Q_CLIENT_SET,
-	Q_READDIR, Q_BODIES,
+	Q_READDIR, Q_READDIR_COUNT, Q_BODIES,
 	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT, Q_IDENT_COUNT,
 	Q_N
 };
@@ -169,6 +169,8 @@ static const char *const sql[Q_N] = {
 		"o.vol = e.vol AND o.client = e.cclient AND o.seq = e.cseq "
 		"WHERE e.vol = ?1 AND e.dclient = ?2 AND e.dseq = ?3 "
 		"ORDER BY e.name",
+	[Q_READDIR_COUNT] = "SELECT COUNT(*) FROM entries WHERE vol = ?1 AND "
+		"dclient = ?2 AND dseq = ?3",
 	[Q_BODIES] = "SELECT vol, client, seq, body_client, body_seq FROM "
 		"objects WHERE body_client IS NOT NULL",
 	[Q_IDENT_BY_UUID] = "SELECT id FROM identities WHERE uuid = ?1",
@@ -1547,6 +1549,42 @@ int store_readdir(struct store *s, const struct lento_fid *dir,
 	}
 	sqlite3_reset(st);
 	return r;
+}
+
+int store_readdir_count(struct store *s, const struct lento_fid *dir,
+			uint64_t *n)
+{
+	sqlite3_stmt *st = s->q[Q_READDIR_COUNT];
+	struct obj d;
+	int r;
+
+	USABLE(s);
+	r = obj_get(s, dir, &d);
+	if (r)
+		return r;
+	if (d.type != LENTO_T_DIR)
+		return -ENOTDIR;
+	bind_fid(st, 1, dir);
+	r = row(s, st);
+	*n = r == 1 ? col_u64(st, 0) : 0;
+	sqlite3_reset(st);
+	return r < 0 ? r : 0;
+}
+
+int store_spool(struct store *s)
+{
+	char path[4096];
+	int fd;
+
+	USABLE(s);
+	fd = openat(s->tmpfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+		return fd < 0 ? -errno : fd;
+	/* No O_TMPFILE here: a name, gone at once. */
+	fd = store_body_tmp(s, path, sizeof(path));
+	if (fd >= 0)
+		unlink(path);
+	return fd;
 }
 
 int store_body_open(struct store *s, const struct lento_fid *fid,

@@ -166,6 +166,17 @@ typedef int (*store_dirent_fn)(void *arg, const struct lento_dirent *de,
 int store_readdir(struct store *s, const struct lento_fid *dir,
 		  store_dirent_fn fn, void *arg);
 
+/* How many entries directory @dir has (as store_readdir() lists them). */
+int store_readdir_count(struct store *s, const struct lento_fid *dir,
+			uint64_t *n);
+
+/*
+ * A temporary file without a name in DIR/tmp (O_RDWR; gone when closed,
+ * and at a crash): room on disk for what the server would otherwise hold
+ * in memory, a listing on its way out. The caller closes it.
+ */
+int store_spool(struct store *s);
+
 /*
  * Open regular file @fid's content for reading: *fd (the caller closes
  * it) and *size. If @expect is not NULL and the object's version is not

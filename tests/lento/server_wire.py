@@ -494,6 +494,167 @@ def case_listing_over_limit_stops_early(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def parse_listing(frames_):
+    """[(name, fid)] of a listing's READDIR_REPLY frames, checking that
+    they follow one another (first, total, MORE) as PROTOCOL.md says."""
+    out, total = [], None
+    for k, (t, f, _, b) in enumerate(frames_):
+        assert t == READDIR_REPLY, "frame %d: type %d" % (k, t)
+        off = 90 + 8 * b[77]                       # the directory's status
+        tot, first = struct.unpack_from("<II", b, off)
+        off += 8
+        nx, = struct.unpack_from("<H", b, off)
+        off += 2
+        for _ in range(nx):
+            n, = struct.unpack_from("<H", b, off)
+            off += 2 + n
+            n, = struct.unpack_from("<I", b, off)
+            off += 4 + n
+        count, = struct.unpack_from("<I", b, off)
+        off += 4
+        assert total is None or tot == total, (tot, total)
+        total = tot
+        assert first == len(out), (first, len(out))
+        for _ in range(count):
+            n, = struct.unpack_from("<H", b, off)
+            name = b[off + 2:off + 2 + n]
+            off += 2 + n
+            efid = b[off:off + 16]
+            off += 90 + 8 * b[off + 77]
+            n, = struct.unpack_from("<H", b, off)  # target
+            off += 2 + n
+            nx, = struct.unpack_from("<H", b, off)
+            off += 2
+            for _ in range(nx):
+                n, = struct.unpack_from("<H", b, off)
+                off += 2 + n
+                n, = struct.unpack_from("<I", b, off)
+                off += 4 + n
+            out.append((name, efid))
+        assert off == len(b), "frame %d: %d bytes after its entries" % (
+            k, len(b) - off)
+        assert bool(f & MORE) == (len(out) < total), (k, f, len(out), total)
+    assert len(out) == total, (len(out), total)
+    return out
+
+
+BIG_DIR = 90000         # entries of 230-byte names: a 32 MB listing
+BIG_OUT_MAX = 16 << 20  # the output bound of the server made for it
+
+
+def big_dir_server(srv):
+    """A server of its own whose sessions may queue BIG_OUT_MAX bytes
+    (LENTO_TEST_OUT_MAX) and a volume "big" whose root has BIG_DIR
+    entries: (server, tmp, conn, volume, {name: fid}). Kept for the
+    cases that use it."""
+    if getattr(big_dir_server, "made", None):
+        return big_dir_server.made
+    tmp = tempfile.mkdtemp(prefix="lento-wire-bigdir.")
+    # ASan keeps what is freed for a while: little, to see the growth.
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    big = Server(srv.lento, tmp, lease_ms=600000,
+                 env={"LENTO_TEST_OUT_MAX": str(BIG_OUT_MAX),
+                      "ASAN_OPTIONS": asan + (":" if asan else "") +
+                      "quarantine_size_mb=4"})
+    big.ctl("volume", "create", "big")
+    c = Conn(big.port, timeout=60)
+    cid, _, _ = hello(c)
+    vol, _ = volume(c, "big")
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    names, first = {}, 1
+    while first <= BIG_DIR:
+        k = min(8192, BIG_DIR - first + 1)
+        recs = b""
+        for r in range(first, first + k):
+            name = (b"%07d-" % r) + b"n" * 222
+            names[name] = fid(vol, cid, r)
+            recs += record(r, OP_CREATE, fid(vol), names[name], 1, 0x1,
+                           0o644, 0, name)
+        applied, code, _ = reintegrate(c, vol, cid, first, recs, k)
+        assert (applied, code) == (first + k - 1, 0), (applied, code)
+        first += k
+    big_dir_server.made = (big, tmp, c, vol, names)
+    return big_dir_server.made
+
+
+def big_dir_done():
+    made = getattr(big_dir_server, "made", None)
+    if not made:
+        return
+    big, tmp, c, _, _ = made
+    big_dir_server.made = None
+    try:
+        c.close()
+        big.stop()
+    finally:
+        if big.p.poll() is None:
+            big.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_listing(c, tag):
+    """The frames of the reply to READDIR @tag, and the other frames
+    that came meanwhile with the listing's bytes before each."""
+    listing, others, nbytes = [], [], 0
+    while True:
+        fr = c.frame()
+        assert fr is not None, "the server closed the connection"
+        if fr[2] != tag:
+            others.append((fr, nbytes))
+            continue
+        assert fr[0] == READDIR_REPLY, "ERROR %d" % error_code(fr)
+        listing.append(fr)
+        nbytes += 12 + len(fr[3])
+        if not fr[1] & MORE:
+            return listing, others, nbytes
+
+
+def case_listing_larger_than_output_bound(srv):
+    """A listing larger than what a session may have queued (here 32 MB
+    against a bound of 16 MiB, LENTO_TEST_OUT_MAX; 256 MiB, about 750,000
+    entries of long names, without it) is sent as the client reads it,
+    complete and in order: every name once, with its object, in frames
+    that follow one another. The server of before queued it whole, went
+    past the bound and closed the connection."""
+    big, tmp, c, vol, names = big_dir_server(srv)
+    rss = vm_kb(big.p.pid, "VmRSS")
+    tag = c.send(READDIR, fid(vol))
+    time.sleep(1)       # read late: the server waits for us, not queues
+    grew = vm_kb(big.p.pid, "VmRSS") - rss
+    listing, _, nbytes = read_listing(c, tag)
+    assert nbytes > BIG_OUT_MAX, nbytes
+    got = parse_listing(listing)
+    assert [n for n, _ in got] == sorted(names), "names differ"
+    assert all(names[n] == f for n, f in got), "fids differ"
+    print("# listing of %d bytes; the server grew %d KiB" % (nbytes, grew))
+    assert grew < 24 << 10, "the listing took %d KiB of the server" % grew
+
+
+def case_pong_ahead_of_listing(srv):
+    """A PING sent right behind a READDIR of a large directory, by a
+    client that reads late, is answered before the listing's end: the
+    PONG goes ahead of what is queued, behind only the frames on their
+    way. The server of before answered it after the whole listing (32 MB
+    here; a slow line takes minutes), and a client may take the server
+    for dead."""
+    big, tmp, c, vol, names = big_dir_server(srv)
+    rtag = c.tag + 1
+    c.s.sendall(frames(READDIR, fid(vol), rtag) +
+                frames(PING, struct.pack("<Q", 77), rtag + 1))
+    c.tag = rtag + 1
+    time.sleep(1)
+    listing, others, nbytes = read_listing(c, rtag)
+    pongs = [(fr, at) for fr, at in others if fr[2] == rtag + 1]
+    assert pongs, "no PONG during the listing"
+    (t, _, _, b), at = pongs[0]
+    assert t == PONG and struct.unpack("<Q", b)[0] == 77, t
+    assert at < nbytes - (8 << 20), \
+        "the PONG came after %d bytes of a %d-byte listing" % (at, nbytes)
+    assert len(parse_listing(listing)) == BIG_DIR
+    big_dir_done()
+
+
 def case_reintegrate_needs_permit(srv):
     c = Conn(srv.port)
     cid, _, _ = hello(c)
@@ -1085,6 +1246,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_clients_bounded, case_identities_bounded,
          case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
+         case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
          case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_pipelined_batches,
          case_batch_sizes_bounded,
@@ -1130,6 +1292,7 @@ def main():
                 traceback.print_exc(file=sys.stdout)
                 failed += 1
             sys.stdout.flush()
+        big_dir_done()
         try:
             srv.stop()
             print("ok - server-exits-clean")
