@@ -2647,12 +2647,23 @@ static const struct ctl_cmd server_cmds[] = {
  * place and before its COMMIT, so a test can kill the server there. The
  * whole server waits (the store is used from the loop): a test hook only.
  */
+struct test_delays {
+	unsigned int commit_ms, resize_ms;
+};
+
 static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 {
-	unsigned int ms = *(unsigned int *)arg;
+	const struct test_delays *t = arg;
+	unsigned int ms = t->commit_ms;
 
 	(void)db;
-	if (where != STORE_FAULT_COMMIT)
+	if (where == STORE_FAULT_RESIZE && t->resize_ms) {
+		log_warn("LENTO_TEST_DELAY_RESIZE_MS: a size change's copy "
+			 "waits %u ms", t->resize_ms);
+		usleep(t->resize_ms * 1000u);
+		return 0;
+	}
+	if (where != STORE_FAULT_COMMIT || !ms)
 		return 0;
 	log_warn("LENTO_TEST_DELAY_COMMIT_MS: holding a batch %u ms before "
 		 "its COMMIT", ms);
@@ -2662,7 +2673,7 @@ static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 
 static void test_hooks(struct server *srv)
 {
-	static unsigned int ms;
+	static struct test_delays t;
 	const char *v = getenv("LENTO_TEST_DIR_MAX");
 
 	/* Listings of more entries refused: a test's LP_DIR_MAX. */
@@ -2684,11 +2695,12 @@ static void test_hooks(struct server *srv)
 	if (srv->test_body_enospc)
 		log_warn("LENTO_TEST_BODY_ENOSPC: every body is refused");
 	v = getenv("LENTO_TEST_DELAY_COMMIT_MS");
-	if (!v || !*v)
-		return;
-	ms = (unsigned int)strtoul(v, NULL, 10);
-	if (ms)
-		store_set_fault(srv->st, delay_commit, &ms);
+	t.commit_ms = v && *v ? (unsigned int)strtoul(v, NULL, 10) : 0;
+	/* A size change's copy that takes that long: a big file's. */
+	v = getenv("LENTO_TEST_DELAY_RESIZE_MS");
+	t.resize_ms = v && *v ? (unsigned int)strtoul(v, NULL, 10) : 0;
+	if (t.commit_ms || t.resize_ms)
+		store_set_fault(srv->st, delay_commit, &t);
 }
 
 static int server_listen(struct server *srv)

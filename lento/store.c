@@ -2051,7 +2051,9 @@ static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 		r = bfail(b, -ENOMEM, &o->fid, "out of memory");
 		goto out;
 	}
-	if (in >= 0)
+	if (in >= 0 && s->fault)
+		r = s->fault(s->fault_arg, STORE_FAULT_RESIZE, NULL);
+	if (in >= 0 && !r)
 		r = copy_data(in, out, o->size < size ? o->size : size);
 	if (!r && ftruncate(out, (off_t)size))
 		r = -errno;

@@ -360,6 +360,7 @@ enum store_fault {
 	STORE_FAULT_BODY_SYNC,	/* before bodies/ is fsynced */
 	STORE_FAULT_COMMIT,	/* bodies in place, before COMMIT */
 	STORE_FAULT_COMMITTED,	/* after COMMIT, before old bodies go */
+	STORE_FAULT_RESIZE,	/* before a size change's copy (db NULL) */
 };
 typedef int (*store_fault_fn)(void *arg, enum store_fault where,
 			      struct sqlite3 *db);
