@@ -23,7 +23,9 @@
  *    one store_reintegrate() (one SQLite transaction) and the answer.
  *
  * The store is used synchronously from the loop: a batch's transaction
- * holds up the other sessions while it commits.
+ * holds up the other sessions while it commits. The file work that may
+ * take seconds is done on the worker first: bodies' writeback, and the
+ * copies size changes make (resizes_start()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -135,6 +137,11 @@ struct reint_in {
 	struct body_wait *waiting;	/* jobs waiting for bodies' writes */
 	int sync_err;			/* the first that failed */
 	bool complete;			/* every body came: applied once synced */
+	/* Size changes' copies, made on the worker before the apply. */
+	struct store_resize *rz;
+	uint32_t nrz;
+	bool planned;			/* rz made (or none needed) */
+	struct resize_job *rjob;	/* their job, running */
 };
 
 struct session {
@@ -1541,6 +1548,208 @@ static void bodies_complete(struct session *s, struct reint_in *ri)
 		reint_ready(s);
 }
 
+/*
+ * A SETATTR that changes a file's size copies the file's first bytes
+ * into its new content: seconds for a big file. The copies are made on
+ * the worker before the apply, which takes them (store_reintegrate_with)
+ * within its one transaction, as it would have made them; the batch is
+ * answered after, in its turn. What they are made from is predicted from
+ * the batch's records and the store: the content each file has when its
+ * record comes (a body of the batch, an earlier copy, the one
+ * committed). A copy the apply does not meet is removed; a size change
+ * not predicted is made by the apply itself.
+ */
+struct resize_job {
+	struct wk_job wk;
+	struct server *srv;
+	struct reint_in *ri;		/* NULL once the batch is gone */
+	struct store_resize *rz;	/* the batch's, or ours once it went */
+	uint32_t n;
+};
+
+static void resizes_end(struct server *srv, struct store_resize *rz,
+			uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		store_resize_end(srv->st, &rz[i]);
+	free(rz);
+}
+
+/* The batch goes: its copies with it, or with their job when it ends. */
+static void resizes_drop(struct reint_in *ri)
+{
+	if (ri->rjob) {
+		ri->rjob->ri = NULL;	/* the job ends them */
+		ri->rjob = NULL;
+	} else {
+		resizes_end(ri->s->srv, ri->rz, ri->nrz);
+	}
+	ri->rz = NULL;
+	ri->nrz = 0;
+}
+
+static void resize_run(struct wk_job *wk)
+{
+	struct resize_job *j = (struct resize_job *)wk;
+
+	for (uint32_t i = 0; i < j->n; i++)
+		if (store_resize_copy(j->srv->st, &j->rz[i]))
+			break;
+}
+
+static void reint_ready(struct session *s);
+
+static void resize_done(struct wk_job *wk, bool ran)
+{
+	struct resize_job *j = (struct resize_job *)wk;
+	struct reint_in *ri = j->ri;
+
+	if (!ri) {
+		resizes_end(j->srv, j->rz, j->n);
+		free(j);
+		return;
+	}
+	ri->rjob = NULL;
+	for (uint32_t i = 0; ran && i < j->n; i++)
+		if (j->rz[i].err && !ri->sync_err)
+			ri->sync_err = j->rz[i].err;
+	free(j);
+	if (ran && !ri->s->srv->stopping)
+		reint_ready(ri->s);
+}
+
+/* What a file's content is, record by record of the batch. */
+struct content {
+	struct lento_fid fid;
+	bool has;
+	struct lento_storeid sid;
+	uint64_t size;
+	int copy;		/* the copy made ready that it is, or -1 */
+	const char *path;	/* else the batch's body that it is, or NULL */
+	bool unknown;		/* made by the apply: not a source here */
+};
+
+static struct content *content_of(struct server *srv, struct content **cs,
+				  size_t *n, size_t *cap,
+				  const struct lento_fid *fid)
+{
+	struct content *c;
+
+	for (size_t i = 0; i < *n; i++)
+		if (lento_fid_eq(&(*cs)[i].fid, fid))
+			return &(*cs)[i];
+	c = grow(*cs, cap, *n, 1, sizeof(**cs));
+	if (!c)
+		return NULL;
+	*cs = c;
+	c = &c[(*n)++];
+	memset(c, 0, sizeof(*c));
+	c->fid = *fid;
+	c->copy = -1;
+	/* Not there (yet): made by the batch, or an error of the apply's. */
+	if (store_content(srv->st, fid, &c->has, &c->sid, &c->size, NULL))
+		c->unknown = true;
+	return c;
+}
+
+/*
+ * The copies @ri's size changes need, begun in DIR/tmp and handed to the
+ * worker: true if there is a job to wait for. Whatever fails here (no
+ * memory, a file) is left to the apply, which makes the copy itself.
+ */
+static bool resizes_start(struct session *s, struct reint_in *ri)
+{
+	struct server *srv = s->srv;
+	struct content *cs = NULL, *c;
+	size_t ncs = 0, capcs = 0, caprz = 0;
+	struct resize_job *j;
+	uint32_t i;
+
+	for (i = 0; i < ri->n; i++) {
+		const struct lento_rec *r = &ri->recs[i];
+		struct lento_storeid sid = { s->client, r->recno };
+		struct store_resize *z;
+		int in = -1;
+
+		if (!(r->op == LENTO_OP_STORE ||
+		      (r->op == LENTO_OP_CREATE && r->type == LENTO_T_REG) ||
+		      (r->op == LENTO_OP_SETATTR &&
+		       r->attr.valid & LENTO_A_SIZE)))
+			continue;
+		c = content_of(srv, &cs, &ncs, &capcs, &r->obj);
+		if (!c)
+			break;
+		if (r->op != LENTO_OP_SETATTR) {	/* STORE, CREATE */
+			uint64_t size = r->op == LENTO_OP_STORE &&
+					r->attr.valid & LENTO_A_SIZE ?
+					r->attr.size : 0;
+
+			*c = (struct content){ .fid = r->obj, .has = size > 0,
+					       .sid = sid, .size = size,
+					       .copy = -1,
+					       .path = size ? ri->paths[i] :
+							      NULL };
+			continue;
+		}
+		if (c->unknown || r->attr.size == c->size)
+			continue;	/* the apply's to judge */
+		if (!r->attr.size || !c->has) {	/* no copy: cheap */
+			c->has = r->attr.size > 0;
+			c->sid = sid;
+			c->size = r->attr.size;
+			c->copy = -1;
+			c->path = NULL;
+			c->unknown = c->has;
+			continue;
+		}
+		z = grow(ri->rz, &caprz, ri->nrz, 1, sizeof(*ri->rz));
+		if (!z)
+			break;
+		ri->rz = z;
+		if (c->copy >= 0)
+			in = dup(ri->rz[c->copy].out);
+		else if (c->path)
+			in = open(c->path, O_RDONLY | O_CLOEXEC);
+		else if (store_content(srv->st, &r->obj, &(bool){ 0 },
+				       &(struct lento_storeid){ 0 },
+				       &(uint64_t){ 0 }, &in))
+			in = -1;
+		z = &ri->rz[ri->nrz];
+		*z = (struct store_resize){
+			.fid = r->obj, .sid = sid, .src_has = true,
+			.src = c->sid, .len = c->size < r->attr.size ?
+			c->size : r->attr.size, .size = r->attr.size,
+			.in = in, .out = -1,
+		};
+		if (in < 0 || store_resize_begin(srv->st, z)) {
+			if (in >= 0)
+				close(in);
+			break;
+		}
+		c->sid = sid;
+		c->size = r->attr.size;
+		c->copy = (int)ri->nrz++;
+		c->path = NULL;
+	}
+	free(cs);
+	if (!ri->nrz)
+		return false;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		resizes_drop(ri);
+		return false;
+	}
+	j->srv = srv;
+	j->ri = ri;
+	j->rz = ri->rz;
+	j->n = ri->nrz;
+	j->wk.run = resize_run;
+	j->wk.done = resize_done;
+	ri->rjob = j;
+	wk_submit(srv->wk, &j->wk);
+	return true;
+}
+
 static void reint_free(struct reint_in *ri)
 {
 	uint32_t i;
@@ -1553,6 +1762,7 @@ static void reint_free(struct reint_in *ri)
 		body_fd_close(ri->s->srv, ri->whole[i]);
 	for (struct body_wait *j = ri->waiting; j; j = j->next)
 		j->ri = NULL;
+	resizes_drop(ri);
 	for (i = 0; i < ri->n; i++) {
 		free(ri->data[i]);
 		/*
@@ -1727,8 +1937,8 @@ static void reint_apply(struct session *s)
 		reint_next(s);
 		return;
 	}
-	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
-			  ri->bodies, &res);
+	store_reintegrate_with(s->srv->st, ri->volume, s->client, ri->recs,
+			       ri->n, ri->bodies, ri->rz, ri->nrz, &res);
 	reint_reply(s, ri, &res);
 	/*
 	 * The store renamed the bodies it took into bodies/; the rest (a
@@ -1868,6 +2078,11 @@ static void reint_ready(struct session *s)
 		reint_next(s);
 		return;
 	}
+	if (!ri->planned) {
+		ri->planned = true;
+		if (resizes_start(s, ri))
+			return;		/* resize_done() comes back here */
+	}
 	reint_apply(s);
 }
 
@@ -1998,8 +2213,10 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 		return;
 	}
 	s->ri = ri;
-	if (!m.stores)
-		reint_apply(s);
+	if (!m.stores) {	/* whole: applied once its copies are made */
+		ri->complete = true;
+		reint_ready(s);
+	}
 }
 
 /* ------------------------------------------------------------ sessions */

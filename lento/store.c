@@ -1707,6 +1707,8 @@ struct batch {
 	size_t npend, pcap;
 	struct doom *doom;
 	size_t ndoom, dcap;
+	struct store_resize *rz;	/* copies made ready (or NULL) */
+	size_t nrz;
 	struct store_result *res;
 };
 
@@ -1999,14 +2001,59 @@ static int copy_data(int in, int out, uint64_t len)
  * of ours in tmp/ named after the new version (made durable with the
  * batch's other bodies, place_bodies()).
  */
+static bool sid_eq(const struct lento_storeid *a,
+		   const struct lento_storeid *b)
+{
+	return a->client == b->client && a->seq == b->seq;
+}
+
+/* A copy made ready for this size change of @o, if there is one. */
+static struct store_resize *ready_resize(struct batch *b,
+					 const struct obj *o,
+					 const struct lento_storeid *sid,
+					 uint64_t size)
+{
+	uint64_t len = o->size < size ? o->size : size;
+
+	for (size_t k = 0; k < b->nrz; k++) {
+		struct store_resize *r = &b->rz[k];
+
+		if (r->made && !r->taken && lento_fid_eq(&r->fid, &o->fid) &&
+		    sid_eq(&r->sid, sid) && r->src_has == o->has_body &&
+		    (!o->has_body || sid_eq(&r->src, &o->body)) &&
+		    r->len == len && r->size == size)
+			return r;
+	}
+	return NULL;
+}
+
 static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 {
 	struct store *s = b->s;
 	struct lento_storeid sid = { b->client, b->recs[b->i].recno };
 	char name[BODY_NAME_LEN + 3], bname[BODY_NAME_LEN + 1];
+	struct store_resize *ready = ready_resize(b, o, &sid, size);
 	int in = -1, out = -1, r = 0;
 	bool close_in = true;
 	struct pend *p;
+
+	if (ready) {		/* made off the loop: taken as it is */
+		p = add_pend(b, o);
+		if (!p)
+			return b->res->err;
+		p->own = strdup(ready->name);
+		if (!p->own) {
+			b->npend--;
+			return bfail(b, -ENOMEM, &o->fid, "out of memory");
+		}
+		ready->taken = true;
+		r = drop_body(b, o);
+		if (!r) {
+			o->has_body = true;
+			o->body = sid;
+		}
+		return r;
+	}
 
 	if (o->has_body && body_is_new(b, o)) {
 		struct pend *src = find_pend(b, (size_t)(o->body.seq -
@@ -3338,9 +3385,90 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 		      const struct store_body *bodies,
 		      struct store_result *res)
 {
+	return store_reintegrate_with(s, volume, client, recs, n, bodies,
+				      NULL, 0, res);
+}
+
+int store_content(struct store *s, const struct lento_fid *fid, bool *has,
+		  struct lento_storeid *sid, uint64_t *size, int *fd)
+{
+	char name[BODY_NAME_LEN + 1];
+	struct obj o;
+	int r;
+
+	USABLE(s);
+	if (fd)
+		*fd = -1;
+	r = obj_get(s, fid, &o);
+	if (r)
+		return r;
+	if (o.type != LENTO_T_REG)
+		return -EINVAL;
+	*has = o.has_body;
+	*sid = o.body;
+	*size = o.size;
+	if (fd && o.has_body) {
+		body_name(name, &o.fid, &o.body);
+		*fd = openat(s->bodiesfd, name, O_RDONLY | O_CLOEXEC);
+		if (*fd < 0)
+			return errno == ENOENT ? -EIO : -errno;
+	}
+	return 0;
+}
+
+int store_resize_begin(struct store *s, struct store_resize *r)
+{
+	char bname[BODY_NAME_LEN + 1];
+
+	USABLE(s);
+	body_name(bname, &r->fid, &r->sid);
+	snprintf(r->name, sizeof(r->name), "t.%s", bname);
+	r->out = openat(s->tmpfd, r->name, O_RDWR | O_CREAT | O_TRUNC |
+			O_CLOEXEC, 0600);
+	if (r->out < 0) {
+		r->name[0] = '\0';
+		return -errno;
+	}
+	return 0;
+}
+
+int store_resize_copy(struct store *s, struct store_resize *r)
+{
+	int err = s->fault ? s->fault(s->fault_arg, STORE_FAULT_RESIZE,
+				      NULL) : 0;
+
+	if (!err && r->in >= 0)
+		err = copy_data(r->in, r->out, r->len);
+	if (!err && ftruncate(r->out, (off_t)r->size))
+		err = -errno;
+	if (!err && fdatasync(r->out))
+		err = -errno;
+	r->err = err;
+	r->made = !err;
+	return err;
+}
+
+void store_resize_end(struct store *s, struct store_resize *r)
+{
+	if (r->in >= 0)
+		close(r->in);
+	if (r->out >= 0)
+		close(r->out);
+	r->in = r->out = -1;
+	if (r->name[0] && !r->taken)
+		unlinkat(s->tmpfd, r->name, 0);
+	r->name[0] = '\0';
+}
+
+int store_reintegrate_with(struct store *s, uint32_t volume, uint32_t client,
+			   const struct lento_rec *recs, size_t n,
+			   const struct store_body *bodies,
+			   struct store_resize *rz, size_t nrz,
+			   struct store_result *res)
+{
 	struct batch b = {
 		.s = s, .vol = volume, .client = client, .recs = recs,
-		.bodies = bodies, .res = res,
+		.bodies = bodies, .rz = rz, .nrz = nrz, .res = res,
 	};
 	struct store_volume v;
 	uint64_t last = 0, usage;

@@ -41,7 +41,7 @@ PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
 VALIDATE = 36
-OP_CREATE, OP_UNLINK, OP_STORE = 1, 6, 12
+OP_CREATE, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 6, 9, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
@@ -877,6 +877,64 @@ def case_pipelined_batches(srv):
     c.close()
 
 
+def case_resize_copy_off_the_loop(srv):
+    """A SETATTR that changes a file's size makes the file's new content
+    from the old one: copying a big file takes seconds (here 3 s, held
+    so by LENTO_TEST_DELAY_RESIZE_MS), and another client's PING is
+    answered meanwhile, within a second; then the batch is answered,
+    applied whole: the file cut to its first bytes, and a second size
+    change in the same batch growing it with zeros. The server of before
+    copied on its loop, and every client waited."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-resize.")
+    slow = Server(srv.lento, tmp, lease_ms=20000,
+                  env={"LENTO_TEST_DELAY_RESIZE_MS": "3000"})
+    try:
+        slow.ctl("volume", "create", "r")
+        c = Conn(slow.port)
+        cid, _, _ = hello(c)
+        vol, _ = volume(c, "r")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+        assert t == PERMIT_REPLY, t
+        f = fid(vol, cid, 1)
+        body = os.urandom(3 << 20)
+        recs = record(1, OP_CREATE, fid(vol), f, 1, 0x1, 0o644, 0, b"f") + \
+            record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(body), b"",
+                   base_obj=struct.pack("<BQIQ", 1, 1, cid, 1))
+        applied, code, _ = reintegrate(c, vol, cid, 1, recs, 2, body)
+        assert (applied, code) == (2, 0), (applied, code)
+        # Cut to 1 MiB + 5, then grown to 2 MiB (base: [2]@cid:2, ...).
+        recs = record(3, OP_SETATTR, bytes(16), f, 0, 0x8, 0,
+                      (1 << 20) + 5, b"",
+                      base_obj=struct.pack("<BQIQ", 1, 2, cid, 2)) + \
+            record(4, OP_SETATTR, bytes(16), f, 0, 0x8, 0, 2 << 20, b"",
+                   base_obj=struct.pack("<BQIQ", 1, 3, cid, 3))
+        tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 3, 2) +
+                     recs)
+        time.sleep(0.3)
+        other = Conn(slow.port)
+        t0 = time.time()
+        hello(other)
+        assert other.reply(other.send(PING, struct.pack("<Q", 1)))[0] == \
+            PONG
+        waited = time.time() - t0
+        assert waited < 1, "another client waited %.1f s" % waited
+        c.s.settimeout(30)
+        fr = c.reply(tag)
+        assert refusal(fr)[:2] == (4, 0), refusal(fr)
+        got = fetch_body(c, f)
+        assert got == body[:(1 << 20) + 5] + bytes((2 << 20) -
+                                                   (1 << 20) - 5), \
+            "the file's content is not what the size changes make"
+        assert not os.listdir(os.path.join(slow.store, "tmp"))
+        c.close()
+        other.close()
+        slow.stop()
+    finally:
+        if slow.p.poll() is None:
+            slow.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_batch_sizes_bounded(srv):
     """A batch of LP_REINT_RECS_MAX records is applied and answered with a
     version of each object, in one reply; one record more is a malformed
@@ -1249,6 +1307,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
          case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_pipelined_batches,
+         case_resize_copy_off_the_loop,
          case_batch_sizes_bounded,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
