@@ -70,8 +70,10 @@ struct lo_conn {
 	char reason[160];
 	struct lo_buf in;
 	size_t max_in;
-	struct lo_buf sending_buf, queue;
+	/* urgent goes out before queue, after what is being sent */
+	struct lo_buf sending_buf, urgent, queue;
 	size_t sent;
+	size_t max_out;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 };
@@ -274,6 +276,7 @@ static struct lo_conn *lo_conn_new(struct lo_loop *loop, int fd)
 	c->loop = loop;
 	c->fd = fd;
 	c->max_in = LO_IN_MAX;
+	c->max_out = LO_OUT_MAX;
 	c->recv_op.kind = K_RECV;
 	c->again_op.kind = K_AGAIN;
 	c->send_op.kind = K_SEND;
@@ -299,6 +302,7 @@ static void lo_conn_free(struct lo_conn *c)
 		close(c->fd);
 	free(c->in.p);
 	free(c->sending_buf.p);
+	free(c->urgent.p);
 	free(c->queue.p);
 	free(c);
 }
@@ -346,9 +350,14 @@ void lo_conn_set_max_in(struct lo_conn *c, size_t max)
 	c->max_in = max;
 }
 
+void lo_conn_set_max_out(struct lo_conn *c, size_t max)
+{
+	c->max_out = max && max < LO_OUT_MAX ? max : LO_OUT_MAX;
+}
+
 size_t lo_conn_queued(const struct lo_conn *c)
 {
-	return c->queue.len + c->sending_buf.len - c->sent;
+	return c->queue.len + c->urgent.len + c->sending_buf.len - c->sent;
 }
 
 size_t lo_conn_unacked(const struct lo_conn *c)
@@ -396,12 +405,14 @@ static void lo_conn_arm_send(struct lo_conn *c)
 	if (c->sending || c->closing)
 		return;
 	if (c->sent == c->sending_buf.len) {
-		if (!c->queue.len)
+		struct lo_buf *next = c->urgent.len ? &c->urgent : &c->queue;
+
+		if (!next->len)
 			return;
 		tmp = c->sending_buf;
-		c->sending_buf = c->queue;
-		c->queue = tmp;
-		c->queue.len = 0;
+		c->sending_buf = *next;
+		*next = tmp;
+		next->len = 0;
 		c->sent = 0;
 	}
 	sqe = lo_sqe(c->loop);
@@ -416,7 +427,8 @@ static void lo_conn_arm_send(struct lo_conn *c)
 	c->inflight++;
 }
 
-int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
+static int lo_conn_append(struct lo_conn *c, struct lo_buf *b,
+			  const void *p, size_t n)
 {
 	int err;
 
@@ -424,16 +436,26 @@ int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
 		return -EPIPE;
 	if (!n)		/* nothing: and the queue may have no buffer yet */
 		return 0;
-	if (lo_conn_queued(c) + n > LO_OUT_MAX)
+	if (lo_conn_queued(c) + n > c->max_out)
 		return -ENOBUFS;
-	err = lo_buf_reserve(&c->queue, c->queue.len + n, LO_OUT_MAX);
+	err = lo_buf_reserve(b, b->len + n, c->max_out);
 	if (err)
 		return err;
-	memcpy(c->queue.p + c->queue.len, p, n);
-	c->queue.len += n;
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
 	if (!c->connecting)
 		lo_conn_arm_send(c);
 	return 0;
+}
+
+int lo_conn_send(struct lo_conn *c, const void *p, size_t n)
+{
+	return lo_conn_append(c, &c->queue, p, n);
+}
+
+int lo_conn_send_first(struct lo_conn *c, const void *p, size_t n)
+{
+	return lo_conn_append(c, &c->urgent, p, n);
 }
 
 /* Closes now: what is still queued is dropped. */

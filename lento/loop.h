@@ -144,9 +144,20 @@ void lo_conn_release(struct lo_conn *c);
 void lo_conn_set_max_in(struct lo_conn *c, size_t max);
 /*
  * Queues bytes to send (copied). -ENOBUFS when more than the output limit
- * (256 MiB) is queued: the peer does not read, and the caller closes it.
+ * (256 MiB, or less: lo_conn_set_max_out()) is queued: the peer does not
+ * read, and the caller closes it.
  */
 int lo_conn_send(struct lo_conn *c, const void *p, size_t n);
+/*
+ * The same, ahead of every byte queued but not yet handed to the socket
+ * (behind what is being sent, and earlier lo_conn_send_first() bytes):
+ * for a small answer that must not wait behind bulk output, a PONG.
+ * Bytes go out as they were given to one call or the other, so an owner
+ * that sends whole frames in each call never has one split.
+ */
+int lo_conn_send_first(struct lo_conn *c, const void *p, size_t n);
+/* A lower output limit than 256 MiB (0: that one); tests use it. */
+void lo_conn_set_max_out(struct lo_conn *c, size_t max);
 size_t lo_conn_queued(const struct lo_conn *c);
 /*
  * Bytes sent but not yet taken by the peer: queued here, and in the

@@ -4,7 +4,7 @@
  *
  *   lento server --store DIR [--listen ADDR]... [--control PATH]
  *                [--lease-ms N] [--heartbeat-ms N] [--max-clients N]
- *                [--log FILE] [--debug]
+ *                [--max-identities N] [--log FILE] [--debug]
  *   lento client --cache DIR --server ADDR [--control PATH]
  *                [--volume NAME]... [--fileset VOLUME[:NAME]]... [--age-ms N]
  *                [--watch-ms N]
@@ -30,7 +30,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: lento server --store DIR [--listen ADDR]... [--control PATH]\n"
 		"                    [--lease-ms N] [--heartbeat-ms N] [--max-clients N]\n"
-		"                    [--log FILE] [--debug]\n"
+		"                    [--max-identities N] [--log FILE] [--debug]\n"
 		"  --store DIR        the server's store (made if missing)\n"
 		"  --listen ADDR      HOST:PORT or [IPv6]:PORT; repeatable (default\n"
 		"                     127.0.0.1:4770 and [::1]:4770: loopback only)\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		"                     a client silent for three is gone\n"
 		"  --max-clients N    clients served at once (default 1024, and at most\n"
 		"                     a quarter of the descriptors it may open)\n"
+		"  --max-identities N new clients the store registers, in all (default\n"
+		"                     65536); one more is refused EDQUOT\n"
 		"  --log FILE         log there instead of standard error\n"
 		"  --debug            log more\n"
 		"\n"
@@ -166,6 +168,7 @@ static int server_cmd(int argc, char **argv)
 		{ "lease-ms", required_argument, NULL, 'L' },
 		{ "heartbeat-ms", required_argument, NULL, 'H' },
 		{ "max-clients", required_argument, NULL, 'M' },
+		{ "max-identities", required_argument, NULL, 'I' },
 		{ "log", required_argument, NULL, 'o' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -199,6 +202,10 @@ static int server_cmd(int argc, char **argv)
 			break;
 		case 'M':
 			if (parse_count(optarg, &o.clients_max))
+				return 2;
+			break;
+		case 'I':
+			if (parse_count(optarg, &o.identities_max))
 				return 2;
 			break;
 		case 'o':

@@ -23,7 +23,9 @@
  *    one store_reintegrate() (one SQLite transaction) and the answer.
  *
  * The store is used synchronously from the loop: a batch's transaction
- * holds up the other sessions while it commits.
+ * holds up the other sessions while it commits. The file work that may
+ * take seconds is done on the worker first: bodies' writeback, and the
+ * copies size changes make (resizes_start()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +99,21 @@ struct fetch_out {
 	bool opened, started;
 };
 
+/*
+ * A READDIR queued on its session. When its turn comes its listing is
+ * made whole, in one turn of the loop (one snapshot, its callbacks
+ * promised with it), into a spool file; its frames then go out as the
+ * output drains. Memory holds one frame of it at a time, whatever the
+ * directory's size.
+ */
+struct list_out {
+	struct list_out *next;
+	uint32_t tag;
+	struct lento_fid fid;
+	int fd;				/* the spool; -1 until made */
+	uint64_t off, size;
+};
+
 /* Bodies whose writes one job waits for (bodies_wait). */
 #define BODY_WAIT_MAX	64
 /* Descriptors bodies may hold however low the process's limit. */
@@ -120,6 +137,11 @@ struct reint_in {
 	struct body_wait *waiting;	/* jobs waiting for bodies' writes */
 	int sync_err;			/* the first that failed */
 	bool complete;			/* every body came: applied once synced */
+	/* Size changes' copies, made on the worker before the apply. */
+	struct store_resize *rz;
+	uint32_t nrz;
+	bool planned;			/* rz made (or none needed) */
+	struct resize_job *rjob;	/* their job, running */
 };
 
 struct session {
@@ -137,8 +159,18 @@ struct session {
 	size_t nvols, capvols;
 	struct fetch_out *fetch, **fetch_tail;
 	unsigned int nfetch;		/* FETCHes queued */
+	struct list_out *lists, **lists_tail;
+	unsigned int nlists;		/* READDIRs queued */
 	size_t deferred;		/* bytes of its requests in permits' queues */
 	struct reint_in *ri;
+	/*
+	 * A REINTEGRATE sent once @ri had all come, while the server still
+	 * works on it (its bodies' writeback, its copies): taken when @ri is
+	 * answered. Frames of a batch after it wait unread (held).
+	 */
+	struct lp_frame ri_next;
+	uint8_t *ri_next_body;		/* ri_next's, owned; NULL: none */
+	bool held;			/* input held behind ri_next */
 	uint64_t requests;
 };
 
@@ -152,6 +184,9 @@ struct server {
 	struct session *sessions;
 	struct permit *permits;
 	struct lp_buf out;		/* the frames being made */
+	uint8_t *frame;			/* a spooled frame on its way out */
+	size_t frame_cap;
+	size_t out_max;			/* LENTO_TEST_OUT_MAX; 0: loop's */
 	void *zd;			/* DATA's ZSTD_DCtx (lp_zd_free) */
 	struct worker *wk;		/* bodies' syncs off the loop */
 	/* Descriptors of whole bodies held for their writeback, and how
@@ -159,6 +194,8 @@ struct server {
 	unsigned int body_fds, body_fds_max;
 	/* Sessions past their handshake, and how many may be. */
 	unsigned int clients, clients_max;
+	/* Identities the store may register (new clients), in all. */
+	unsigned int identities_max;
 	size_t dir_max;			/* LP_DIR_MAX; LENTO_TEST_DIR_MAX */
 	bool stopping;
 	bool test_body_enospc;		/* LENTO_TEST_BODY_ENOSPC */
@@ -183,6 +220,20 @@ static void sess_flush(struct session *s)
 	if (!b->len)
 		return;
 	err = lo_conn_send(s->conn, b->p, b->len);
+	b->len = 0;
+	if (err == -ENOBUFS)
+		sess_close(s, err, "it does not read what it is sent");
+}
+
+/* The same, ahead of the bulk output queued (whole frames: a PONG). */
+static void sess_flush_first(struct session *s)
+{
+	struct lp_buf *b = &s->srv->out;
+	int err;
+
+	if (!b->len)
+		return;
+	err = lo_conn_send_first(s->conn, b->p, b->len);
 	b->len = 0;
 	if (err == -ENOBUFS)
 		sess_close(s, err, "it does not read what it is sent");
@@ -637,55 +688,28 @@ out:
 	xattrs_free(&xa);
 }
 
+static int write_all(int fd, const void *p, size_t n);
+
 /*
- * A directory's entries, collected for READDIR_REPLY frames, with their
- * symlink targets and xattrs (the directory's own first).
+ * A directory's entries, collected for one READDIR_REPLY frame at a time
+ * with their symlink targets and xattrs (the directory's own first), the
+ * frames written to the listing's spool as they fill.
  */
 struct listing {
 	struct lp_dirent *e;
-	size_t n, cap;
-	size_t max;		/* entries a listing may have: LP_DIR_MAX */
+	size_t n, cap;		/* entries of the frame being filled */
+	size_t bytes;		/* about what they take on the wire */
+	uint64_t seen;		/* entries collected, in all */
 	struct xattrs xa;
 	struct store *st;
+	struct session *s;
+	struct lp_readdir_reply *m;
+	uint32_t tag;
+	int fd;			/* the spool */
+	uint64_t size;		/* bytes written to it */
 };
 
-static int collect_dirent(void *arg, const struct lento_dirent *de,
-			  const char *target, uint32_t target_len,
-			  bool xattrs)
-{
-	struct listing *l = arg;
-	struct lento_status st;
-	struct lp_dirent *e;
-	ssize_t at = 0;
-
-	/*
-	 * One more than a listing may have: no answer but EFBIG, so stop
-	 * here rather than hold the rest (472 bytes an entry, and their
-	 * xattrs: gigabytes for a directory past LP_DIR_MAX).
-	 */
-	if (l->n == l->max)
-		return -EFBIG;
-	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
-	if (!e)
-		return -ENOMEM;
-	l->e = e;
-	if (target && (at = keep_bytes(&l->xa, target, target_len)) < 0)
-		return -ENOMEM;
-	e = &l->e[l->n++];
-	memset(e, 0, sizeof(*e));
-	e->de = *de;
-	e->target = target ? (const char *)(uintptr_t)at : NULL;
-	e->target_len = target ? target_len : 0;
-	e->xattr = (const struct lp_xattr *)(uintptr_t)l->xa.nx;
-	if (!xattrs)
-		return 0;
-	/* Only objects that have some cost the query (an ACL, say). */
-	l->xa.count = &e->nxattr;
-	return store_getattr(l->st, &de->st.fid, &st, NULL, 0,
-			     collect_xattr, &l->xa);
-}
-
-/* The listing is whole: offsets become pointers. */
+/* The entries collected: offsets become pointers. */
 static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 {
 	xattrs_fix(&l->xa);
@@ -697,19 +721,250 @@ static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 			e->target = l->xa.bytes + (uintptr_t)e->target;
 		e->xattr = e->nxattr ? l->xa.x + (uintptr_t)e->xattr : NULL;
 	}
+	/* The directory's own come first, and go in the first frame only. */
 	m->dir_xattr = m->dir_nxattr ? l->xa.x : NULL;
 }
 
+/*
+ * The entries collected go to the spool as frames, and their callbacks
+ * are promised (the promises go with the listing: a BREAK of one of
+ * them comes after it). Then the next frame's entries are collected.
+ */
+static int listing_flush(struct listing *l)
+{
+	struct lp_buf *b = &l->s->srv->out;
+	size_t done = 0;
+	int err;
+
+	listing_fix(l, l->m);
+	do {
+		int k = lp_encode_readdir_reply(b, l->tag, l->m, l->e + done,
+						(uint32_t)(l->n - done));
+
+		if (k < 0) {
+			b->len = 0;
+			return k;
+		}
+		err = write_all(l->fd, b->p, b->len);
+		l->size += b->len;
+		b->len = 0;
+		if (err)
+			return err;
+		done += (size_t)k;
+		l->m->first += (uint32_t)k;
+	} while (done < l->n);
+	for (size_t i = 0; i < l->n && !l->s->closing; i++)
+		sess_promise(l->s, &l->e[i].de.st.fid);
+	if (l->s->closing)
+		return -ENOMEM;
+	l->n = 0;
+	l->bytes = 0;
+	l->xa.used = 0;
+	l->xa.nx = 0;
+	return 0;
+}
+
+static int collect_dirent(void *arg, const struct lento_dirent *de,
+			  const char *target, uint32_t target_len,
+			  bool xattrs)
+{
+	struct listing *l = arg;
+	struct lento_status st;
+	struct lp_dirent *e;
+	size_t used = l->xa.used, nx = l->xa.nx;
+	ssize_t at = 0;
+	int err = 0;
+
+	/* More than counted in the same snapshot: the store's damage. */
+	if (l->seen == l->m->total)
+		return -EIO;
+	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
+	if (!e)
+		return -ENOMEM;
+	l->e = e;
+	if (target && (at = keep_bytes(&l->xa, target, target_len)) < 0)
+		return -ENOMEM;
+	e = &l->e[l->n++];
+	l->seen++;
+	memset(e, 0, sizeof(*e));
+	e->de = *de;
+	e->target = target ? (const char *)(uintptr_t)at : NULL;
+	e->target_len = target ? target_len : 0;
+	e->xattr = (const struct lp_xattr *)(uintptr_t)l->xa.nx;
+	/* Only objects that have some cost the query (an ACL, say). */
+	if (xattrs) {
+		l->xa.count = &e->nxattr;
+		err = store_getattr(l->st, &de->st.fid, &st, NULL, 0,
+				    collect_xattr, &l->xa);
+		if (err)
+			return err;
+	}
+	/* name, status, target, xattrs: as put_dirent() puts them. */
+	l->bytes += 2 + strlen(de->name) + 90 + 8 * (size_t)LENTO_VV_MAX +
+		    (l->xa.used - used) + 2 + 2 + 6 * (l->xa.nx - nx);
+	return l->bytes >= LP_SPLIT_TARGET ? listing_flush(l) : 0;
+}
+
+/*
+ * Make the listing of READDIR @o into its spool: the directory's status
+ * and xattrs, how many entries it has (a directory of more than a
+ * listing may have is EFBIG before any is read), then the entries, frame
+ * by frame. All in this turn of the loop: the listing is one snapshot of
+ * the directory, and its promises are made with it. An error is its
+ * answer (nothing of it has gone yet).
+ */
+static int listing_make(struct session *s, struct list_out *o)
+{
+	struct server *srv = s->srv;
+	struct lp_readdir_reply m = { 0 };
+	struct listing l = { .st = srv->st, .s = s, .m = &m, .tag = o->tag,
+			     .fd = -1, .xa = { .count = &m.dir_nxattr } };
+	uint64_t total = 0;
+	int err;
+
+	err = store_getattr(srv->st, &o->fid, &m.dir, NULL, 0, collect_xattr,
+			    &l.xa);
+	if (!err)
+		err = store_readdir_count(srv->st, &o->fid, &total);
+	if (!err && total > srv->dir_max) {
+		sess_error(s, o->tag, -EFBIG, "readdir: more than %zu entries",
+			   srv->dir_max);
+		err = -EFBIG;
+		goto out;
+	}
+	if (!err)
+		err = l.fd = store_spool(srv->st);
+	if (err < 0) {
+		l.fd = -1;
+		sess_error(s, o->tag, err, "readdir: %s", strerror(-err));
+		goto out;
+	}
+	m.total = (uint32_t)total;
+	sess_promise(s, &o->fid);
+	err = s->closing ? -ENOMEM :
+	      store_readdir(srv->st, &o->fid, collect_dirent, &l);
+	/* The last frame; an empty directory's only one. */
+	if (!err && (l.n || !m.total))
+		err = listing_flush(&l);
+	if (!err && l.seen != total)
+		err = -EIO;	/* fewer than counted: the store's damage */
+	if (err) {
+		sess_error(s, o->tag, err, "readdir: %s", strerror(-err));
+		close(l.fd);
+		goto out;
+	}
+	o->fd = l.fd;
+	o->size = l.size;
+	o->off = 0;
+out:
+	free(l.e);
+	xattrs_free(&l.xa);
+	return err < 0 ? err : 0;
+}
+
+static void list_pop(struct session *s)
+{
+	struct list_out *o = s->lists;
+
+	s->lists = o->next;
+	if (!s->lists)
+		s->lists_tail = &s->lists;
+	s->nlists--;
+	if (o->fd >= 0)
+		close(o->fd);
+	free(o);
+}
+
+static int pread_all(int fd, void *p, size_t n, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t k = pread(fd, (char *)p + got, n - got,
+				  (off_t)(off + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (!k)
+			return -EIO;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * The next frame of the listing at the head of the queue (made first if
+ * its turn just came): false if there was none to send.
+ */
+static bool list_pump_one(struct session *s)
+{
+	struct server *srv = s->srv;
+	struct list_out *o = s->lists;
+	uint32_t len;
+	size_t n;
+	int err;
+
+	if (!o)
+		return false;
+	if (o->fd < 0 && listing_make(s, o)) {
+		list_pop(s);
+		return true;
+	}
+	if (srv->frame_cap < LP_HDR_SIZE) {
+		uint8_t *p = realloc(srv->frame, LP_HDR_SIZE);
+
+		if (!p) {
+			sess_close(s, -ENOMEM, "out of memory for a listing");
+			return false;
+		}
+		srv->frame = p;
+		srv->frame_cap = LP_HDR_SIZE;
+	}
+	err = pread_all(o->fd, srv->frame, LP_HDR_SIZE, o->off);
+	len = (uint32_t)srv->frame[0] | (uint32_t)srv->frame[1] << 8 |
+	      (uint32_t)srv->frame[2] << 16 | (uint32_t)srv->frame[3] << 24;
+	n = LP_HDR_SIZE + (size_t)len;
+	if (!err && (len > LP_FRAME_MAX || o->off + n > o->size))
+		err = -EIO;	/* not what we wrote */
+	if (!err && n > srv->frame_cap) {
+		uint8_t *p = realloc(srv->frame, n);
+
+		if (!p)
+			err = -ENOMEM;
+		else {
+			srv->frame = p;
+			srv->frame_cap = n;
+		}
+	}
+	if (!err)
+		err = pread_all(o->fd, srv->frame + LP_HDR_SIZE, len,
+				o->off + LP_HDR_SIZE);
+	if (err) {
+		/* The listing is under way: all we can do. */
+		sess_close(s, err, "reading a listing back from its spool: %s",
+			   strerror(-err));
+		return false;
+	}
+	err = lo_conn_send(s->conn, srv->frame, n);
+	if (err) {
+		sess_close(s, err, "it does not read what it is sent");
+		return false;
+	}
+	o->off += n;
+	if (o->off == o->size)
+		list_pop(s);
+	return true;
+}
+
+static void out_pump(struct session *s);
+
 static void do_readdir(struct session *s, const struct lp_frame *f)
 {
-	struct lp_readdir_reply m = { 0 };
-	struct listing l = { .st = s->srv->st, .max = s->srv->dir_max,
-			     .xa = { .count = &m.dir_nxattr } };
+	struct list_out *o;
 	struct lento_fid fid;
 	const char *why;
-	uint32_t done = 0;
-	size_t i;
-	int err;
 
 	if (lp_decode_fid(f, &fid, &why)) {
 		sess_close(s, -EBADMSG, "READDIR: %s", why);
@@ -717,42 +972,23 @@ static void do_readdir(struct session *s, const struct lp_frame *f)
 	}
 	if (read_waits(s, fid.volume, f))
 		return;
-	err = store_getattr(s->srv->st, &fid, &m.dir, NULL, 0,
-			    collect_xattr, &l.xa);
-	if (!err)
-		err = store_readdir(s->srv->st, &fid, collect_dirent, &l);
-	if (err == -EFBIG) {
-		sess_error(s, f->tag, err, "readdir: more than %zu entries",
-			   l.max);
-		goto out;
+	if (s->nlists >= FETCH_QUEUED_MAX) {
+		sess_close(s, -ENOBUFS, "%u READDIRs unanswered: it does not "
+			   "read what it is sent", s->nlists);
+		return;
 	}
-	if (err) {
-		sess_error(s, f->tag, err, "readdir: %s", strerror(-err));
-		goto out;
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		sess_error(s, f->tag, -ENOMEM, "out of memory");
+		return;
 	}
-	listing_fix(&l, &m);
-	m.total = l.n;
-	sess_promise(s, &fid);
-	for (i = 0; i < l.n; i++)
-		sess_promise(s, &l.e[i].de.st.fid);
-	do {
-		int k;
-
-		m.first = done;
-		k = lp_encode_readdir_reply(&s->srv->out, f->tag, &m,
-					    l.e + done, l.n - done);
-		if (k < 0) {
-			s->srv->out.len = 0;
-			sess_close(s, k, "cannot encode a listing of %zu entries",
-				   l.n);
-			goto out;
-		}
-		done += k;
-		sess_flush(s);
-	} while (done < l.n);
-out:
-	free(l.e);
-	xattrs_free(&l.xa);
+	o->tag = f->tag;
+	o->fid = fid;
+	o->fd = -1;
+	*s->lists_tail = o;
+	s->lists_tail = &o->next;
+	s->nlists++;
+	out_pump(s);
 }
 
 /* ---------------------------------------------------- FETCH: streaming */
@@ -802,18 +1038,32 @@ static int fetch_open(struct session *s, struct fetch_out *o)
 	return 0;
 }
 
-/* Queue DATA frames of the FETCHes in order while the output is short. */
-static void fetch_pump(struct session *s)
+/*
+ * Queue frames of the listings and DATA of the FETCHes, each in order,
+ * the two by turns, while the output is short.
+ */
+static void out_pump(struct session *s)
 {
 	static uint8_t chunk[LP_CHUNK_MAX];
 
-	while (s->fetch && lo_conn_queued(s->conn) < FETCH_QUEUE_LOW &&
-	       !s->closing) {
+	while ((s->fetch || s->lists) &&
+	       lo_conn_queued(s->conn) < FETCH_QUEUE_LOW && !s->closing) {
 		struct fetch_out *o = s->fetch;
 		struct lp_data d = { 0 };
 		size_t want;
 		ssize_t n = 0;
 
+		bool sent = list_pump_one(s);
+
+		if (s->closing)
+			return;
+		if (!o) {
+			if (!sent)
+				break;
+			continue;
+		}
+		if (lo_conn_queued(s->conn) >= FETCH_QUEUE_LOW)
+			break;
 		if (!o->opened && fetch_open(s, o)) {
 			fetch_pop(s);
 			continue;
@@ -891,7 +1141,7 @@ static void do_fetch(struct session *s, const struct lp_frame *f)
 	*s->fetch_tail = o;
 	s->fetch_tail = &o->next;
 	s->nfetch++;
-	fetch_pump(s);
+	out_pump(s);
 }
 
 /* ------------------------------------------------------------ volumes */
@@ -1298,6 +1548,208 @@ static void bodies_complete(struct session *s, struct reint_in *ri)
 		reint_ready(s);
 }
 
+/*
+ * A SETATTR that changes a file's size copies the file's first bytes
+ * into its new content: seconds for a big file. The copies are made on
+ * the worker before the apply, which takes them (store_reintegrate_with)
+ * within its one transaction, as it would have made them; the batch is
+ * answered after, in its turn. What they are made from is predicted from
+ * the batch's records and the store: the content each file has when its
+ * record comes (a body of the batch, an earlier copy, the one
+ * committed). A copy the apply does not meet is removed; a size change
+ * not predicted is made by the apply itself.
+ */
+struct resize_job {
+	struct wk_job wk;
+	struct server *srv;
+	struct reint_in *ri;		/* NULL once the batch is gone */
+	struct store_resize *rz;	/* the batch's, or ours once it went */
+	uint32_t n;
+};
+
+static void resizes_end(struct server *srv, struct store_resize *rz,
+			uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		store_resize_end(srv->st, &rz[i]);
+	free(rz);
+}
+
+/* The batch goes: its copies with it, or with their job when it ends. */
+static void resizes_drop(struct reint_in *ri)
+{
+	if (ri->rjob) {
+		ri->rjob->ri = NULL;	/* the job ends them */
+		ri->rjob = NULL;
+	} else {
+		resizes_end(ri->s->srv, ri->rz, ri->nrz);
+	}
+	ri->rz = NULL;
+	ri->nrz = 0;
+}
+
+static void resize_run(struct wk_job *wk)
+{
+	struct resize_job *j = (struct resize_job *)wk;
+
+	for (uint32_t i = 0; i < j->n; i++)
+		if (store_resize_copy(j->srv->st, &j->rz[i]))
+			break;
+}
+
+static void reint_ready(struct session *s);
+
+static void resize_done(struct wk_job *wk, bool ran)
+{
+	struct resize_job *j = (struct resize_job *)wk;
+	struct reint_in *ri = j->ri;
+
+	if (!ri) {
+		resizes_end(j->srv, j->rz, j->n);
+		free(j);
+		return;
+	}
+	ri->rjob = NULL;
+	for (uint32_t i = 0; ran && i < j->n; i++)
+		if (j->rz[i].err && !ri->sync_err)
+			ri->sync_err = j->rz[i].err;
+	free(j);
+	if (ran && !ri->s->srv->stopping)
+		reint_ready(ri->s);
+}
+
+/* What a file's content is, record by record of the batch. */
+struct content {
+	struct lento_fid fid;
+	bool has;
+	struct lento_storeid sid;
+	uint64_t size;
+	int copy;		/* the copy made ready that it is, or -1 */
+	const char *path;	/* else the batch's body that it is, or NULL */
+	bool unknown;		/* made by the apply: not a source here */
+};
+
+static struct content *content_of(struct server *srv, struct content **cs,
+				  size_t *n, size_t *cap,
+				  const struct lento_fid *fid)
+{
+	struct content *c;
+
+	for (size_t i = 0; i < *n; i++)
+		if (lento_fid_eq(&(*cs)[i].fid, fid))
+			return &(*cs)[i];
+	c = grow(*cs, cap, *n, 1, sizeof(**cs));
+	if (!c)
+		return NULL;
+	*cs = c;
+	c = &c[(*n)++];
+	memset(c, 0, sizeof(*c));
+	c->fid = *fid;
+	c->copy = -1;
+	/* Not there (yet): made by the batch, or an error of the apply's. */
+	if (store_content(srv->st, fid, &c->has, &c->sid, &c->size, NULL))
+		c->unknown = true;
+	return c;
+}
+
+/*
+ * The copies @ri's size changes need, begun in DIR/tmp and handed to the
+ * worker: true if there is a job to wait for. Whatever fails here (no
+ * memory, a file) is left to the apply, which makes the copy itself.
+ */
+static bool resizes_start(struct session *s, struct reint_in *ri)
+{
+	struct server *srv = s->srv;
+	struct content *cs = NULL, *c;
+	size_t ncs = 0, capcs = 0, caprz = 0;
+	struct resize_job *j;
+	uint32_t i;
+
+	for (i = 0; i < ri->n; i++) {
+		const struct lento_rec *r = &ri->recs[i];
+		struct lento_storeid sid = { s->client, r->recno };
+		struct store_resize *z;
+		int in = -1;
+
+		if (!(r->op == LENTO_OP_STORE ||
+		      (r->op == LENTO_OP_CREATE && r->type == LENTO_T_REG) ||
+		      (r->op == LENTO_OP_SETATTR &&
+		       r->attr.valid & LENTO_A_SIZE)))
+			continue;
+		c = content_of(srv, &cs, &ncs, &capcs, &r->obj);
+		if (!c)
+			break;
+		if (r->op != LENTO_OP_SETATTR) {	/* STORE, CREATE */
+			uint64_t size = r->op == LENTO_OP_STORE &&
+					r->attr.valid & LENTO_A_SIZE ?
+					r->attr.size : 0;
+
+			*c = (struct content){ .fid = r->obj, .has = size > 0,
+					       .sid = sid, .size = size,
+					       .copy = -1,
+					       .path = size ? ri->paths[i] :
+							      NULL };
+			continue;
+		}
+		if (c->unknown || r->attr.size == c->size)
+			continue;	/* the apply's to judge */
+		if (!r->attr.size || !c->has) {	/* no copy: cheap */
+			c->has = r->attr.size > 0;
+			c->sid = sid;
+			c->size = r->attr.size;
+			c->copy = -1;
+			c->path = NULL;
+			c->unknown = c->has;
+			continue;
+		}
+		z = grow(ri->rz, &caprz, ri->nrz, 1, sizeof(*ri->rz));
+		if (!z)
+			break;
+		ri->rz = z;
+		if (c->copy >= 0)
+			in = dup(ri->rz[c->copy].out);
+		else if (c->path)
+			in = open(c->path, O_RDONLY | O_CLOEXEC);
+		else if (store_content(srv->st, &r->obj, &(bool){ 0 },
+				       &(struct lento_storeid){ 0 },
+				       &(uint64_t){ 0 }, &in))
+			in = -1;
+		z = &ri->rz[ri->nrz];
+		*z = (struct store_resize){
+			.fid = r->obj, .sid = sid, .src_has = true,
+			.src = c->sid, .len = c->size < r->attr.size ?
+			c->size : r->attr.size, .size = r->attr.size,
+			.in = in, .out = -1,
+		};
+		if (in < 0 || store_resize_begin(srv->st, z)) {
+			if (in >= 0)
+				close(in);
+			break;
+		}
+		c->sid = sid;
+		c->size = r->attr.size;
+		c->copy = (int)ri->nrz++;
+		c->path = NULL;
+	}
+	free(cs);
+	if (!ri->nrz)
+		return false;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		resizes_drop(ri);
+		return false;
+	}
+	j->srv = srv;
+	j->ri = ri;
+	j->rz = ri->rz;
+	j->n = ri->nrz;
+	j->wk.run = resize_run;
+	j->wk.done = resize_done;
+	ri->rjob = j;
+	wk_submit(srv->wk, &j->wk);
+	return true;
+}
+
 static void reint_free(struct reint_in *ri)
 {
 	uint32_t i;
@@ -1310,6 +1762,7 @@ static void reint_free(struct reint_in *ri)
 		body_fd_close(ri->s->srv, ri->whole[i]);
 	for (struct body_wait *j = ri->waiting; j; j = j->next)
 		j->ri = NULL;
+	resizes_drop(ri);
 	for (i = 0; i < ri->n; i++) {
 		free(ri->data[i]);
 		/*
@@ -1444,6 +1897,30 @@ static void reint_reply(struct session *s, struct reint_in *ri,
 	free(v);
 }
 
+static void do_reintegrate(struct session *s, const struct lp_frame *f);
+
+/*
+ * The batch of @s was answered (or refused): the one queued behind it
+ * is taken now, and the frames held behind that are read again.
+ */
+static void reint_next(struct session *s)
+{
+	struct lp_frame f = s->ri_next;
+	uint8_t *body = s->ri_next_body;
+
+	if (s->ri || s->closing)
+		return;
+	if (body) {
+		s->ri_next_body = NULL;
+		do_reintegrate(s, &f);
+		free(body);
+	}
+	if (s->held && !s->ri_next_body && !s->closing) {
+		s->held = false;
+		lo_conn_release(s->conn);
+	}
+}
+
 static void reint_apply(struct session *s)
 {
 	struct reint_in *ri = s->ri;
@@ -1457,10 +1934,11 @@ static void reint_apply(struct session *s)
 		refuse_permit(s, ri->tag, ri->volume,
 			      "the permit's lease ran out");
 		reint_free(ri);
+		reint_next(s);
 		return;
 	}
-	store_reintegrate(s->srv->st, ri->volume, s->client, ri->recs, ri->n,
-			  ri->bodies, &res);
+	store_reintegrate_with(s->srv->st, ri->volume, s->client, ri->recs,
+			       ri->n, ri->bodies, ri->rz, ri->nrz, &res);
 	reint_reply(s, ri, &res);
 	/*
 	 * The store renamed the bodies it took into bodies/; the rest (a
@@ -1470,6 +1948,7 @@ static void reint_apply(struct session *s)
 	 * body has taken a name the store let go meanwhile.
 	 */
 	reint_free(ri);
+	reint_next(s);
 }
 
 /* The next STORE whose body comes, from @from on; ri->n if none. */
@@ -1596,7 +2075,13 @@ static void reint_ready(struct session *s)
 		sess_error(s, ri->tag, err, "writing a body out: %s",
 			   strerror(-err));
 		reint_free(ri);
+		reint_next(s);
 		return;
+	}
+	if (!ri->planned) {
+		ri->planned = true;
+		if (resizes_start(s, ri))
+			return;		/* resize_done() comes back here */
 	}
 	reint_apply(s);
 }
@@ -1634,9 +2119,26 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 		sess_close(s, -EBADMSG, "REINTEGRATE: %s", why);
 		return;
 	}
-	if (s->ri) {
+	if ((s->ri && !s->ri->complete) || s->discard) {
 		sess_close(s, -EBADMSG,
 			   "REINTEGRATE: another batch is being sent");
+		return;
+	}
+	/*
+	 * The batch before it came whole and the server works on it: this
+	 * one is judged once that one is answered (its records may follow
+	 * that one's).
+	 */
+	if (s->ri) {
+		s->ri_next_body = malloc(f->len ? f->len : 1);
+		if (!s->ri_next_body) {
+			s->discard = m.more;
+			sess_error(s, f->tag, -ENOMEM, "out of memory");
+			return;
+		}
+		memcpy(s->ri_next_body, f->body, f->len);
+		s->ri_next = *f;
+		s->ri_next.body = s->ri_next_body;
 		return;
 	}
 	if (m.client != s->client) {
@@ -1711,8 +2213,10 @@ static void do_reintegrate(struct session *s, const struct lp_frame *f)
 		return;
 	}
 	s->ri = ri;
-	if (!m.stores)
-		reint_apply(s);
+	if (!m.stores) {	/* whole: applied once its copies are made */
+		ri->complete = true;
+		reint_ready(s);
+	}
 }
 
 /* ------------------------------------------------------------ sessions */
@@ -1765,7 +2269,27 @@ static void do_hello(struct session *s, const struct lp_frame *f)
 			return;
 		}
 	} else {
-		err = store_client_register(srv->st, m.uuid, &m.client);
+		/*
+		 * An identity is a row kept for good (its id is in the fids
+		 * it minted): a HELLO may make one, and the store holds
+		 * only so many, so that connections with ever new uuids do
+		 * not grow it without end. A known uuid still gets its id.
+		 */
+		err = store_client_register_max(srv->st, m.uuid,
+						srv->identities_max,
+						&m.client);
+		if (err == -EDQUOT) {
+			sess_error(s, f->tag, err, "the server registers at "
+				   "most %u clients, and has",
+				   srv->identities_max);
+			sess_close(s, 0, "no new client identity: %u "
+				   "registered already", srv->identities_max);
+			log_warn("refused a new client from %s: %u client "
+				 "identities registered, the most "
+				 "(--max-identities)", lo_conn_peer(s->conn),
+				 srv->identities_max);
+			return;
+		}
 	}
 	if (err) {
 		sess_error(s, f->tag, err, "client identity: %s",
@@ -1839,9 +2363,10 @@ static void handle_frame(struct session *s, const struct lp_frame *f)
 				sess_close(s, -EBADMSG, "PING: %s", why);
 				return;
 			}
+			/* At once: ahead of listings and bodies queued. */
 			if (!lp_encode_ping(&s->srv->out, LP_PONG, f->tag,
 					    nonce))
-				sess_flush(s);
+				sess_flush_first(s);
 			return;
 		}
 		if (f->type == LP_HELLO) {
@@ -1885,6 +2410,16 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 		}
 		if (!n)
 			break;
+		/*
+		 * A batch waits behind the one the server works on: what
+		 * comes of it, or of a batch after it, waits in the socket.
+		 */
+		if (s->ri_next_body && (f.type == LP_REINTEGRATE ||
+					f.type == LP_DATA)) {
+			s->held = true;
+			lo_conn_hold(c);
+			break;
+		}
 		handle_frame(s, &f);
 		off += n;
 		if (s->closing)	/* by a handler: the rest is not read */
@@ -1901,8 +2436,8 @@ static void sess_sent(struct lo_conn *c)
 {
 	struct session *s = lo_conn_ctx(c);
 
-	if (s->fetch)
-		fetch_pump(s);
+	if (s->fetch || s->lists)
+		out_pump(s);
 }
 
 static void session_free(struct session *s)
@@ -1920,7 +2455,10 @@ static void session_free(struct session *s)
 		s->next->prev = s->prev;
 	while (s->fetch)
 		fetch_pop(s);
+	while (s->lists)
+		list_pop(s);
 	reint_free(s->ri);
+	free(s->ri_next_body);
 	fidset_free(&s->cbs);
 	free(s->vols);
 	free(s);
@@ -1972,12 +2510,14 @@ static int accept_client(struct lo_listener *l, struct lo_conn *c, void *arg)
 	s->conn = c;
 	s->heard_ms = s->since_ms = lo_now_ms();
 	s->fetch_tail = &s->fetch;
+	s->lists_tail = &s->lists;
 	fidset_init(&s->cbs);
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;
 	srv->sessions = s;
 	lo_conn_set_max_in(c, LP_HDR_SIZE + LP_FRAME_MAX);
+	lo_conn_set_max_out(c, srv->out_max);
 	lo_conn_set(c, &sess_ops, s);
 	return 0;
 }
@@ -2013,6 +2553,14 @@ static void tick(struct lo_loop *loop, void *arg)
 	 */
 	stalled = srv->ticked_ms && now - srv->ticked_ms > STALL_MS ?
 		  now - srv->ticked_ms : 0;
+	for (s = srv->sessions; s; s = s->next) {
+		/* Its frames wait for us, not it for us: not silent. */
+		if (stalled || s->held)
+			s->heard_ms = now;
+		/* A batch that came whole waits for the server's work. */
+		if (s->ri && s->ri->complete && !s->closing)
+			holder_alive(s, s->ri->volume);
+	}
 	for (p = srv->permits; p; p = p->next) {
 		struct deferred **dp, *d;
 
@@ -2036,9 +2584,6 @@ static void tick(struct lo_loop *loop, void *arg)
 		}
 		p->tail = dp;
 	}
-	if (stalled)
-		for (s = srv->sessions; s; s = s->next)
-			s->heard_ms = now;
 	srv->ticked_ms = now;
 	for (s = srv->sessions; s; s = next) {
 		next = s->next;
@@ -2212,15 +2757,20 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 	uint64_t now = lo_now_ms();
 	struct session *s;
 	struct permit *p;
+	uint64_t identities = 0;
 	int i;
 
 	(void)argc;
 	(void)argv;
+	/* A store that cannot count says 0: status is for people. */
+	(void)store_client_count(srv->st, &identities);
 	if (!ctl_json(r)) {
 		jw_printf(w, "lento server, store %s, epoch %" PRIu64 "\n",
 			  srv->opt->store, srv->epoch);
 		for (i = 0; i < srv->nlistening; i++)
 			jw_printf(w, "listening on %s\n", srv->listening[i]);
+		jw_printf(w, "client identities: %" PRIu64 " of at most %u\n",
+			  identities, srv->identities_max);
 		jw_printf(w, "clients (%u of at most %u):\n", srv->clients,
 			  srv->clients_max);
 		for (s = srv->sessions; s; s = s->next)
@@ -2253,6 +2803,10 @@ static int cmd_status(struct ctl_req *r, void *ctx, int argc, char **argv)
 	jw_arr_end(w);
 	jw_key(w, "clients_max");
 	jw_uint(w, srv->clients_max);
+	jw_key(w, "identities");
+	jw_uint(w, identities);
+	jw_key(w, "identities_max");
+	jw_uint(w, srv->identities_max);
 	jw_key(w, "clients");
 	jw_arr_begin(w);
 	for (s = srv->sessions; s; s = s->next) {
@@ -2310,12 +2864,23 @@ static const struct ctl_cmd server_cmds[] = {
  * place and before its COMMIT, so a test can kill the server there. The
  * whole server waits (the store is used from the loop): a test hook only.
  */
+struct test_delays {
+	unsigned int commit_ms, resize_ms;
+};
+
 static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 {
-	unsigned int ms = *(unsigned int *)arg;
+	const struct test_delays *t = arg;
+	unsigned int ms = t->commit_ms;
 
 	(void)db;
-	if (where != STORE_FAULT_COMMIT)
+	if (where == STORE_FAULT_RESIZE && t->resize_ms) {
+		log_warn("LENTO_TEST_DELAY_RESIZE_MS: a size change's copy "
+			 "waits %u ms", t->resize_ms);
+		usleep(t->resize_ms * 1000u);
+		return 0;
+	}
+	if (where != STORE_FAULT_COMMIT || !ms)
 		return 0;
 	log_warn("LENTO_TEST_DELAY_COMMIT_MS: holding a batch %u ms before "
 		 "its COMMIT", ms);
@@ -2325,7 +2890,7 @@ static int delay_commit(void *arg, enum store_fault where, struct sqlite3 *db)
 
 static void test_hooks(struct server *srv)
 {
-	static unsigned int ms;
+	static struct test_delays t;
 	const char *v = getenv("LENTO_TEST_DIR_MAX");
 
 	/* Listings of more entries refused: a test's LP_DIR_MAX. */
@@ -2335,17 +2900,24 @@ static void test_hooks(struct server *srv)
 	else
 		log_warn("LENTO_TEST_DIR_MAX: listings of more than %zu "
 			 "entries are refused", srv->dir_max);
+	/* A session's output bound lower than the loop's 256 MiB. */
+	v = getenv("LENTO_TEST_OUT_MAX");
+	srv->out_max = v && *v ? strtoul(v, NULL, 10) : 0;
+	if (srv->out_max)
+		log_warn("LENTO_TEST_OUT_MAX: a client may have %zu bytes "
+			 "queued to it", srv->out_max);
 	v = getenv("LENTO_TEST_BODY_ENOSPC");
 	/* Every body refused as if the store's disk were full. */
 	srv->test_body_enospc = v && *v && strcmp(v, "0");
 	if (srv->test_body_enospc)
 		log_warn("LENTO_TEST_BODY_ENOSPC: every body is refused");
 	v = getenv("LENTO_TEST_DELAY_COMMIT_MS");
-	if (!v || !*v)
-		return;
-	ms = (unsigned int)strtoul(v, NULL, 10);
-	if (ms)
-		store_set_fault(srv->st, delay_commit, &ms);
+	t.commit_ms = v && *v ? (unsigned int)strtoul(v, NULL, 10) : 0;
+	/* A size change's copy that takes that long: a big file's. */
+	v = getenv("LENTO_TEST_DELAY_RESIZE_MS");
+	t.resize_ms = v && *v ? (unsigned int)strtoul(v, NULL, 10) : 0;
+	if (t.commit_ms || t.resize_ms)
+		store_set_fault(srv->st, delay_commit, &t);
 }
 
 static int server_listen(struct server *srv)
@@ -2398,6 +2970,7 @@ static void server_free(struct server *srv)
 	lo_loop_free(srv->loop);	/* the sessions go with it */
 	store_close(srv->st);
 	lp_buf_free(&srv->out);
+	free(srv->frame);
 	lp_zd_free(&srv->zd);
 }
 
@@ -2416,6 +2989,8 @@ int server_main(const struct server_opts *o)
 	srv.clients_max = o->clients_max ? o->clients_max : SERVER_CLIENTS_MAX;
 	if (o->fds && srv.clients_max > o->fds / 4)
 		srv.clients_max = o->fds / 4 ? o->fds / 4 : 1;
+	srv.identities_max = o->identities_max ? o->identities_max :
+			     SERVER_IDENTITIES_MAX;
 	srv.gone_ms = 3 * srv.heartbeat_ms;
 	e = store_open(o->store, &srv.st, err, sizeof(err));
 	if (e) {

@@ -12,6 +12,8 @@
 #define SERVER_LISTEN_MAX	8
 #define SERVER_LEASE_MS		30000	/* a write-back permit's lease */
 #define SERVER_CLIENTS_MAX	1024	/* clients served at once */
+/* Client identities the store registers, ever (ids are never reused). */
+#define SERVER_IDENTITIES_MAX	65536
 
 struct server_opts {
 	const char *store;		/* the store directory */
@@ -22,6 +24,7 @@ struct server_opts {
 	uint32_t heartbeat_ms;		/* 0: LP_PING_MS */
 	unsigned int fds;		/* descriptors it may open (0: 1024) */
 	unsigned int clients_max;	/* 0: SERVER_CLIENTS_MAX */
+	unsigned int identities_max;	/* 0: SERVER_IDENTITIES_MAX */
 };
 
 /* Runs until SIGTERM or SIGINT; returns the process's exit status. */

@@ -100,8 +100,8 @@ enum q {
 	Q_ENT_PARENT,
 	Q_XATTR_LEN, Q_XATTR_COUNT, Q_XATTR_SET, Q_XATTR_DEL, Q_XATTR_LIST,
 	Q_CLIENT_GET, Q_CLIENT_SET,
-	Q_READDIR, Q_BODIES,
-	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT,
+	Q_READDIR, Q_READDIR_COUNT, Q_BODIES,
+	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT, Q_IDENT_COUNT,
 	Q_N
 };
 
@@ -169,12 +169,15 @@ static const char *const sql[Q_N] = {
 		"o.vol = e.vol AND o.client = e.cclient AND o.seq = e.cseq "
 		"WHERE e.vol = ?1 AND e.dclient = ?2 AND e.dseq = ?3 "
 		"ORDER BY e.name",
+	[Q_READDIR_COUNT] = "SELECT COUNT(*) FROM entries WHERE vol = ?1 AND "
+		"dclient = ?2 AND dseq = ?3",
 	[Q_BODIES] = "SELECT vol, client, seq, body_client, body_seq FROM "
 		"objects WHERE body_client IS NOT NULL",
 	[Q_IDENT_BY_UUID] = "SELECT id FROM identities WHERE uuid = ?1",
 	[Q_IDENT_BY_ID] = "SELECT uuid FROM identities WHERE id = ?1",
 	[Q_IDENT_INSERT] = "INSERT INTO identities (uuid, created_ns) "
 		"VALUES (?1, ?2)",
+	[Q_IDENT_COUNT] = "SELECT COUNT(*) FROM identities",
 };
 
 static const char schema[] =
@@ -1548,6 +1551,42 @@ int store_readdir(struct store *s, const struct lento_fid *dir,
 	return r;
 }
 
+int store_readdir_count(struct store *s, const struct lento_fid *dir,
+			uint64_t *n)
+{
+	sqlite3_stmt *st = s->q[Q_READDIR_COUNT];
+	struct obj d;
+	int r;
+
+	USABLE(s);
+	r = obj_get(s, dir, &d);
+	if (r)
+		return r;
+	if (d.type != LENTO_T_DIR)
+		return -ENOTDIR;
+	bind_fid(st, 1, dir);
+	r = row(s, st);
+	*n = r == 1 ? col_u64(st, 0) : 0;
+	sqlite3_reset(st);
+	return r < 0 ? r : 0;
+}
+
+int store_spool(struct store *s)
+{
+	char path[4096];
+	int fd;
+
+	USABLE(s);
+	fd = openat(s->tmpfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+		return fd < 0 ? -errno : fd;
+	/* No O_TMPFILE here: a name, gone at once. */
+	fd = store_body_tmp(s, path, sizeof(path));
+	if (fd >= 0)
+		unlink(path);
+	return fd;
+}
+
 int store_body_open(struct store *s, const struct lento_fid *fid,
 		    const struct lento_vv *expect, int *fd, uint64_t *size,
 		    struct lento_vv *vv)
@@ -1668,6 +1707,8 @@ struct batch {
 	size_t npend, pcap;
 	struct doom *doom;
 	size_t ndoom, dcap;
+	struct store_resize *rz;	/* copies made ready (or NULL) */
+	size_t nrz;
 	struct store_result *res;
 };
 
@@ -1960,14 +2001,59 @@ static int copy_data(int in, int out, uint64_t len)
  * of ours in tmp/ named after the new version (made durable with the
  * batch's other bodies, place_bodies()).
  */
+static bool sid_eq(const struct lento_storeid *a,
+		   const struct lento_storeid *b)
+{
+	return a->client == b->client && a->seq == b->seq;
+}
+
+/* A copy made ready for this size change of @o, if there is one. */
+static struct store_resize *ready_resize(struct batch *b,
+					 const struct obj *o,
+					 const struct lento_storeid *sid,
+					 uint64_t size)
+{
+	uint64_t len = o->size < size ? o->size : size;
+
+	for (size_t k = 0; k < b->nrz; k++) {
+		struct store_resize *r = &b->rz[k];
+
+		if (r->made && !r->taken && lento_fid_eq(&r->fid, &o->fid) &&
+		    sid_eq(&r->sid, sid) && r->src_has == o->has_body &&
+		    (!o->has_body || sid_eq(&r->src, &o->body)) &&
+		    r->len == len && r->size == size)
+			return r;
+	}
+	return NULL;
+}
+
 static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 {
 	struct store *s = b->s;
 	struct lento_storeid sid = { b->client, b->recs[b->i].recno };
 	char name[BODY_NAME_LEN + 3], bname[BODY_NAME_LEN + 1];
+	struct store_resize *ready = ready_resize(b, o, &sid, size);
 	int in = -1, out = -1, r = 0;
 	bool close_in = true;
 	struct pend *p;
+
+	if (ready) {		/* made off the loop: taken as it is */
+		p = add_pend(b, o);
+		if (!p)
+			return b->res->err;
+		p->own = strdup(ready->name);
+		if (!p->own) {
+			b->npend--;
+			return bfail(b, -ENOMEM, &o->fid, "out of memory");
+		}
+		ready->taken = true;
+		r = drop_body(b, o);
+		if (!r) {
+			o->has_body = true;
+			o->body = sid;
+		}
+		return r;
+	}
 
 	if (o->has_body && body_is_new(b, o)) {
 		struct pend *src = find_pend(b, (size_t)(o->body.seq -
@@ -2012,7 +2098,9 @@ static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 		r = bfail(b, -ENOMEM, &o->fid, "out of memory");
 		goto out;
 	}
-	if (in >= 0)
+	if (in >= 0 && s->fault)
+		r = s->fault(s->fault_arg, STORE_FAULT_RESIZE, NULL);
+	if (in >= 0 && !r)
 		r = copy_data(in, out, o->size < size ? o->size : size);
 	if (!r && ftruncate(out, (off_t)size))
 		r = -errno;
@@ -2124,6 +2212,19 @@ static int may_xattr(struct batch *b, const struct obj *o, const char *name)
 		if (r->uid)
 			return bfail(b, -EPERM, &o->fid, "trusted xattrs are "
 				     "root's");
+		return 0;
+	}
+	/*
+	 * A file capability grants privilege to whoever runs the file:
+	 * Linux lets only a caller with CAP_SETFCAP set or remove it,
+	 * owner or not. The server's privileged caller is uid 0, as for
+	 * trusted xattrs.
+	 */
+	if (!strcmp(name, "security.capability")) {
+		if (r->uid)
+			return bfail(b, -EPERM, &o->fid, "uid %" PRIu32 " may "
+				     "not set or remove security.capability: "
+				     "root's (CAP_SETFCAP)", r->uid);
 		return 0;
 	}
 	if (!strncmp(name, "security.", 9) ||
@@ -3284,9 +3385,90 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 		      const struct store_body *bodies,
 		      struct store_result *res)
 {
+	return store_reintegrate_with(s, volume, client, recs, n, bodies,
+				      NULL, 0, res);
+}
+
+int store_content(struct store *s, const struct lento_fid *fid, bool *has,
+		  struct lento_storeid *sid, uint64_t *size, int *fd)
+{
+	char name[BODY_NAME_LEN + 1];
+	struct obj o;
+	int r;
+
+	USABLE(s);
+	if (fd)
+		*fd = -1;
+	r = obj_get(s, fid, &o);
+	if (r)
+		return r;
+	if (o.type != LENTO_T_REG)
+		return -EINVAL;
+	*has = o.has_body;
+	*sid = o.body;
+	*size = o.size;
+	if (fd && o.has_body) {
+		body_name(name, &o.fid, &o.body);
+		*fd = openat(s->bodiesfd, name, O_RDONLY | O_CLOEXEC);
+		if (*fd < 0)
+			return errno == ENOENT ? -EIO : -errno;
+	}
+	return 0;
+}
+
+int store_resize_begin(struct store *s, struct store_resize *r)
+{
+	char bname[BODY_NAME_LEN + 1];
+
+	USABLE(s);
+	body_name(bname, &r->fid, &r->sid);
+	snprintf(r->name, sizeof(r->name), "t.%s", bname);
+	r->out = openat(s->tmpfd, r->name, O_RDWR | O_CREAT | O_TRUNC |
+			O_CLOEXEC, 0600);
+	if (r->out < 0) {
+		r->name[0] = '\0';
+		return -errno;
+	}
+	return 0;
+}
+
+int store_resize_copy(struct store *s, struct store_resize *r)
+{
+	int err = s->fault ? s->fault(s->fault_arg, STORE_FAULT_RESIZE,
+				      NULL) : 0;
+
+	if (!err && r->in >= 0)
+		err = copy_data(r->in, r->out, r->len);
+	if (!err && ftruncate(r->out, (off_t)r->size))
+		err = -errno;
+	if (!err && fdatasync(r->out))
+		err = -errno;
+	r->err = err;
+	r->made = !err;
+	return err;
+}
+
+void store_resize_end(struct store *s, struct store_resize *r)
+{
+	if (r->in >= 0)
+		close(r->in);
+	if (r->out >= 0)
+		close(r->out);
+	r->in = r->out = -1;
+	if (r->name[0] && !r->taken)
+		unlinkat(s->tmpfd, r->name, 0);
+	r->name[0] = '\0';
+}
+
+int store_reintegrate_with(struct store *s, uint32_t volume, uint32_t client,
+			   const struct lento_rec *recs, size_t n,
+			   const struct store_body *bodies,
+			   struct store_resize *rz, size_t nrz,
+			   struct store_result *res)
+{
 	struct batch b = {
 		.s = s, .vol = volume, .client = client, .recs = recs,
-		.bodies = bodies, .res = res,
+		.bodies = bodies, .rz = rz, .nrz = nrz, .res = res,
 	};
 	struct store_volume v;
 	uint64_t last = 0, usage;
@@ -3431,10 +3613,29 @@ fail:
 
 /* ----------------------------------------------------------- identities */
 
+int store_client_count(struct store *s, uint64_t *n)
+{
+	sqlite3_stmt *st = s->q[Q_IDENT_COUNT];
+	int r;
+
+	USABLE(s);
+	r = row(s, st);
+	*n = r == 1 ? col_u64(st, 0) : 0;
+	sqlite3_reset(st);
+	return r < 0 ? r : 0;
+}
+
 int store_client_register(struct store *s, const uint8_t uuid[16],
 			  uint32_t *id)
 {
+	return store_client_register_max(s, uuid, 0, id);
+}
+
+int store_client_register_max(struct store *s, const uint8_t uuid[16],
+			      uint64_t max, uint32_t *id)
+{
 	sqlite3_stmt *st = s->q[Q_IDENT_BY_UUID];
+	uint64_t n;
 	int r;
 
 	USABLE(s);
@@ -3445,6 +3646,13 @@ int store_client_register(struct store *s, const uint8_t uuid[16],
 	sqlite3_reset(st);
 	if (r)
 		return r < 0 ? r : 0;
+	if (max) {
+		r = store_client_count(s, &n);
+		if (r)
+			return r;
+		if (n >= max)
+			return -EDQUOT;
+	}
 	st = s->q[Q_IDENT_INSERT];
 	sqlite3_bind_blob(st, 1, uuid, 16, SQLITE_STATIC);
 	bind_u64(st, 2, (uint64_t)now_ns());

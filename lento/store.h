@@ -166,6 +166,17 @@ typedef int (*store_dirent_fn)(void *arg, const struct lento_dirent *de,
 int store_readdir(struct store *s, const struct lento_fid *dir,
 		  store_dirent_fn fn, void *arg);
 
+/* How many entries directory @dir has (as store_readdir() lists them). */
+int store_readdir_count(struct store *s, const struct lento_fid *dir,
+			uint64_t *n);
+
+/*
+ * A temporary file without a name in DIR/tmp (O_RDWR; gone when closed,
+ * and at a crash): room on disk for what the server would otherwise hold
+ * in memory, a listing on its way out. The caller closes it.
+ */
+int store_spool(struct store *s);
+
 /*
  * Open regular file @fid's content for reading: *fd (the caller closes
  * it) and *size. If @expect is not NULL and the object's version is not
@@ -291,6 +302,57 @@ int store_reintegrate(struct store *s, uint32_t volume, uint32_t client,
 		      struct store_result *res);
 
 /*
+ * Size changes made ready off the loop. A SETATTR that changes a regular
+ * file's size makes its new content: the first @len bytes of the
+ * content it had (@src, a body; or none), then zeros up to @size. That
+ * copy may take seconds for a big file, so a server makes it before the
+ * apply, on another thread, and hands the apply what it made:
+ * store_reintegrate_with() takes a copy whose record, object and source
+ * are the ones it meets (anything else it makes itself, as
+ * store_reintegrate() does). The caller predicts them (its batch's
+ * records, store_content()); a wrong guess costs only the copy.
+ *
+ *   store_resize_begin(): its file in DIR/tmp (r->out); r->in is the
+ *     caller's: the source's content, opened for reading;
+ *   store_resize_copy(): the copy, made durable (fdatasync). Touches
+ *     only @r and its descriptors (and the store's fault hook): it may
+ *     run on another thread while the store is used;
+ *   store_resize_end(): descriptors closed, the file removed unless an
+ *     apply took it.
+ */
+struct store_resize {
+	struct lento_fid fid;
+	struct lento_storeid sid;	/* the new content's: {client, recno} */
+	bool src_has;			/* cut from a body */
+	struct lento_storeid src;	/* that body's */
+	uint64_t len;			/* bytes of it kept */
+	uint64_t size;			/* the new size */
+	int in, out;			/* -1: none, or closed */
+	char name[128];			/* its file in DIR/tmp */
+	int err;			/* store_resize_copy()'s */
+	bool made;			/* copied: an apply may take it */
+	bool taken;			/* an apply took it */
+};
+
+/*
+ * Regular file @fid's content now: whether it has a body, the body's
+ * StoreId, the file's size, and (@fd not NULL, a body) the body opened
+ * for reading (the caller closes it; -1 if none).
+ */
+int store_content(struct store *s, const struct lento_fid *fid, bool *has,
+		  struct lento_storeid *sid, uint64_t *size, int *fd);
+int store_resize_begin(struct store *s, struct store_resize *r);
+int store_resize_copy(struct store *s, struct store_resize *r);
+void store_resize_end(struct store *s, struct store_resize *r);
+
+/* store_reintegrate(), taking the @nrz copies of @rz it can use. */
+int store_reintegrate_with(struct store *s, uint32_t volume, uint32_t client,
+			   const struct lento_rec *recs, size_t n,
+			   const struct store_body *bodies,
+			   struct store_resize *rz, size_t nrz,
+			   struct store_result *res);
+
+/*
  * Before a batch's bodies come: would store_reintegrate() certainly refuse
  * it? So that a body bound to be refused is never written out (a STORE's
  * size is the client's word, up to 2^63 - 1). The verdict is in @res,
@@ -324,6 +386,15 @@ int store_reintegrate_check(struct store *s, uint32_t volume,
  */
 int store_client_register(struct store *s, const uint8_t uuid[16],
 			  uint32_t *id);
+/*
+ * The same, but a new identity only while the store has fewer than @max
+ * (0: no bound): -EDQUOT when it has that many. A known uuid always gets
+ * its id back.
+ */
+int store_client_register_max(struct store *s, const uint8_t uuid[16],
+			      uint64_t max, uint32_t *id);
+/* How many identities the store has registered. */
+int store_client_count(struct store *s, uint64_t *n);
 /* Is @id the client with @uuid? 0, -ENOENT (no such id), -EPERM (another). */
 int store_client_check(struct store *s, uint32_t id, const uint8_t uuid[16]);
 
@@ -340,6 +411,7 @@ enum store_fault {
 	STORE_FAULT_BODY_SYNC,	/* before bodies/ is fsynced */
 	STORE_FAULT_COMMIT,	/* bodies in place, before COMMIT */
 	STORE_FAULT_COMMITTED,	/* after COMMIT, before old bodies go */
+	STORE_FAULT_RESIZE,	/* before a size change's copy (db NULL) */
 };
 typedef int (*store_fault_fn)(void *arg, enum store_fault where,
 			      struct sqlite3 *db);

@@ -41,7 +41,7 @@ PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
 VALIDATE = 36
-OP_CREATE, OP_UNLINK, OP_STORE = 1, 6, 12
+OP_CREATE, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 6, 9, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
@@ -349,6 +349,42 @@ def case_clients_bounded(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_identities_bounded(srv):
+    """A server started with --max-identities 2 registers two new
+    clients and answers a third new uuid EDQUOT, closing the connection;
+    a known client still gets its id back, and a second HELLO on a
+    connection closes it without registering anything. The server of
+    before registered an identity for good for every new uuid sent."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-ids.")
+    small = Server(srv.lento, tmp, extra=["--max-identities", "2"])
+    try:
+        a, b = Conn(small.port), Conn(small.port)
+        aid, _, auuid = hello(a)
+        assert aid and hello(b)[0]
+        c = Conn(small.port)
+        cid, code, _ = hello(c)
+        assert cid is None and code == 122, (cid, code)   # EDQUOT
+        assert c.frame() is None
+        a.close()
+        a = Conn(small.port)
+        assert hello(a, aid, auuid)[0] == aid
+        # One identity per connection: a second HELLO closes it.
+        body = b"LENTO-LP" + struct.pack("<HHII", 3, 3, 0, 0) + \
+            os.urandom(16) + struct.pack("<I", 0)
+        a.send(HELLO, body)
+        assert a.frame() is None, "a second HELLO was answered"
+        st = json.loads(small.ctl("--json", "status"))
+        assert (st["identities"], st["identities_max"]) == (2, 2), st
+        b.close()
+        log = open(small.log).read()
+        assert "refused a new client from 127.0.0.1" in log, log[-1500:]
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_revoke_skips_closing_session(srv):
     """PERMIT_REVOKE goes to a session of the holder that can still
     hear it. Client X holds a permit on session A1 and has connected
@@ -456,6 +492,167 @@ def case_listing_over_limit_stops_early(srv):
         if small.p.poll() is None:
             small.p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def parse_listing(frames_):
+    """[(name, fid)] of a listing's READDIR_REPLY frames, checking that
+    they follow one another (first, total, MORE) as PROTOCOL.md says."""
+    out, total = [], None
+    for k, (t, f, _, b) in enumerate(frames_):
+        assert t == READDIR_REPLY, "frame %d: type %d" % (k, t)
+        off = 90 + 8 * b[77]                       # the directory's status
+        tot, first = struct.unpack_from("<II", b, off)
+        off += 8
+        nx, = struct.unpack_from("<H", b, off)
+        off += 2
+        for _ in range(nx):
+            n, = struct.unpack_from("<H", b, off)
+            off += 2 + n
+            n, = struct.unpack_from("<I", b, off)
+            off += 4 + n
+        count, = struct.unpack_from("<I", b, off)
+        off += 4
+        assert total is None or tot == total, (tot, total)
+        total = tot
+        assert first == len(out), (first, len(out))
+        for _ in range(count):
+            n, = struct.unpack_from("<H", b, off)
+            name = b[off + 2:off + 2 + n]
+            off += 2 + n
+            efid = b[off:off + 16]
+            off += 90 + 8 * b[off + 77]
+            n, = struct.unpack_from("<H", b, off)  # target
+            off += 2 + n
+            nx, = struct.unpack_from("<H", b, off)
+            off += 2
+            for _ in range(nx):
+                n, = struct.unpack_from("<H", b, off)
+                off += 2 + n
+                n, = struct.unpack_from("<I", b, off)
+                off += 4 + n
+            out.append((name, efid))
+        assert off == len(b), "frame %d: %d bytes after its entries" % (
+            k, len(b) - off)
+        assert bool(f & MORE) == (len(out) < total), (k, f, len(out), total)
+    assert len(out) == total, (len(out), total)
+    return out
+
+
+BIG_DIR = 90000         # entries of 230-byte names: a 32 MB listing
+BIG_OUT_MAX = 16 << 20  # the output bound of the server made for it
+
+
+def big_dir_server(srv):
+    """A server of its own whose sessions may queue BIG_OUT_MAX bytes
+    (LENTO_TEST_OUT_MAX) and a volume "big" whose root has BIG_DIR
+    entries: (server, tmp, conn, volume, {name: fid}). Kept for the
+    cases that use it."""
+    if getattr(big_dir_server, "made", None):
+        return big_dir_server.made
+    tmp = tempfile.mkdtemp(prefix="lento-wire-bigdir.")
+    # ASan keeps what is freed for a while: little, to see the growth.
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    big = Server(srv.lento, tmp, lease_ms=600000,
+                 env={"LENTO_TEST_OUT_MAX": str(BIG_OUT_MAX),
+                      "ASAN_OPTIONS": asan + (":" if asan else "") +
+                      "quarantine_size_mb=4"})
+    big.ctl("volume", "create", "big")
+    c = Conn(big.port, timeout=60)
+    cid, _, _ = hello(c)
+    vol, _ = volume(c, "big")
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    names, first = {}, 1
+    while first <= BIG_DIR:
+        k = min(8192, BIG_DIR - first + 1)
+        recs = b""
+        for r in range(first, first + k):
+            name = (b"%07d-" % r) + b"n" * 222
+            names[name] = fid(vol, cid, r)
+            recs += record(r, OP_CREATE, fid(vol), names[name], 1, 0x1,
+                           0o644, 0, name)
+        applied, code, _ = reintegrate(c, vol, cid, first, recs, k)
+        assert (applied, code) == (first + k - 1, 0), (applied, code)
+        first += k
+    big_dir_server.made = (big, tmp, c, vol, names)
+    return big_dir_server.made
+
+
+def big_dir_done():
+    made = getattr(big_dir_server, "made", None)
+    if not made:
+        return
+    big, tmp, c, _, _ = made
+    big_dir_server.made = None
+    try:
+        c.close()
+        big.stop()
+    finally:
+        if big.p.poll() is None:
+            big.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_listing(c, tag):
+    """The frames of the reply to READDIR @tag, and the other frames
+    that came meanwhile with the listing's bytes before each."""
+    listing, others, nbytes = [], [], 0
+    while True:
+        fr = c.frame()
+        assert fr is not None, "the server closed the connection"
+        if fr[2] != tag:
+            others.append((fr, nbytes))
+            continue
+        assert fr[0] == READDIR_REPLY, "ERROR %d" % error_code(fr)
+        listing.append(fr)
+        nbytes += 12 + len(fr[3])
+        if not fr[1] & MORE:
+            return listing, others, nbytes
+
+
+def case_listing_larger_than_output_bound(srv):
+    """A listing larger than what a session may have queued (here 32 MB
+    against a bound of 16 MiB, LENTO_TEST_OUT_MAX; 256 MiB, about 750,000
+    entries of long names, without it) is sent as the client reads it,
+    complete and in order: every name once, with its object, in frames
+    that follow one another. The server of before queued it whole, went
+    past the bound and closed the connection."""
+    big, tmp, c, vol, names = big_dir_server(srv)
+    rss = vm_kb(big.p.pid, "VmRSS")
+    tag = c.send(READDIR, fid(vol))
+    time.sleep(1)       # read late: the server waits for us, not queues
+    grew = vm_kb(big.p.pid, "VmRSS") - rss
+    listing, _, nbytes = read_listing(c, tag)
+    assert nbytes > BIG_OUT_MAX, nbytes
+    got = parse_listing(listing)
+    assert [n for n, _ in got] == sorted(names), "names differ"
+    assert all(names[n] == f for n, f in got), "fids differ"
+    print("# listing of %d bytes; the server grew %d KiB" % (nbytes, grew))
+    assert grew < 24 << 10, "the listing took %d KiB of the server" % grew
+
+
+def case_pong_ahead_of_listing(srv):
+    """A PING sent right behind a READDIR of a large directory, by a
+    client that reads late, is answered before the listing's end: the
+    PONG goes ahead of what is queued, behind only the frames on their
+    way. The server of before answered it after the whole listing (32 MB
+    here; a slow line takes minutes), and a client may take the server
+    for dead."""
+    big, tmp, c, vol, names = big_dir_server(srv)
+    rtag = c.tag + 1
+    c.s.sendall(frames(READDIR, fid(vol), rtag) +
+                frames(PING, struct.pack("<Q", 77), rtag + 1))
+    c.tag = rtag + 1
+    time.sleep(1)
+    listing, others, nbytes = read_listing(c, rtag)
+    pongs = [(fr, at) for fr, at in others if fr[2] == rtag + 1]
+    assert pongs, "no PONG during the listing"
+    (t, _, _, b), at = pongs[0]
+    assert t == PONG and struct.unpack("<Q", b)[0] == 77, t
+    assert at < nbytes - (8 << 20), \
+        "the PONG came after %d bytes of a %d-byte listing" % (at, nbytes)
+    assert len(parse_listing(listing)) == BIG_DIR
+    big_dir_done()
 
 
 def case_reintegrate_needs_permit(srv):
@@ -599,6 +796,143 @@ def creates(vol, cid, first, n):
     return b"".join(record(r, OP_CREATE, fid(vol), fid(vol, cid, r), 1,
                            0x1, 0o644, 0, b"f%d" % r)
                     for r in range(first, first + n))
+
+
+def frames(type_, body, tag, flags=0):
+    """One frame's bytes."""
+    return struct.pack("<IHHI", len(body), type_, flags, tag) + body
+
+
+def data_frames(tag, rec, body, last_body=True):
+    """The DATA frames of @body, record @rec of batch @tag."""
+    out, off = b"", 0
+    while True:
+        raw = body[off:off + (1 << 20)]
+        end = off + len(raw) == len(body)
+        z = zstd(raw)
+        out += frames(DATA, struct.pack("<IIQII", rec, 1 if end else 0, off,
+                                        len(raw), len(z)) + z, tag,
+                      0 if end and last_body else MORE)
+        off += len(raw)
+        if end:
+            return out
+
+
+def fetch_body(c, f):
+    """The body of file @f, FETCHed."""
+    tag = c.send(FETCH, f + VV0)
+    t, _, _, _ = c.reply(tag)
+    assert t == FETCH_REPLY, t
+    got = b""
+    z = ctypes.CDLL("libzstd.so.1")
+    z.ZSTD_decompress.restype = ctypes.c_size_t
+    z.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.c_char_p, ctypes.c_size_t]
+    while True:
+        t, _, _, b = c.reply(tag)
+        assert t == DATA, t
+        _, flags, off, raw, zlen = struct.unpack_from("<IIQII", b)
+        assert off == len(got), (off, len(got))
+        out = ctypes.create_string_buffer(max(raw, 1))
+        n = z.ZSTD_decompress(out, raw, b[24:24 + zlen], zlen)
+        assert n == raw, (n, raw)
+        got += out.raw[:raw]
+        if flags & 1:
+            return got
+
+
+def case_pipelined_batches(srv):
+    """A REINTEGRATE sent once the one before it came whole, before its
+    answer (the server still writing its bodies out), is taken after
+    that one is answered, and one with bodies after it too: three
+    batches in one write get three answers in order, each applied, and
+    the connection goes on. The server of before closed the connection
+    ("another batch is being sent")."""
+    c, vol, cid, f, vers = writer_with_file(srv, "pipe")
+    one, three = os.urandom(4 << 20), os.urandom(300 << 10)
+    g = fid(vol, cid, 3)
+    f_after_one = struct.pack("<BQIQ", 1, 2, cid, 2)
+    t1, t2, t3 = 901, 902, 903
+    out = frames(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, 1) +
+                 record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(one), b"",
+                        base_obj=vers[f]), t1, MORE)
+    out += data_frames(t1, 0, one)
+    out += frames(REINTEGRATE, struct.pack("<IIQI", vol, cid, 3, 1) +
+                  record(3, OP_CREATE, fid(vol), g, 1, 0x1, 0o644, 0, b"g"),
+                  t2)
+    out += frames(REINTEGRATE, struct.pack("<IIQI", vol, cid, 4, 1) +
+                  record(4, OP_STORE, bytes(16), f, 0, 0x8, 0, len(three),
+                         b"", base_obj=f_after_one), t3, MORE)
+    out += data_frames(t3, 0, three)
+    c.s.sendall(out)
+    for tag, applied in ((t1, 2), (t2, 3), (t3, 4)):
+        fr = c.frame()
+        while fr is not None and fr[2] == 0:    # a push (BREAK)
+            fr = c.frame()
+        assert fr is not None, "the server closed the connection"
+        assert fr[2] == tag, "answered %d before %d" % (fr[2], tag)
+        assert refusal(fr)[:2] == (applied, 0), refusal(fr)
+    assert c.reply(c.send(PING, struct.pack("<Q", 9)))[0] == PONG
+    assert fetch_body(c, f) == three
+    c.close()
+
+
+def case_resize_copy_off_the_loop(srv):
+    """A SETATTR that changes a file's size makes the file's new content
+    from the old one: copying a big file takes seconds (here 3 s, held
+    so by LENTO_TEST_DELAY_RESIZE_MS), and another client's PING is
+    answered meanwhile, within a second; then the batch is answered,
+    applied whole: the file cut to its first bytes, and a second size
+    change in the same batch growing it with zeros. The server of before
+    copied on its loop, and every client waited."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-resize.")
+    slow = Server(srv.lento, tmp, lease_ms=20000,
+                  env={"LENTO_TEST_DELAY_RESIZE_MS": "3000"})
+    try:
+        slow.ctl("volume", "create", "r")
+        c = Conn(slow.port)
+        cid, _, _ = hello(c)
+        vol, _ = volume(c, "r")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+        assert t == PERMIT_REPLY, t
+        f = fid(vol, cid, 1)
+        body = os.urandom(3 << 20)
+        recs = record(1, OP_CREATE, fid(vol), f, 1, 0x1, 0o644, 0, b"f") + \
+            record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, len(body), b"",
+                   base_obj=struct.pack("<BQIQ", 1, 1, cid, 1))
+        applied, code, _ = reintegrate(c, vol, cid, 1, recs, 2, body)
+        assert (applied, code) == (2, 0), (applied, code)
+        # Cut to 1 MiB + 5, then grown to 2 MiB (base: [2]@cid:2, ...).
+        recs = record(3, OP_SETATTR, bytes(16), f, 0, 0x8, 0,
+                      (1 << 20) + 5, b"",
+                      base_obj=struct.pack("<BQIQ", 1, 2, cid, 2)) + \
+            record(4, OP_SETATTR, bytes(16), f, 0, 0x8, 0, 2 << 20, b"",
+                   base_obj=struct.pack("<BQIQ", 1, 3, cid, 3))
+        tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 3, 2) +
+                     recs)
+        time.sleep(0.3)
+        other = Conn(slow.port)
+        t0 = time.time()
+        hello(other)
+        assert other.reply(other.send(PING, struct.pack("<Q", 1)))[0] == \
+            PONG
+        waited = time.time() - t0
+        assert waited < 1, "another client waited %.1f s" % waited
+        c.s.settimeout(30)
+        fr = c.reply(tag)
+        assert refusal(fr)[:2] == (4, 0), refusal(fr)
+        got = fetch_body(c, f)
+        assert got == body[:(1 << 20) + 5] + bytes((2 << 20) -
+                                                   (1 << 20) - 5), \
+            "the file's content is not what the size changes make"
+        assert not os.listdir(os.path.join(slow.store, "tmp"))
+        c.close()
+        other.close()
+        slow.stop()
+    finally:
+        if slow.p.poll() is None:
+            slow.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def case_batch_sizes_bounded(srv):
@@ -967,10 +1301,14 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
-         case_clients_bounded, case_revoke_skips_closing_session,
+         case_clients_bounded, case_identities_bounded,
+         case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
+         case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
          case_reintegrate_needs_permit,
-         case_resent_batch_leaves_no_body, case_batch_sizes_bounded,
+         case_resent_batch_leaves_no_body, case_pipelined_batches,
+         case_resize_copy_off_the_loop,
+         case_batch_sizes_bounded,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
          case_volume_validate_store_error,
@@ -1013,6 +1351,7 @@ def main():
                 traceback.print_exc(file=sys.stdout)
                 failed += 1
             sys.stdout.flush()
+        big_dir_done()
         try:
             srv.stop()
             print("ok - server-exits-clean")

@@ -6,12 +6,16 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "loop.h"
 
@@ -431,6 +435,87 @@ START_TEST(input_limit)
 	ck_assert_int_eq(srv.last_err, -ENOBUFS);
 	ck_assert_str_eq(srv.last_reason,
 			 "a message longer than the input limit");
+	lo_loop_free(loop);
+}
+END_TEST
+
+/* ---- lo_conn_send_first(): ahead of what waits, behind what goes ---- */
+
+#define BULK_LEN	(8u << 20)
+
+static const struct lo_conn_ops first_ops = {
+	.closed = echo_closed,
+};
+
+/* Queues bulk, then a small message, then an urgent one. */
+static int first_accept(struct lo_listener *l, struct lo_conn *c, void *arg)
+{
+	static uint8_t bulk[BULK_LEN];
+
+	(void)l;
+	memset(bulk, 'a', sizeof(bulk));
+	lo_conn_set(c, &first_ops, arg);
+	ck_assert_int_eq(lo_conn_send(c, bulk, sizeof(bulk)), 0);
+	ck_assert_int_eq(lo_conn_send(c, "bbbb", 4), 0);
+	ck_assert_int_eq(lo_conn_send_first(c, "cc", 2), 0);
+	ck_assert_uint_eq(lo_conn_queued(c), BULK_LEN + 6);
+	return 0;
+}
+
+struct reader {
+	char addr[120];
+	uint8_t *got;
+	size_t len;
+};
+
+/* A plain blocking client: reads everything, late, then closes. */
+static void *first_reader(void *arg)
+{
+	struct reader *r = arg;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t n;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((uint16_t)atoi(strrchr(r->addr, ':') + 1));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		return NULL;
+	usleep(200 * 1000);	/* all of it queued by then */
+	while (r->len < BULK_LEN + 6 &&
+	       (n = read(fd, r->got + r->len, BULK_LEN + 6 - r->len)) > 0)
+		r->len += (size_t)n;
+	close(fd);
+	return NULL;
+}
+
+/*
+ * Bytes given to lo_conn_send_first() go out ahead of what lo_conn_send()
+ * queued and is not yet being sent, and never inside what is: bulk (being
+ * sent), then the urgent bytes, then the small message queued before them.
+ */
+START_TEST(send_first_goes_ahead)
+{
+	struct echo_srv srv = { .close_on_byte = -1 };
+	struct reader r = { .got = malloc(BULK_LEN + 6) };
+	struct lo_listener *l;
+	struct lo_loop *loop;
+	pthread_t t;
+	size_t i;
+
+	ck_assert_ptr_nonnull(r.got);
+	ck_assert_int_eq(lo_loop_new(&loop), 0);
+	ck_assert_int_eq(lo_listen(loop, "127.0.0.1:0", first_accept, &srv,
+				   &l, NULL, 0), 0);
+	snprintf(r.addr, sizeof(r.addr), "%s", lo_listener_addr(l));
+	ck_assert_int_eq(pthread_create(&t, NULL, first_reader, &r), 0);
+	run_until_closed(loop, &srv.closed);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(r.len, BULK_LEN + 6);
+	for (i = 0; i < BULK_LEN && r.got[i] == 'a'; i++)
+		;
+	ck_assert_uint_eq(i, BULK_LEN);
+	ck_assert(!memcmp(r.got + BULK_LEN, "ccbbbb", 6));
+	free(r.got);
 	lo_loop_free(loop);
 }
 END_TEST
@@ -929,6 +1014,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, close_by_client);
 	tcase_add_test(tc, close_by_server);
 	tcase_add_test(tc, input_limit);
+	tcase_add_test(tc, send_first_goes_ahead);
 	tcase_add_test(tc, connect_refused);
 	tcase_add_test(tc, bad_addresses);
 	tcase_add_test(tc, unix_reclaim);

@@ -2039,6 +2039,18 @@ START_TEST(permissions)
 	ck_assert_int_eq(send(&u), -EACCES);
 	xattr(&u, mine, "user.x", "1");
 	SEND_OK(&u);
+	/*
+	 * A file capability is root's (CAP_SETFCAP), even on one's own
+	 * file, to set and to remove; other security xattrs the owner's.
+	 */
+	xattr(&u, mine, "security.capability", "cap");
+	ck_assert_int_eq(send(&u), -EPERM);
+	xattr(&u, mine, "security.selinux", "lbl");
+	SEND_OK(&u);
+	xattr(&c, mine, "security.capability", "cap");
+	SEND_OK(&c);
+	xattr(&u, mine, "security.capability", NULL);
+	ck_assert_int_eq(send(&u), -EPERM);
 	/* Root may do all of it. */
 	named(&c, LENTO_OP_UNLINK, pub, "mine", mine);
 	a.valid = LENTO_A_UID;
