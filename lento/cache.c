@@ -644,7 +644,8 @@ static int empty_tmp(struct cache *c, const char *dir, char *err,
 static int make_dirs(const char *dir, char *err, size_t errlen)
 {
 	static const char *const sub[] = { "", "/.lento", "/.lento/tmp",
-					   "/.lento/names" };
+					   "/.lento/names",
+					   "/" CACHE_QUARANTINE_DIR };
 	char path[CACHE_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {

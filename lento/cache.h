@@ -71,6 +71,12 @@ void cache_close(struct cache *c);
 
 struct cml *cache_cml(struct cache *c);
 struct sqlite3 *cache_db(struct cache *c);
+/*
+ * Where the content of files named by journal records set aside is kept
+ * (kml_apply.c), relative to DIR.
+ */
+#define CACHE_QUARANTINE_DIR	".lento/quarantine"
+
 /* DIR, open (O_PATH): every path below is relative to it. */
 int cache_dirfd(const struct cache *c);
 

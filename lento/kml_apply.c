@@ -1512,6 +1512,8 @@ static int apply_record(struct kapply *ka, const struct kml_record *r)
 {
 	if (fault_at("kapply-record"))
 		return -ENOMEM;
+	if (fault_at("kapply-record-bad"))	/* one that never translates */
+		return -EINVAL;
 	if (ka->listing && r->op != PRESTO_KML_DIRENT) {
 		/* Cut short (KML.md): void; the next mount restates it. */
 		ka->voided++;
@@ -1609,6 +1611,36 @@ static int suspect(struct kapply *ka, const struct lento_fid *fid)
 	return 0;
 }
 
+/*
+ * The regular file @h of set-aside record @seq keeps its content under
+ * CACHE/.lento/quarantine/VOLUME.SEQ.I (a second link, made before the
+ * fetch that replaces the file): the change the record describes is not
+ * reintegrated, and the user's data must not go with it. 0 if there was
+ * nothing to keep (not a regular file, or no longer there), or -errno.
+ */
+static int keep_aside(struct kapply *ka, uint64_t seq, int i,
+		      const struct kml_fh *h)
+{
+	char name[96];
+	struct stat sb;
+	int fd = open_handle(ka, h), err = 0;
+
+	if (fd == -ESTALE || fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	snprintf(name, sizeof(name), CACHE_QUARANTINE_DIR "/%" PRIu32 ".%"
+		 PRIu64 ".%d", ka->volume, seq, i);
+	if (fstat(fd, &sb))
+		err = -errno;
+	else if (S_ISREG(sb.st_mode) && sb.st_nlink &&
+		 linkat(fd, "", cache_dirfd(ka->cache), name, AT_EMPTY_PATH) &&
+		 errno != EEXIST)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 /* Record @r (its bytes @raw) set aside, in the batch's transaction. */
 static int quarantine(struct kapply *ka, const struct kml_record *r,
 		      const void *raw)
@@ -1623,6 +1655,9 @@ static int quarantine(struct kapply *ka, const struct kml_record *r,
 
 		if (!r->fh[i].ino)
 			continue;
+		e = keep_aside(ka, r->seq, i, &r->fh[i]);
+		if (e)
+			return e;
 		e = lookup_handle(ka, &r->fh[i], &fid);
 		if (e == -ENOENT)
 			continue;
@@ -1679,6 +1714,17 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
 		if (r.seq == ka->fail.seq && ka->fail.tries >= KAPPLY_TRIES) {
 			err = quarantine(ka, &r, kread_raw(kr));
+			/*
+			 * The batch ends with it: committed, so that a later
+			 * record's failure cannot roll it back and start its
+			 * count again (two bad records in a row would take
+			 * turns for ever).
+			 */
+			if (!err) {
+				last = r.seq;
+				n++;
+				break;
+			}
 		} else {
 			err = apply_record(ka, &r);
 			if (err < 0) {

@@ -40,8 +40,10 @@
  * sets it aside instead of applying it -- its bytes, the error and why go
  * to the cache's table kml_quarantine (cache_quarantine_put()) in the
  * batch's transaction, so the position moves past it and presto's log is
- * acknowledged and retired as usual -- and the objects it names are
- * marked for revalidation: not valid, and without their content or
+ * acknowledged and retired as usual; the batch ends with it, so that no
+ * later record's failure rolls it back -- the content of each regular
+ * file it names is kept under CACHE_QUARANTINE_DIR, and the objects it
+ * names are marked for revalidation: not valid, and without their content or
  * listing unless other records not yet reintegrated name them, so that
  * their next use fetches them from the server rather than serving a
  * cache that silently diverges from it. ka->suspect lists them, for the

@@ -19,6 +19,9 @@ arms a fault point by writing its name to the client's fault file.
   buffer is full; lento notices, asks presto again where the fileset
   stands and consumes the change at once (not only when the next change,
   or the idle permit's release 30 s later, tells it).
+- set_aside_keeps_content: a journal record that never translates is
+  set aside after 3 tries, and the content of the file it names is kept
+  under CACHE/.lento/quarantine.
 - broken_journal_holds_permit: A's mount is unmounted while its lento is
   behind the journal, and the journal then cannot be read; B changing the
   volume revokes A's permit, and A does not give it back while its
@@ -190,6 +193,42 @@ def case_lost_notice_resync(s):
                "A consuming the change whose notice was lost")
     check(a.status()["presto"]["losses"] > losses, "no loss counted")
     check(lento_counts(a)["resyncs"] > resyncs, "no resynchronisation")
+
+
+def case_set_aside_keeps_content(s):
+    """A record that never translates is set aside after 3 tries; the
+    content of the file it names is kept under .lento/quarantine, not lost
+    to the fetch that replaces the file."""
+    a = s.a
+    n0 = journal(a)["quarantined"]
+    stop = threading.Event()
+
+    def rearm():
+        while not stop.is_set() and journal(a)["quarantined"] == n0:
+            if not os.path.exists(a.faults):
+                arm(a, "kapply-record-bad")
+            time.sleep(0.05)
+        if os.path.exists(a.faults):
+            os.unlink(a.faults)
+    t = threading.Thread(target=rearm)
+    t.start()
+    try:
+        with open(os.path.join(a.mnt, "d/q-file"), "wb") as f:
+            f.write(b"keep me\n")
+            f.flush()
+            os.fsync(f.fileno())
+        wait_until(lambda: journal(a)["quarantined"] > n0, 30,
+                   "the record set aside")
+    finally:
+        stop.set()
+        t.join()
+    qdir = os.path.join(a.cache, ".lento", "quarantine")
+    kept = [n for n in os.listdir(qdir)
+            if open(os.path.join(qdir, n), "rb").read() == b"keep me\n"]
+    check(kept, "no copy of the file's content in %s: %s" %
+          (qdir, os.listdir(qdir)))
+    check("set aside" in journal(a)["quarantine_last"],
+          "status: %r" % journal(a)["quarantine_last"])
 
 
 def case_broken_journal_holds_permit(s):

@@ -1069,6 +1069,34 @@ START_TEST(untranslatable_record_set_aside)
 }
 END_TEST
 
+/*
+ * Two records in a row that never translate: each is set aside in turn.
+ * Before, the second's failure rolled back the batch that set the first
+ * aside, and the two took turns failing for ever.
+ */
+START_TEST(two_bad_records_in_a_row)
+{
+	struct run run;
+	uint64_t q, qseq;
+	int i, err = 0;
+
+	rec(PRESTO_KML_CREATE, 11, 300, "x", NULL);		/* 1 */
+	store(11, 42, 0600);			/* 2: a STORE of a directory */
+	store(11, 43, 0600);			/* 3: again */
+	rec(PRESTO_KML_MKDIR, 2, 100, "n", NULL);		/* 4 */
+	memset(&run, 0, sizeof(run));
+	ck_assert_int_eq(kapply_init(&run.ka, c, VOL, &root, &root_h), 0);
+	for (i = 0; i < 4 * KAPPLY_TRIES && (err || run.pos < 4); i++)
+		err = consume_again(4, &run);
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(run.pos, 4);
+	quarantine_rows(&q, &qseq);
+	ck_assert_uint_eq(q, 2);
+	ck_assert_uint_eq(qseq, 3);
+	kapply_free(&run.ka);
+}
+END_TEST
+
 /* A failure of the machine, not the record: retried, never set aside. */
 START_TEST(transient_failure_not_set_aside)
 {
@@ -1215,6 +1243,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, segment_grows_while_read);
 	tcase_add_test(tc, segment_not_a_regular_file);
 	tcase_add_test(tc, untranslatable_record_set_aside);
+	tcase_add_test(tc, two_bad_records_in_a_row);
 	tcase_add_test(tc, transient_failure_not_set_aside);
 	suite_add_tcase(s, tc);
 	return s;
