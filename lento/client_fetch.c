@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "client_kernel.h"
 #include "cml.h"
 #include "fault.h"
 #include "log.h"
@@ -625,6 +626,21 @@ static bool fd_is_file(struct client *cl, int fd, const struct lento_fid *fid)
 	return is == 1 || is == -EOPNOTSUPP;
 }
 
+/*
+ * What a listing may replace or remove at a name of the rows (struct
+ * cache_at): an inode of @fid; and, where no presto mount lets users
+ * change the tree, also one the cache knows nothing of (a crash's
+ * leftover, between a change on the disk and its commit). In a fileset
+ * that is a user's, made through the mount: the journal will say.
+ */
+static struct cache_at listing_at(struct client *cl,
+				  const struct lento_fid *fid)
+{
+	struct vol *v = vol_by_id(cl, fid->volume);
+
+	return (struct cache_at){ fid, !v || !fset_by_volume(cl, v->cv.name) };
+}
+
 static int name_path(struct name_paths *np, const struct lento_fid *dir,
 		     const char *name, char *path)
 {
@@ -747,6 +763,7 @@ static int drop_entry(struct client *cl, struct listing *li,
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
+	struct cache_at at = listing_at(cl, &oe->fid);
 	/* Local changes win until reintegrated. */
 	int err = name_kept(cl, &oe->fid);
 	int type;
@@ -761,8 +778,16 @@ static int drop_entry(struct client *cl, struct listing *li,
 		err = cache_obj_del(cl->cache, &oe->fid);
 		cache_names_drop(cl->cache, &oe->fid);
 	}
+	/*
+	 * The object's own inode only: another a user put under the name
+	 * (having moved this one away) is theirs, left to the journal.
+	 */
 	if (!err)
-		err = cache_remove_tree(cl->cache, path);
+		err = cache_remove_at(cl->cache, path, &at);
+	if (err == -ESTALE) {
+		log_info("listing: %s left alone: %s", path, STALE_SAID);
+		err = 0;
+	}
 	return err;
 }
 
@@ -800,7 +825,7 @@ static int xattrs_decode(struct listing *li, struct lp_list l, uint32_t n,
 					       a.value_len };
 	if (i != n)
 		return -EBADMSG;	/* not the list the decoder checked */
-	*xa = (struct cache_xattrs){ x, n, &li->skipped };
+	*xa = (struct cache_xattrs){ .x = x, .n = n, .skipped = &li->skipped };
 	return 0;
 }
 
@@ -859,6 +884,13 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 
 		/* A new inode has none; one that changed may have others. */
 		bool xattrs = !linked && (e->nxattr || have);
+		/*
+		 * In place of the object's own old inode (or of nothing):
+		 * not of a user's file made under its name, nor of another
+		 * object moved there, before lento consumed the journal
+		 * that says so.
+		 */
+		struct cache_at at = listing_at(cl, &o.fid);
 
 		err = linked < 0 ? linked : 0;
 		if (!err && xattrs)
@@ -866,7 +898,8 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		/* Its xattrs before its name: on it, not on what has that. */
 		if (!err && !linked)
 			err = cache_placeholder_fd(cl->cache, path, &o, target,
-						   xattrs ? &xa : NULL, &fd);
+						   xattrs ? &xa : NULL, &at,
+						   &fd);
 		/*
 		 * The name is the inode just made or linked, not another a
 		 * user put there since: the journal will say what became
@@ -970,6 +1003,7 @@ static int listing_apply(struct job *j)
 	struct cache_obj d, nd = { 0 };
 	struct cache_xattr x[LENTO_XATTRS_MAX];
 	struct cache_xattrs xa;
+	struct cache_at at = listing_at(cl, &j->fid);
 	int err;
 
 	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
@@ -995,7 +1029,7 @@ static int listing_apply(struct job *j)
 	/* Kept if there, if it is this directory; its xattrs by its inode. */
 	err = err ?: xattrs_decode(li, li->dir_xattrs, li->dir_nxattr, x, &xa);
 	err = err ?: cache_placeholder_fd(cl->cache, dirpath, &nd, NULL, &xa,
-					  NULL);
+					  &at, NULL);
 	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
@@ -2013,8 +2047,13 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 			close(fd);
 		fd = -1;
 	}
+	/*
+	 * ... and it is that inode, checked again as it is replaced,
+	 * that the placeholder takes the name of.
+	 */
 	if (!err)
 		err = cache_placeholder_fd(cl->cache, path, &e, NULL, NULL,
+					   &(struct cache_at){ &o->fid, false },
 					   &fd);
 	/* ... and it is the new inode that goes on, not one put there since. */
 	err = err ?: cache_path_is_fd(cl->cache, path, fd);
