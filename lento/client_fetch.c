@@ -2028,11 +2028,41 @@ static int pick_victim(void *arg, const struct cache_obj *o)
 	return vs->n == EVICT_BATCH ? 1 : 0;
 }
 
+/*
+ * presto's flags of an evicted file's old inode (@from), for its
+ * placeholder: as they were but DATA, which goes with the content (the
+ * attributes stay current, in the same epoch). 1 and @cb to set, or 0:
+ * none (not a fileset's, or not yet flagged).
+ */
+static int evict_flags(int from, uint8_t cb[KCHAN_CB_LEN])
+{
+	uint8_t b[KCHAN_CB_LEN + 1];
+	ssize_t n = cache_fgetxattr(from, PRESTO_CB_XATTR, b, sizeof(b));
+	uint32_t flags, nlink;
+	uint64_t epoch;
+
+	if (n == -ENODATA || n == -EOPNOTSUPP)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	if (kchan_cb_decode(b, (size_t)n, &flags, &nlink, &epoch))
+		return 0;	/* not presto's: none, presto asks */
+	kchan_cb_encode(cb, flags & ~PRESTO_CB_DATA, nlink, epoch);
+	return 1;
+}
+
 int evict_obj(struct client *cl, const struct cache_obj *o)
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj e = *o;
-	int fd = -1, err = cache_path(cl->cache, &o->fid, path, sizeof(path));
+	struct cache_xattr_copy kept = { 0 };
+	uint8_t cb[KCHAN_CB_LEN];
+	struct cache_xattr own = { PRESTO_CB_XATTR, strlen(PRESTO_CB_XATTR),
+				   cb, KCHAN_CB_LEN };
+	uint32_t skipped = 0;
+	struct cache_xattrs xa = { .skipped = &skipped };
+	int old = -1, fd = -1,
+	    err = cache_path(cl->cache, &o->fid, path, sizeof(path));
 
 	e.data = false;
 	/*
@@ -2041,20 +2071,34 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	 * theirs, not content to drop.
 	 */
 	if (!err) {
-		fd = cache_open_obj(cl->cache, path, O_PATH, 0);
-		err = fd < 0 ? fd : fd_is_file(cl, fd, &o->fid) ? 0 : -ESTALE;
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
+		old = cache_open_obj(cl->cache, path, O_PATH, 0);
+		err = old < 0 ? old :
+		      fd_is_file(cl, old, &o->fid) ? 0 : -ESTALE;
+	}
+	/*
+	 * All the file had but its content goes to the placeholder before
+	 * it takes the name: its xattrs, and presto's flags less DATA.
+	 */
+	err = err ?: cache_xattrs_read_fd(old, &kept);
+	if (!err) {
+		xa.x = kept.x;
+		xa.n = kept.n;
+		err = evict_flags(old, cb);
+		xa.own = err == 1 ? &own : NULL;
+		xa.nown = err == 1;
+		err = err < 0 ? err : 0;
 	}
 	/*
 	 * ... and it is that inode, checked again as it is replaced,
 	 * that the placeholder takes the name of.
 	 */
 	if (!err)
-		err = cache_placeholder_fd(cl->cache, path, &e, NULL, NULL,
+		err = cache_placeholder_fd(cl->cache, path, &e, NULL, &xa,
 					   &(struct cache_at){ &o->fid, false },
 					   &fd);
+	cache_xattrs_release(&kept);
+	if (old >= 0)
+		close(old);
 	/* ... and it is the new inode that goes on, not one put there since. */
 	err = err ?: cache_path_is_fd(cl->cache, path, fd);
 	/* A new inode: a fetch fills it in place if it knows it as @o's. */
@@ -2068,8 +2112,10 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	if (err == -ENOENT)
 		err = 0;	/* no path: just forget the content */
 	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
-	if (!err)
+	if (!err) {
 		cl->st.evictions++;
+		cl->st.xattrs_skipped += skipped;
+	}
 	return err;
 }
 
