@@ -1202,20 +1202,67 @@ static void body_free(struct job *j)
 	free(b);
 }
 
-/* The body is in the file, synced: put it in place. */
-static int body_install(struct job *j)
+/*
+ * The xattrs a body fetched takes. The listing that gave the object's
+ * version put that version's xattrs on its inode; the body's version may
+ * be newer (changed at the server since), and then they are the
+ * server's, asked for with a GETATTR. Never those of whatever the
+ * object's name holds now: a user's file put there, another object.
+ */
+#define BODY_ASK	1	/* body_install(): the server's xattrs first */
+
+/*
+ * The body is in the file, synced: put it in place, with the xattrs of
+ * @sx (the server's, from a GETATTR) or, if NULL, those the object has
+ * here if they are its version's -- else BODY_ASK.
+ */
+static int body_install(struct job *j, const struct cache_xattrs *sx)
 {
 	struct body_in *b = j->priv;
 	struct client *cl = j->cl;
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
-	int err = cache_obj_get(cl->cache, &j->fid, &o, NULL, 0);
+	struct cache_xattr_copy kept = { 0 };
+	uint32_t skipped = 0;
+	struct cache_xattrs xa = { .skipped = &skipped };
+	struct cache_at at;
+	bool same;
+	int old = -1, err = cache_obj_get(cl->cache, &j->fid, &o, NULL, 0);
 
 	if (err || o.dirty)	/* gone, or written here meanwhile */
 		return err == -ENOENT ? 0 : err;
 	err = cache_path(cl->cache, &j->fid, path, sizeof(path));
 	if (err)
 		return err == -ENOENT ? 0 : err;
+	/* The xattrs on the object's inode here are of the row's version. */
+	same = lento_vv_eq(&o.vv, &b->st.vv);
+	at = listing_at(cl, &j->fid);
+	if (!b->in_place) {
+		/*
+		 * A new inode in place of the object's own, found by its
+		 * handle, whose xattrs it takes; or of nothing, or of a
+		 * crash's leftover where only lento changes the tree.
+		 */
+		old = cache_open_obj(cl->cache, path, O_PATH, 0);
+		if (old == -ENOENT && !at.lax)
+			return -ESTALE;	/* moved or removed: the journal */
+		if (old < 0 && old != -ENOENT)
+			return old;
+		err = old < 0 ? 0 : cache_at_allows(cl->cache, old, path, &at);
+		if (!err && old >= 0 && !sx && same &&
+		    fd_is_file(cl, old, &j->fid))
+			err = cache_xattrs_read_fd(old, &kept);
+		else if (!err && !sx)
+			err = BODY_ASK;	/* nothing here to take them from */
+		if (old >= 0)
+			close(old);
+		if (err)
+			return err;
+		xa.x = sx ? sx->x : kept.x;
+		xa.n = sx ? sx->n : kept.n;
+	} else if (!sx && !same) {
+		return BODY_ASK;	/* the placeholder has an older one's */
+	}
 	obj_from_status(&o, &b->st);
 	o.valid = !j->broken;
 	o.data = true;
@@ -1223,27 +1270,35 @@ static int body_install(struct job *j)
 	/*
 	 * A temporary file gets its attributes as it is installed; the
 	 * placeholder filled, by the descriptor written through (its name
-	 * may have moved on meanwhile).
+	 * may have moved on meanwhile), and the server's xattrs if asked.
 	 */
-	if (b->in_place)
+	if (b->in_place) {
 		err = cache_set_attrs_fd(b->fd, &o);
+		if (!err && sx)
+			err = cache_sync_xattrs_fd(b->fd, sx->x, sx->n,
+						   &skipped);
+	}
 	/*
 	 * Complete: presto may serve it alone once it has the name (after
-	 * the attributes, in the lower's journal too).
+	 * the attributes, in the lower's journal too) -- if it is current.
 	 */
-	err = err ?: kclient_flags_new(cl, &o.fid, b->fd);
+	if (!err && o.valid)
+		err = kclient_flags_new(cl, &o.fid, b->fd);
 	if (err == -EOPNOTSUPP)
 		err = 0;
 	err = err ?: cache_begin(cl->cache);
-	if (err)
+	if (err) {
+		cache_xattrs_release(&kept);
 		return err;
+	}
 	if (!b->in_place) {
-		/* The listing gave the old inode this version's xattrs. */
-		err = cache_copy_xattrs(cl->cache, path, b->tmp);
-		err = err ?: cache_install(cl->cache, b->tmp, path, &o);
+		/* Its xattrs on it before its name, in place of the old. */
+		err = cache_install_at(cl->cache, b->tmp, path, &o, &xa, &at,
+				       NULL);
 		if (!err)
 			b->tmp[0] = 0;
 	}
+	cache_xattrs_release(&kept);
 	/*
 	 * Only b->fd is known to be the file: the placeholder filled (its
 	 * name may have moved on during the fetch, and a user's file taken
@@ -1261,18 +1316,13 @@ static int body_install(struct job *j)
 	err = err ?: cache_commit(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
+	if (!err)
+		cl->st.xattrs_skipped += skipped;
 	return err;
 }
 
-static void body_synced(void *arg, int res)
+static void body_done(struct job *j, int err)
 {
-	struct job *j = arg;
-	int err = res;
-
-	j->io--;
-	if (j->done)		/* ended without it: it only had to go */
-		return job_free_if_idle(j);
-	err = err ?: body_install(j);
 	if (!err) {
 		j->cl->st.fetches++;
 		j->cl->st.fetched_bytes += ((struct body_in *)j->priv)->bytes;
@@ -1284,6 +1334,68 @@ static void body_synced(void *arg, int res)
 			FIDARG(&j->fid), cache_strerror(err));
 	}
 	job_end(j, err);	/* and it goes */
+}
+
+/* The server's status and xattrs of the file: the body goes in. */
+static int body_attr_reply(void *arg, const struct lp_frame *f, int err,
+			   const char **why)
+{
+	struct job *j = arg;
+	struct body_in *b = j->priv;
+	struct lp_getattr_reply *m;
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct cache_xattrs sx;
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, "the xattrs of a file fetched", why);
+	m = malloc(sizeof(*m));
+	if (!m)
+		return job_end(j, -ENOMEM), 0;
+	if (f->type != LP_GETATTR_REPLY || lp_decode_getattr_reply(f, m, why) ||
+	    !lento_fid_eq(&m->st.fid, &j->fid)) {
+		free(m);
+		return *why = *why ?: "not the GETATTR_REPLY of the file",
+		       -EBADMSG;
+	}
+	for (uint32_t i = 0; i < m->nxattr; i++)
+		x[i] = (struct cache_xattr){ m->xattr[i].name,
+					     m->xattr[i].name_len,
+					     m->xattr[i].value,
+					     m->xattr[i].value_len };
+	sx = (struct cache_xattrs){ .x = x, .n = m->nxattr };
+	/* Changed again since the body was sent: not current, then. */
+	if (!lento_vv_eq(&m->st.vv, &b->st.vv))
+		j->broken = true;
+	free(m);
+	err = body_install(j, &sx);
+	body_done(j, err == BODY_ASK ? -EIO : err);
+	return 0;
+}
+
+static void body_synced(void *arg, int res)
+{
+	struct job *j = arg;
+	struct conn *c = j->cl->conn;
+	int err = res;
+
+	j->io--;
+	if (j->done)		/* ended without it: it only had to go */
+		return job_free_if_idle(j);
+	err = err ?: body_install(j, NULL);
+	if (err != BODY_ASK)
+		return body_done(j, err);
+	if (!c)
+		return body_done(j, -ENOTCONN);
+	j->tag = conn_tag(c);
+	err = lp_encode_fid(conn_buf(c), LP_GETATTR, j->tag, &j->fid) ?:
+	      start_request(j, LP_GETATTR, body_attr_reply);
+	if (err) {
+		conn_buf(c)->len = 0;
+		body_done(j, err);
+	}
 }
 
 /* Every chunk written and the last one seen: fsync, then install. */
