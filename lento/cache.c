@@ -1889,20 +1889,45 @@ int cache_handles(struct cache *c, const struct lento_fid *fid,
 	return err;
 }
 
-int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
+/* The object whose inode is open as @fd, by its handle: -ENOENT if none. */
+static int fd_fid(struct cache *c, int fd, struct lento_fid *fid)
 {
 	struct {
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
-	struct lento_fid got;
 	int mount_id, err;
 
 	h.fh.handle_bytes = MAX_HANDLE_SZ;
 	err = cache_fd_handle(fd, &h.fh, &mount_id);
-	err = err ?: cache_handle_lookup(c, h.fh.handle_type, h.fh.f_handle,
-					 h.fh.handle_bytes, &got);
+	return err ?: cache_handle_lookup(c, h.fh.handle_type, h.fh.f_handle,
+					  h.fh.handle_bytes, fid);
+}
+
+int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
+{
+	struct lento_fid got;
+	int err = fd_fid(c, fd, &got);
+
 	return err ?: lento_fid_eq(&got, fid);
+}
+
+int cache_at_allows(struct cache *c, int fd, const char *path,
+		    const struct cache_at *at)
+{
+	struct lento_fid got;
+	int err = fd_fid(c, fd, &got);
+
+	if (err == -EOPNOTSUPP)
+		return 0;	/* nothing tells */
+	if (!err)
+		return at->fid && lento_fid_eq(&got, at->fid) ? 0 : -ESTALE;
+	if (err != -ENOENT)
+		return err;
+	/* A volume's root, DIR/VOLUME, was made with no handle recorded. */
+	if (at->fid && !strchr(path, '/'))
+		return 0;
+	return at->lax ? 0 : -ESTALE;
 }
 
 int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
@@ -2111,13 +2136,122 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 	return cache_install_fd(c, tmp, path, o, NULL);
 }
 
-/* cache_install_fd(), and the xattrs of @xa (if not NULL) set first. */
+static int remove_below(int dfd);
+
+/* @xa's xattrs on the object open as @fd: the server's, then presto's. */
+static int xattrs_set_fd(int fd, const struct cache_xattrs *xa)
+{
+	char name[LENTO_XATTR_NAME_MAX + 1];
+	int err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
+
+	for (uint32_t i = 0; !err && i < xa->nown; i++) {
+		if (xa->own[i].name_len >= sizeof(name))
+			return -EINVAL;
+		memcpy(name, xa->own[i].name, xa->own[i].name_len);
+		name[xa->own[i].name_len] = '\0';
+		err = cache_fsetxattr(fd, name, xa->own[i].value,
+				      xa->own[i].value_len);
+	}
+	return err;
+}
+
+/* The object @name in @pfd: removed, a directory with all below it. */
+static int remove_name(int pfd, const char *name)
+{
+	int fd, err = 0;
+
+	if (unlinkat(pfd, name, 0))
+		err = errno == ENOENT ? 0 : -errno;
+	if (err == -EISDIR) {
+		/* One name in @pfd, not followed: its tree, not another's. */
+		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC);
+		err = fd < 0 ? -errno : remove_below(fd);
+		if (!err && unlinkat(pfd, name, AT_REMOVEDIR))
+			err = -errno;
+	}
+	return err;
+}
+
+/*
+ * What @name in @pfd holds, as @at allows it to be replaced: its status
+ * in *@was and 1, or 0 if nothing is there; -ESTALE if it may not be.
+ */
+static int at_check(struct cache *c, int pfd, const char *name,
+		    const char *path, const struct cache_at *at,
+		    struct stat *was)
+{
+	int fd = cache_beneath(pfd, name, O_PATH, 0), err;
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	err = fstat(fd, was) ? -errno : 0;
+	if (!err && at)
+		err = cache_at_allows(c, fd, path, at);
+	close(fd);
+	return err ?: 1;
+}
+
+/*
+ * @tname in @tpfd (a new object of lento's in .lento/tmp) renamed to
+ * @name in @pfd, in place of the inode @was (NULL: of nothing) and of
+ * that one only: the name's object is exchanged with the new one and
+ * removed if it is @was, else put back (-ESTALE). Where the file system
+ * has no renameat2() flags, a plain rename (the check was just made).
+ */
+static int replace_at(int tpfd, const char *tname, int pfd, const char *name,
+		      const struct stat *was)
+{
+	struct stat got;
+
+	if (!was) {
+		if (!renameat2(tpfd, tname, pfd, name, RENAME_NOREPLACE))
+			return 0;
+		if (errno == EEXIST)
+			return -ESTALE;	/* one came meanwhile: theirs */
+		if (errno != EINVAL)
+			return -errno;
+		return renameat(tpfd, tname, pfd, name) ? -errno : 0;
+	}
+	if (renameat2(tpfd, tname, pfd, name, RENAME_EXCHANGE)) {
+		if (errno == ENOENT)	/* it went meanwhile */
+			return replace_at(tpfd, tname, pfd, name, NULL);
+		if (errno != EINVAL)
+			return -errno;
+		return renameat(tpfd, tname, pfd, name) ? -errno : 0;
+	}
+	if (!fstatat(tpfd, tname, &got, AT_SYMLINK_NOFOLLOW) &&
+	    got.st_dev == was->st_dev && got.st_ino == was->st_ino) {
+		/*
+		 * Replaced. Left in .lento/tmp (emptied at the next open)
+		 * if it cannot go now: the new object has the name.
+		 */
+		remove_name(tpfd, tname);
+		return 0;
+	}
+	/* Another took the name between the check and the exchange. */
+	if (renameat2(tpfd, tname, pfd, name, RENAME_EXCHANGE) &&
+	    renameat2(tpfd, tname, pfd, name, RENAME_NOREPLACE))
+		return -errno;
+	return -ESTALE;
+}
+
+/*
+ * cache_install_at(): @tmp gets @o's attributes and @xa's xattrs (if not
+ * NULL) and takes @path's name in place of what @at allows there (NULL:
+ * whatever it is).
+ */
 static int install(struct cache *c, const char *tmp, const char *path,
 		   const struct cache_obj *o, const struct cache_xattrs *xa,
-		   int *fdp)
+		   const struct cache_at *at, int *fdp)
 {
 	/* The inode installed, whatever takes its name after. */
 	int fd = cache_open_obj(c, tmp, O_PATH, 0), err;
+	const char *tname, *name;
+	int tpfd = -1, pfd = -1;
+	struct stat was;
 
 	if (fd < 0)
 		return fd;
@@ -2129,8 +2263,15 @@ static int install(struct cache *c, const char *tmp, const char *path,
 	 */
 	err = cache_set_attrs_fd(fd, o);
 	if (!err && xa)
-		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
-	err = err ?: cache_rename(c, tmp, path, 0);
+		err = xattrs_set_fd(fd, xa);
+	err = err ?: parents2(c, tmp, path, &tpfd, &tname, &pfd, &name);
+	if (!err) {
+		err = at_check(c, pfd, name, path, at, &was);
+		err = err < 0 ? err :
+		      replace_at(tpfd, tname, pfd, name, err ? &was : NULL);
+		cache_parent_put(c, tpfd);
+		cache_parent_put(c, pfd);
+	}
 	err = err ?: sync_parent(c, path);
 	if (err || !fdp)
 		close(fd);
@@ -2142,7 +2283,14 @@ static int install(struct cache *c, const char *tmp, const char *path,
 int cache_install_fd(struct cache *c, const char *tmp, const char *path,
 		     const struct cache_obj *o, int *fdp)
 {
-	return install(c, tmp, path, o, NULL, fdp);
+	return install(c, tmp, path, o, NULL, NULL, fdp);
+}
+
+int cache_install_at(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, const struct cache_xattrs *xa,
+		     const struct cache_at *at, int *fdp)
+{
+	return install(c, tmp, path, o, xa, at, fdp);
 }
 
 /* A fresh name in .lento/tmp into @aside, with nothing under it. */
@@ -2219,7 +2367,8 @@ int cache_link(struct cache *c, const char *from, const char *to)
 
 static int placeholder_file(struct cache *c, const char *path,
 			    const struct cache_obj *o,
-			    const struct cache_xattrs *xa, int *fdp)
+			    const struct cache_xattrs *xa,
+			    const struct cache_at *at, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2230,7 +2379,7 @@ static int placeholder_file(struct cache *c, const char *path,
 		err = -errno;
 	close(fd);
 	if (!err)
-		err = install(c, tmp, path, o, xa, fdp);
+		err = install(c, tmp, path, o, xa, at, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2238,7 +2387,8 @@ static int placeholder_file(struct cache *c, const char *path,
 
 static int placeholder_symlink(struct cache *c, const char *path,
 			       const struct cache_obj *o, const char *target,
-			       const struct cache_xattrs *xa, int *fdp)
+			       const struct cache_xattrs *xa,
+			       const struct cache_at *at, int *fdp)
 {
 	char tmp[CACHE_PATH_MAX];
 	int fd = cache_tmpfile(c, tmp), err = 0;
@@ -2251,7 +2401,7 @@ static int placeholder_symlink(struct cache *c, const char *path,
 	      cache_symlink(c, target ? target : "", tmp);
 	if (err)
 		return err;
-	err = install(c, tmp, path, o, xa, fdp);
+	err = install(c, tmp, path, o, xa, at, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2264,7 +2414,8 @@ static int placeholder_symlink(struct cache *c, const char *path,
  */
 static int placeholder_node(struct cache *c, const char *path,
 			    const struct cache_obj *o,
-			    const struct cache_xattrs *xa, int *fdp)
+			    const struct cache_xattrs *xa,
+			    const struct cache_at *at, int *fdp)
 {
 	static const mode_t fmt[] = {
 		[LENTO_T_FIFO] = S_IFIFO, [LENTO_T_SOCK] = S_IFSOCK,
@@ -2284,7 +2435,7 @@ static int placeholder_node(struct cache *c, const char *path,
 			  dev : 0);
 	if (err)
 		return err == -EPERM ? -EOPNOTSUPP : err;
-	err = install(c, tmp, path, o, xa, fdp);
+	err = install(c, tmp, path, o, xa, at, fdp);
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;
@@ -2293,42 +2444,49 @@ static int placeholder_node(struct cache *c, const char *path,
 int cache_placeholder(struct cache *c, const char *path,
 		      const struct cache_obj *o, const char *target)
 {
-	return cache_placeholder_fd(c, path, o, target, NULL, NULL);
+	return cache_placeholder_fd(c, path, o, target, NULL, NULL, NULL);
 }
 
 /*
  * A directory is kept if there, with what is in it: so it must be this
  * one, not another a user made under its name having moved this one
  * away (lento is root: it would give theirs the object's owner, mode
- * and xattrs). Known by its handle (cache_fd_own()).
+ * and xattrs). Known by its handle (cache_fd_own()). A new one is made
+ * in .lento/tmp, with its attributes and xattrs, and takes the name as
+ * a file's placeholder does: in place of nothing, or of what @at allows.
  */
 static int placeholder_dir(struct cache *c, const char *path,
 			   const struct cache_obj *o,
-			   const struct cache_xattrs *xa, int *fdp)
+			   const struct cache_xattrs *xa,
+			   const struct cache_at *at, int *fdp)
 {
+	char tmp[CACHE_PATH_MAX];
 	struct stat sb;
-	bool made = false;
 	int fd, err = cache_lstat(c, path, &sb);
 
-	if (!err && !S_ISDIR(sb.st_mode))
-		err = cache_remove_tree(c, path);
-	else if (err == -ENOENT)
-		err = 0;
-	else if (!err)
-		err = -EEXIST;
-	if (!err) {
-		err = cache_mkdir(c, path, 0700);
-		made = !err;
-	}
-	if (err && err != -EEXIST)
+	if (err && err != -ENOENT)
 		return err;
+	if (err || !S_ISDIR(sb.st_mode)) {
+		err = aside_name(c, tmp);
+		err = err ?: cache_mkdir(c, tmp, 0700);
+		if (err)
+			return err;
+		err = install(c, tmp, path, o, xa, at, fdp);
+		if (!err)
+			return 0;
+		cache_unlink(c, tmp, AT_REMOVEDIR);
+		/* A directory came meanwhile: as if it had been there. */
+		if (err != -ESTALE || cache_lstat(c, path, &sb) ||
+		    !S_ISDIR(sb.st_mode))
+			return err;
+	}
 	fd = cache_open_obj(c, path, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;
-	err = made ? 0 : cache_fd_own(c, fd, &o->fid, path);
+	err = cache_fd_own(c, fd, &o->fid, path);
 	err = err ?: cache_set_attrs_fd(fd, o);
 	if (!err && xa)
-		err = cache_sync_xattrs_fd(fd, xa->x, xa->n, xa->skipped);
+		err = xattrs_set_fd(fd, xa);
 	if (err || !fdp)
 		close(fd);
 	else
@@ -2338,22 +2496,23 @@ static int placeholder_dir(struct cache *c, const char *path,
 
 int cache_placeholder_fd(struct cache *c, const char *path,
 			 const struct cache_obj *o, const char *target,
-			 const struct cache_xattrs *xa, int *fdp)
+			 const struct cache_xattrs *xa,
+			 const struct cache_at *at, int *fdp)
 {
 	switch (o->type) {
 	case LENTO_T_DIR:
-		return placeholder_dir(c, path, o, xa, fdp);
+		return placeholder_dir(c, path, o, xa, at, fdp);
 	case LENTO_T_SYMLINK:
 		if (!target || !*target)
 			return -EINVAL;
-		return placeholder_symlink(c, path, o, target, xa, fdp);
+		return placeholder_symlink(c, path, o, target, xa, at, fdp);
 	case LENTO_T_REG:
-		return placeholder_file(c, path, o, xa, fdp);
+		return placeholder_file(c, path, o, xa, at, fdp);
 	case LENTO_T_FIFO:
 	case LENTO_T_SOCK:
 	case LENTO_T_CHR:
 	case LENTO_T_BLK:
-		return placeholder_node(c, path, o, xa, fdp);
+		return placeholder_node(c, path, o, xa, at, fdp);
 	default:
 		return -EINVAL;
 	}
@@ -2398,22 +2557,53 @@ static int remove_below(int dfd)
 int cache_remove_tree(struct cache *c, const char *path)
 {
 	const char *name;
-	int pfd = cache_parent(c, path, &name), fd, err = 0;
+	int pfd = cache_parent(c, path, &name), err;
 
 	if (pfd < 0)
 		return pfd == -ENOENT ? 0 : pfd;
-	if (unlinkat(pfd, name, 0))
-		err = errno == ENOENT ? 0 : -errno;
-	if (err == -EISDIR) {
-		/* One name in @pfd, not followed: its tree, not another's. */
-		fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			    O_CLOEXEC);
-		err = fd < 0 ? -errno : remove_below(fd);
-		if (!err && unlinkat(pfd, name, AT_REMOVEDIR))
-			err = -errno;
-	}
+	err = remove_name(pfd, name);
 	cache_parent_put(c, pfd);
 	return err;
+}
+
+int cache_remove_at(struct cache *c, const char *path,
+		    const struct cache_at *at)
+{
+	char aside[CACHE_PATH_MAX];
+	const char *name, *aname;
+	struct stat was, got;
+	int pfd, apfd, err = aside_name(c, aside);
+
+	if (err)
+		return err;
+	err = parents2(c, path, aside, &pfd, &name, &apfd, &aname);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	err = at_check(c, pfd, name, path, at, &was);
+	if (err <= 0)
+		goto out;
+	/* Into .lento/tmp, then gone if it is the one checked. */
+	err = renameat2(pfd, name, apfd, aname, RENAME_NOREPLACE) ? -errno : 0;
+	if (err == -EINVAL)	/* no flags here: the name is a new one */
+		err = renameat(pfd, name, apfd, aname) ? -errno : 0;
+	if (err == -ENOENT) {
+		err = 0;		/* gone meanwhile */
+		goto out;
+	}
+	if (err)
+		goto out;
+	if (!fstatat(apfd, aname, &got, AT_SYMLINK_NOFOLLOW) &&
+	    got.st_dev == was.st_dev && got.st_ino == was.st_ino) {
+		err = remove_name(apfd, aname);
+	} else {
+		/* Another took the name meanwhile: back, as it was. */
+		err = renameat2(apfd, aname, pfd, name, RENAME_NOREPLACE) ?
+		      -errno : -ESTALE;
+	}
+out:
+	cache_parent_put(c, pfd);
+	cache_parent_put(c, apfd);
+	return err < 0 ? err : 0;
 }
 
 /* ------------------------------------------------------------ xattrs */
@@ -2587,6 +2777,73 @@ int cache_sync_xattrs_fd(int fd, const struct cache_xattr *x, uint32_t n,
 
 	xattr_fd(fd, p, sizeof(p));
 	return sync_xattrs(p, true, x, n, skipped);
+}
+
+void cache_xattrs_release(struct cache_xattr_copy *b)
+{
+	free(b->x);
+	free(b->mem);
+	*b = (struct cache_xattr_copy){ 0 };
+}
+
+int cache_xattrs_read_fd(int fd, struct cache_xattr_copy *b)
+{
+	char p[40], *list;
+	size_t used = 0, room = 0;
+	uint32_t n = 0;
+	ssize_t len, v;
+	int err = 0;
+
+	*b = (struct cache_xattr_copy){ 0 };
+	xattr_fd(fd, p, sizeof(p));
+	len = xattr_names(p, true, &list);
+	if (len <= 0)
+		return len == -EOPNOTSUPP ? 0 : (int)len;
+	for (char *s = list; s < list + len; s += strlen(s) + 1)
+		n += !xattr_local(s, strlen(s));
+	/* Names and values one after the other: room for the largest. */
+	b->x = calloc(n ? n : 1, sizeof(*b->x));
+	if (!b->x)
+		err = -ENOMEM;
+	for (char *s = list; !err && s < list + len; s += strlen(s) + 1) {
+		size_t nl = strlen(s);
+		uint8_t *m;
+
+		if (xattr_local(s, nl))
+			continue;
+		if (room - used < nl + LENTO_XATTR_SIZE_MAX) {
+			/* Grown: the pointers so far are offsets until the end. */
+			room = 2 * room + nl + LENTO_XATTR_SIZE_MAX;
+			m = realloc(b->mem, room);
+			if (!m) {
+				err = -ENOMEM;
+				break;
+			}
+			b->mem = m;
+		}
+		v = getxattr(p, s, b->mem + used + nl, LENTO_XATTR_SIZE_MAX);
+		if (v < 0) {
+			if (errno == ENODATA)
+				continue;	/* gone meanwhile */
+			err = -errno;
+			break;
+		}
+		memcpy(b->mem + used, s, nl);
+		b->x[b->n++] = (struct cache_xattr){
+			(const char *)(uintptr_t)used, (uint32_t)nl,
+			(const void *)(uintptr_t)(used + nl), (uint32_t)v };
+		used += nl + (size_t)v;
+	}
+	free(list);
+	if (err) {
+		cache_xattrs_release(b);
+		return err;
+	}
+	for (uint32_t i = 0; i < b->n; i++) {
+		b->x[i].name = (const char *)b->mem + (uintptr_t)b->x[i].name;
+		b->x[i].value = b->mem + (uintptr_t)b->x[i].value;
+	}
+	return 0;
 }
 
 int cache_copy_xattrs(struct cache *c, const char *from, const char *to)

@@ -424,6 +424,33 @@ int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
  * -errno. For a name a fetch or a listing goes on to use.
  */
 int cache_path_is_fd(struct cache *c, const char *path, int fd);
+/*
+ * What a name of the rows may hold where lento puts an object of its own
+ * (cache_install_at(), cache_placeholder_fd(), cache_remove_at()): the
+ * name's inode is replaced or removed only if it is
+ *   - an inode of @fid (cache_fd_is(): by its handle), or nothing tells
+ *     (the file system gives no handles), or a volume's root;
+ *   - or, with @lax, an inode the cache knows no handle of: lento's own
+ *     left by a crash between a change on the disk and its commit, where
+ *     nobody else changes the tree (no presto mount over it).
+ * Anything else -- an inode of another object, or, without @lax, one the
+ * cache does not know (a user's, made through a presto mount) -- is left
+ * as it is: -ESTALE. @fid NULL: the rows have nothing at the name.
+ * Nothing at the name is always fine. The check is made just before the
+ * rename, which then replaces only that inode (renameat2(RENAME_EXCHANGE),
+ * put back if another took the name meanwhile; RENAME_NOREPLACE if there
+ * was nothing).
+ */
+struct cache_at {
+	const struct lento_fid *fid;
+	bool lax;
+};
+/*
+ * May the inode open as @fd, at @path, be replaced as @at says? 0 if so,
+ * -ESTALE if not, or -errno.
+ */
+int cache_at_allows(struct cache *c, int fd, const char *path,
+		    const struct cache_at *at);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);
@@ -457,6 +484,15 @@ int cache_install(struct cache *c, const char *tmp, const char *path,
 int cache_install_fd(struct cache *c, const char *tmp, const char *path,
 		     const struct cache_obj *o, int *fdp);
 /*
+ * cache_install_fd(), but only over what @at allows at @path (else
+ * -ESTALE, @tmp left for the caller), and with the xattrs of @xa (NULL:
+ * none set) set on @tmp before it takes the name.
+ */
+struct cache_xattrs;
+int cache_install_at(struct cache *c, const char *tmp, const char *path,
+		     const struct cache_obj *o, const struct cache_xattrs *xa,
+		     const struct cache_at *at, int *fdp);
+/*
  * A second name for the file at @path (relative to DIR) in .lento/tmp,
  * into @aside (CACHE_PATH_MAX): its content kept while @path is replaced,
  * for the caller to rename back or remove.
@@ -479,12 +515,14 @@ int cache_placeholder(struct cache *c, const char *path,
  * none set), set before the object takes its name; in *@fdp (if not
  * NULL) the object made or kept, O_PATH. A directory kept must be the
  * object's own (cache_fd_is()), but for a volume's root: -ESTALE if it
- * is another.
+ * is another. What the name holds is replaced (a directory made in
+ * place of a file too) only as @at allows (NULL: whatever it is):
+ * -ESTALE, and it is left as it is.
  */
-struct cache_xattrs;
 int cache_placeholder_fd(struct cache *c, const char *path,
 			 const struct cache_obj *o, const char *target,
-			 const struct cache_xattrs *xa, int *fdp);
+			 const struct cache_xattrs *xa,
+			 const struct cache_at *at, int *fdp);
 /*
  * Make @to (relative to DIR) another name of the inode at @from, replacing
  * what @to was (through a temporary name: readers keep the old inode).
@@ -507,6 +545,13 @@ int cache_set_attrs(struct cache *c, const char *path,
 int cache_set_attrs_fd(int fd, const struct cache_obj *o);
 /* Remove @path and, for a directory, everything below it. */
 int cache_remove_tree(struct cache *c, const char *path);
+/*
+ * The same, if what @path holds is what @at allows (else -ESTALE, and it
+ * stays): moved into .lento/tmp first, so that only that inode goes.
+ * Nothing there: 0.
+ */
+int cache_remove_at(struct cache *c, const char *path,
+		    const struct cache_at *at);
 
 /* An xattr as the server has it (names not NUL-terminated). */
 struct cache_xattr {
@@ -532,15 +577,36 @@ int cache_sync_xattrs(struct cache *c, const char *path,
 /* The same for the object open as @fd (O_PATH will do). */
 int cache_sync_xattrs_fd(int fd, const struct cache_xattr *x, uint32_t n,
 			 uint32_t *skipped);
-/* What cache_placeholder_fd() sets, as cache_sync_xattrs() does. */
+/*
+ * What cache_placeholder_fd() and cache_install_at() set: @x as
+ * cache_sync_xattrs() does, and presto's own (trusted.presto.*, which
+ * that leaves alone) @own as they are (none if NULL).
+ */
 struct cache_xattrs {
 	const struct cache_xattr *x;
 	uint32_t n;
 	uint32_t *skipped;
+	const struct cache_xattr *own;
+	uint32_t nown;
 };
 /*
- * Copy @from's xattrs (those cache_sync_xattrs manages) to @to: a new
- * inode about to replace the same object's old one (a body installed).
+ * The xattrs cache_sync_xattrs() manages of the inode open as @fd (O_PATH
+ * will do), read into @b (its memory, given back with
+ * cache_xattrs_release()): for an object's new inode, from its old one,
+ * known by its handle -- never from whatever its name holds now.
+ */
+struct cache_xattr_copy {
+	struct cache_xattr *x;
+	uint32_t n;
+	uint8_t *mem;
+};
+int cache_xattrs_read_fd(int fd, struct cache_xattr_copy *b);
+void cache_xattrs_release(struct cache_xattr_copy *b);
+/*
+ * Copy @from's xattrs (those cache_sync_xattrs manages) to @to, by
+ * their names: only where nobody else changes the tree (tests, and
+ * lentoctl's changes without presto). A body fetched takes them from the
+ * old inode known by its handle (cache_xattrs_read_fd()).
  */
 int cache_copy_xattrs(struct cache *c, const char *from, const char *to);
 /*

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "client_kernel.h"
 #include "cml.h"
 #include "fault.h"
 #include "log.h"
@@ -625,6 +626,21 @@ static bool fd_is_file(struct client *cl, int fd, const struct lento_fid *fid)
 	return is == 1 || is == -EOPNOTSUPP;
 }
 
+/*
+ * What a listing may replace or remove at a name of the rows (struct
+ * cache_at): an inode of @fid; and, where no presto mount lets users
+ * change the tree, also one the cache knows nothing of (a crash's
+ * leftover, between a change on the disk and its commit). In a fileset
+ * that is a user's, made through the mount: the journal will say.
+ */
+static struct cache_at listing_at(struct client *cl,
+				  const struct lento_fid *fid)
+{
+	struct vol *v = vol_by_id(cl, fid->volume);
+
+	return (struct cache_at){ fid, !v || !fset_by_volume(cl, v->cv.name) };
+}
+
 static int name_path(struct name_paths *np, const struct lento_fid *dir,
 		     const char *name, char *path)
 {
@@ -747,6 +763,7 @@ static int drop_entry(struct client *cl, struct listing *li,
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
+	struct cache_at at = listing_at(cl, &oe->fid);
 	/* Local changes win until reintegrated. */
 	int err = name_kept(cl, &oe->fid);
 	int type;
@@ -761,8 +778,16 @@ static int drop_entry(struct client *cl, struct listing *li,
 		err = cache_obj_del(cl->cache, &oe->fid);
 		cache_names_drop(cl->cache, &oe->fid);
 	}
+	/*
+	 * The object's own inode only: another a user put under the name
+	 * (having moved this one away) is theirs, left to the journal.
+	 */
 	if (!err)
-		err = cache_remove_tree(cl->cache, path);
+		err = cache_remove_at(cl->cache, path, &at);
+	if (err == -ESTALE) {
+		log_info("listing: %s left alone: %s", path, STALE_SAID);
+		err = 0;
+	}
 	return err;
 }
 
@@ -800,7 +825,7 @@ static int xattrs_decode(struct listing *li, struct lp_list l, uint32_t n,
 					       a.value_len };
 	if (i != n)
 		return -EBADMSG;	/* not the list the decoder checked */
-	*xa = (struct cache_xattrs){ x, n, &li->skipped };
+	*xa = (struct cache_xattrs){ .x = x, .n = n, .skipped = &li->skipped };
 	return 0;
 }
 
@@ -859,6 +884,13 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 
 		/* A new inode has none; one that changed may have others. */
 		bool xattrs = !linked && (e->nxattr || have);
+		/*
+		 * In place of the object's own old inode (or of nothing):
+		 * not of a user's file made under its name, nor of another
+		 * object moved there, before lento consumed the journal
+		 * that says so.
+		 */
+		struct cache_at at = listing_at(cl, &o.fid);
 
 		err = linked < 0 ? linked : 0;
 		if (!err && xattrs)
@@ -866,7 +898,8 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		/* Its xattrs before its name: on it, not on what has that. */
 		if (!err && !linked)
 			err = cache_placeholder_fd(cl->cache, path, &o, target,
-						   xattrs ? &xa : NULL, &fd);
+						   xattrs ? &xa : NULL, &at,
+						   &fd);
 		/*
 		 * The name is the inode just made or linked, not another a
 		 * user put there since: the journal will say what became
@@ -970,6 +1003,7 @@ static int listing_apply(struct job *j)
 	struct cache_obj d, nd = { 0 };
 	struct cache_xattr x[LENTO_XATTRS_MAX];
 	struct cache_xattrs xa;
+	struct cache_at at = listing_at(cl, &j->fid);
 	int err;
 
 	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
@@ -995,7 +1029,7 @@ static int listing_apply(struct job *j)
 	/* Kept if there, if it is this directory; its xattrs by its inode. */
 	err = err ?: xattrs_decode(li, li->dir_xattrs, li->dir_nxattr, x, &xa);
 	err = err ?: cache_placeholder_fd(cl->cache, dirpath, &nd, NULL, &xa,
-					  NULL);
+					  &at, NULL);
 	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
 	for (size_t i = 0; !err && i < ol.n; i++)
 		if (!listed(li, &ol.e[i]))
@@ -1168,20 +1202,67 @@ static void body_free(struct job *j)
 	free(b);
 }
 
-/* The body is in the file, synced: put it in place. */
-static int body_install(struct job *j)
+/*
+ * The xattrs a body fetched takes. The listing that gave the object's
+ * version put that version's xattrs on its inode; the body's version may
+ * be newer (changed at the server since), and then they are the
+ * server's, asked for with a GETATTR. Never those of whatever the
+ * object's name holds now: a user's file put there, another object.
+ */
+#define BODY_ASK	1	/* body_install(): the server's xattrs first */
+
+/*
+ * The body is in the file, synced: put it in place, with the xattrs of
+ * @sx (the server's, from a GETATTR) or, if NULL, those the object has
+ * here if they are its version's -- else BODY_ASK.
+ */
+static int body_install(struct job *j, const struct cache_xattrs *sx)
 {
 	struct body_in *b = j->priv;
 	struct client *cl = j->cl;
 	char path[CACHE_PATH_MAX];
 	struct cache_obj o;
-	int err = cache_obj_get(cl->cache, &j->fid, &o, NULL, 0);
+	struct cache_xattr_copy kept = { 0 };
+	uint32_t skipped = 0;
+	struct cache_xattrs xa = { .skipped = &skipped };
+	struct cache_at at;
+	bool same;
+	int old = -1, err = cache_obj_get(cl->cache, &j->fid, &o, NULL, 0);
 
 	if (err || o.dirty)	/* gone, or written here meanwhile */
 		return err == -ENOENT ? 0 : err;
 	err = cache_path(cl->cache, &j->fid, path, sizeof(path));
 	if (err)
 		return err == -ENOENT ? 0 : err;
+	/* The xattrs on the object's inode here are of the row's version. */
+	same = lento_vv_eq(&o.vv, &b->st.vv);
+	at = listing_at(cl, &j->fid);
+	if (!b->in_place) {
+		/*
+		 * A new inode in place of the object's own, found by its
+		 * handle, whose xattrs it takes; or of nothing, or of a
+		 * crash's leftover where only lento changes the tree.
+		 */
+		old = cache_open_obj(cl->cache, path, O_PATH, 0);
+		if (old == -ENOENT && !at.lax)
+			return -ESTALE;	/* moved or removed: the journal */
+		if (old < 0 && old != -ENOENT)
+			return old;
+		err = old < 0 ? 0 : cache_at_allows(cl->cache, old, path, &at);
+		if (!err && old >= 0 && !sx && same &&
+		    fd_is_file(cl, old, &j->fid))
+			err = cache_xattrs_read_fd(old, &kept);
+		else if (!err && !sx)
+			err = BODY_ASK;	/* nothing here to take them from */
+		if (old >= 0)
+			close(old);
+		if (err)
+			return err;
+		xa.x = sx ? sx->x : kept.x;
+		xa.n = sx ? sx->n : kept.n;
+	} else if (!sx && !same) {
+		return BODY_ASK;	/* the placeholder has an older one's */
+	}
 	obj_from_status(&o, &b->st);
 	o.valid = !j->broken;
 	o.data = true;
@@ -1189,27 +1270,35 @@ static int body_install(struct job *j)
 	/*
 	 * A temporary file gets its attributes as it is installed; the
 	 * placeholder filled, by the descriptor written through (its name
-	 * may have moved on meanwhile).
+	 * may have moved on meanwhile), and the server's xattrs if asked.
 	 */
-	if (b->in_place)
+	if (b->in_place) {
 		err = cache_set_attrs_fd(b->fd, &o);
+		if (!err && sx)
+			err = cache_sync_xattrs_fd(b->fd, sx->x, sx->n,
+						   &skipped);
+	}
 	/*
 	 * Complete: presto may serve it alone once it has the name (after
-	 * the attributes, in the lower's journal too).
+	 * the attributes, in the lower's journal too) -- if it is current.
 	 */
-	err = err ?: kclient_flags_new(cl, &o.fid, b->fd);
+	if (!err && o.valid)
+		err = kclient_flags_new(cl, &o.fid, b->fd);
 	if (err == -EOPNOTSUPP)
 		err = 0;
 	err = err ?: cache_begin(cl->cache);
-	if (err)
+	if (err) {
+		cache_xattrs_release(&kept);
 		return err;
+	}
 	if (!b->in_place) {
-		/* The listing gave the old inode this version's xattrs. */
-		err = cache_copy_xattrs(cl->cache, path, b->tmp);
-		err = err ?: cache_install(cl->cache, b->tmp, path, &o);
+		/* Its xattrs on it before its name, in place of the old. */
+		err = cache_install_at(cl->cache, b->tmp, path, &o, &xa, &at,
+				       NULL);
 		if (!err)
 			b->tmp[0] = 0;
 	}
+	cache_xattrs_release(&kept);
 	/*
 	 * Only b->fd is known to be the file: the placeholder filled (its
 	 * name may have moved on during the fetch, and a user's file taken
@@ -1227,18 +1316,13 @@ static int body_install(struct job *j)
 	err = err ?: cache_commit(cl->cache);
 	if (err)
 		cache_rollback(cl->cache);
+	if (!err)
+		cl->st.xattrs_skipped += skipped;
 	return err;
 }
 
-static void body_synced(void *arg, int res)
+static void body_done(struct job *j, int err)
 {
-	struct job *j = arg;
-	int err = res;
-
-	j->io--;
-	if (j->done)		/* ended without it: it only had to go */
-		return job_free_if_idle(j);
-	err = err ?: body_install(j);
 	if (!err) {
 		j->cl->st.fetches++;
 		j->cl->st.fetched_bytes += ((struct body_in *)j->priv)->bytes;
@@ -1250,6 +1334,68 @@ static void body_synced(void *arg, int res)
 			FIDARG(&j->fid), cache_strerror(err));
 	}
 	job_end(j, err);	/* and it goes */
+}
+
+/* The server's status and xattrs of the file: the body goes in. */
+static int body_attr_reply(void *arg, const struct lp_frame *f, int err,
+			   const char **why)
+{
+	struct job *j = arg;
+	struct body_in *b = j->priv;
+	struct lp_getattr_reply *m;
+	struct cache_xattr x[LENTO_XATTRS_MAX];
+	struct cache_xattrs sx;
+
+	reply_over(j, f, err);
+	if (err)
+		return job_end(j, err), 0;
+	if (f->type == LP_ERROR)
+		return job_error(j, f, "the xattrs of a file fetched", why);
+	m = malloc(sizeof(*m));
+	if (!m)
+		return job_end(j, -ENOMEM), 0;
+	if (f->type != LP_GETATTR_REPLY || lp_decode_getattr_reply(f, m, why) ||
+	    !lento_fid_eq(&m->st.fid, &j->fid)) {
+		free(m);
+		return *why = *why ?: "not the GETATTR_REPLY of the file",
+		       -EBADMSG;
+	}
+	for (uint32_t i = 0; i < m->nxattr; i++)
+		x[i] = (struct cache_xattr){ m->xattr[i].name,
+					     m->xattr[i].name_len,
+					     m->xattr[i].value,
+					     m->xattr[i].value_len };
+	sx = (struct cache_xattrs){ .x = x, .n = m->nxattr };
+	/* Changed again since the body was sent: not current, then. */
+	if (!lento_vv_eq(&m->st.vv, &b->st.vv))
+		j->broken = true;
+	free(m);
+	err = body_install(j, &sx);
+	body_done(j, err == BODY_ASK ? -EIO : err);
+	return 0;
+}
+
+static void body_synced(void *arg, int res)
+{
+	struct job *j = arg;
+	struct conn *c = j->cl->conn;
+	int err = res;
+
+	j->io--;
+	if (j->done)		/* ended without it: it only had to go */
+		return job_free_if_idle(j);
+	err = err ?: body_install(j, NULL);
+	if (err != BODY_ASK)
+		return body_done(j, err);
+	if (!c)
+		return body_done(j, -ENOTCONN);
+	j->tag = conn_tag(c);
+	err = lp_encode_fid(conn_buf(c), LP_GETATTR, j->tag, &j->fid) ?:
+	      start_request(j, LP_GETATTR, body_attr_reply);
+	if (err) {
+		conn_buf(c)->len = 0;
+		body_done(j, err);
+	}
 }
 
 /* Every chunk written and the last one seen: fsync, then install. */
@@ -1994,11 +2140,41 @@ static int pick_victim(void *arg, const struct cache_obj *o)
 	return vs->n == EVICT_BATCH ? 1 : 0;
 }
 
+/*
+ * presto's flags of an evicted file's old inode (@from), for its
+ * placeholder: as they were but DATA, which goes with the content (the
+ * attributes stay current, in the same epoch). 1 and @cb to set, or 0:
+ * none (not a fileset's, or not yet flagged).
+ */
+static int evict_flags(int from, uint8_t cb[KCHAN_CB_LEN])
+{
+	uint8_t b[KCHAN_CB_LEN + 1];
+	ssize_t n = cache_fgetxattr(from, PRESTO_CB_XATTR, b, sizeof(b));
+	uint32_t flags, nlink;
+	uint64_t epoch;
+
+	if (n == -ENODATA || n == -EOPNOTSUPP)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	if (kchan_cb_decode(b, (size_t)n, &flags, &nlink, &epoch))
+		return 0;	/* not presto's: none, presto asks */
+	kchan_cb_encode(cb, flags & ~PRESTO_CB_DATA, nlink, epoch);
+	return 1;
+}
+
 int evict_obj(struct client *cl, const struct cache_obj *o)
 {
 	char path[CACHE_PATH_MAX];
 	struct cache_obj e = *o;
-	int fd = -1, err = cache_path(cl->cache, &o->fid, path, sizeof(path));
+	struct cache_xattr_copy kept = { 0 };
+	uint8_t cb[KCHAN_CB_LEN];
+	struct cache_xattr own = { PRESTO_CB_XATTR, strlen(PRESTO_CB_XATTR),
+				   cb, KCHAN_CB_LEN };
+	uint32_t skipped = 0;
+	struct cache_xattrs xa = { .skipped = &skipped };
+	int old = -1, fd = -1,
+	    err = cache_path(cl->cache, &o->fid, path, sizeof(path));
 
 	e.data = false;
 	/*
@@ -2007,15 +2183,34 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	 * theirs, not content to drop.
 	 */
 	if (!err) {
-		fd = cache_open_obj(cl->cache, path, O_PATH, 0);
-		err = fd < 0 ? fd : fd_is_file(cl, fd, &o->fid) ? 0 : -ESTALE;
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
+		old = cache_open_obj(cl->cache, path, O_PATH, 0);
+		err = old < 0 ? old :
+		      fd_is_file(cl, old, &o->fid) ? 0 : -ESTALE;
 	}
+	/*
+	 * All the file had but its content goes to the placeholder before
+	 * it takes the name: its xattrs, and presto's flags less DATA.
+	 */
+	err = err ?: cache_xattrs_read_fd(old, &kept);
+	if (!err) {
+		xa.x = kept.x;
+		xa.n = kept.n;
+		err = evict_flags(old, cb);
+		xa.own = err == 1 ? &own : NULL;
+		xa.nown = err == 1;
+		err = err < 0 ? err : 0;
+	}
+	/*
+	 * ... and it is that inode, checked again as it is replaced,
+	 * that the placeholder takes the name of.
+	 */
 	if (!err)
-		err = cache_placeholder_fd(cl->cache, path, &e, NULL, NULL,
+		err = cache_placeholder_fd(cl->cache, path, &e, NULL, &xa,
+					   &(struct cache_at){ &o->fid, false },
 					   &fd);
+	cache_xattrs_release(&kept);
+	if (old >= 0)
+		close(old);
 	/* ... and it is the new inode that goes on, not one put there since. */
 	err = err ?: cache_path_is_fd(cl->cache, path, fd);
 	/* A new inode: a fetch fills it in place if it knows it as @o's. */
@@ -2029,8 +2224,10 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 	if (err == -ENOENT)
 		err = 0;	/* no path: just forget the content */
 	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
-	if (!err)
+	if (!err) {
 		cl->st.evictions++;
+		cl->st.xattrs_skipped += skipped;
+	}
 	return err;
 }
 

@@ -663,6 +663,54 @@ def case_status(s):
     check("journal consumed" in text and "permit: presto" in text, text)
 
 
+def case_made_flags_identity(s):
+    """A file made through the mount gets presto's flags (ATTR|DATA) in
+    the lower once lento consumed its record, on that file only: if its
+    name holds another object by then -- here a placeholder renamed over
+    it through the mount while lento writes the flags (held there for
+    the test: LENTO_TEST_FAULTS made-flags) -- that one's flags are not
+    touched (lento's of before wrote DATA on whatever the name held: a
+    placeholder with no content, served as complete from then on)."""
+    faults = os.path.join(s.t.tmp, "m.faults")
+    k = rp.Kclient(s.t.tmp, "m", s.srv, os.path.join(s.t.tmp, "mnt-m"))
+    s.t.procs.append(k)
+    s.more.append(k)
+    k.start(env={"LENTO_TEST_FAULTS": faults})
+    k.mount()
+    k.ready()
+    # g: published by A, a placeholder in M's cache (listed, not read).
+    os.makedirs(os.path.join(s.a.mnt, "mf"))
+    with open(os.path.join(s.a.mnt, "mf", "g"), "wb") as f:
+        f.write(b"A's g")
+    s.a.sync(timeout=120)
+    wait_until(lambda: "g" in os.listdir(os.path.join(k.mnt, "mf")), 30,
+               "M listing mf")
+    lower = os.path.join(k.cache, VOL, "mf")
+    check(os.lstat(os.path.join(lower, "g")).st_blocks == 0,
+          "M has g's content already")
+    with open(faults, "w") as f:
+        f.write("made-flags\n")
+    with open(os.path.join(k.mnt, "mf", "n"), "wb") as f:
+        f.write(b"M's n")
+    os.sync()
+    wait_until(lambda: not os.path.exists(faults), 30,
+               "M writing the flags of n", step=0.005)
+    os.rename(os.path.join(k.mnt, "mf", "g"), os.path.join(k.mnt, "mf", "n"))
+    consumed(k)
+    cb = None
+    try:
+        cb = os.getxattr(os.path.join(lower, "n"), "trusted.presto.cb",
+                         follow_symlinks=False)
+    except OSError:
+        pass
+    check(cb is None or len(cb) < 2 or not cb[1] & 2,
+          "g's placeholder, now n, flagged DATA: %r" % cb)
+    with open(os.path.join(k.mnt, "mf", "n"), "rb") as f:
+        got = f.read()
+    check(got == b"A's g", "M's n (g renamed over it): %r" % got)
+    k.umount()
+
+
 CASES = [
     ("mount", case_mount),
     ("write_tree", case_write_tree),
@@ -678,6 +726,7 @@ CASES = [
     ("apart", case_apart),
     ("crash_recovery", case_crash_recovery),
     ("status", case_status),
+    ("made_flags_identity", case_made_flags_identity),
 ]
 
 

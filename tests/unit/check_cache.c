@@ -1009,8 +1009,8 @@ START_TEST(by_descriptor)
 	add_volume(c);
 	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
 	fd = -1;
-	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL, &fd),
-			 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL, NULL,
+					      &fd), 0);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(fstat(fd, &made), 0);
 	ck_assert_int_eq(cache_path_is_fd(c, "vol/f", fd), 0);
@@ -1068,7 +1068,7 @@ START_TEST(placeholder_identity)
 			 f = obj(fid(1, 3), LENTO_T_REG, 1);
 	const struct cache_xattr x[] = { { "user.a", 6, "1", 1 } };
 	uint32_t skipped = 0;
-	struct cache_xattrs xa = { x, 1, &skipped };
+	struct cache_xattrs xa = { .x = x, .n = 1, .skipped = &skipped };
 	char buf[8], path[128];
 	struct stat sb;
 
@@ -1087,20 +1087,136 @@ START_TEST(placeholder_identity)
 		ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, 0), 0);
 		ck_assert_int_eq(sb.st_mode & 07777, 0751);
 		ck_assert_int_eq(cache_placeholder_fd(c, "vol/d", &d, NULL,
-						      &xa, NULL), -ESTALE);
+						      &xa, NULL, NULL),
+				 -ESTALE);
 		snprintf(path, sizeof(path), "%s/vol/d", dir);
 		ck_assert_int_lt(lgetxattr(path, "user.a", buf, sizeof(buf)),
 				 0);
 	}
 	fd = -1;
-	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, &xa, &fd),
-			 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, &xa, NULL,
+					      &fd), 0);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	snprintf(path, sizeof(path), "%s/vol/f", dir);
 	if (!skipped)
 		ck_assert_int_eq(lgetxattr(path, "user.a", buf, sizeof(buf)),
 				 1);
+	cache_close(c);
+}
+END_TEST
+
+/*
+ * A placeholder, install or removal replaces what a name holds only if
+ * it is the inode struct cache_at allows there: the object's own, or
+ * nothing, or -- lax -- an inode the cache knows no handle of; another
+ * object's inode, or an unknown one when not lax, stays (-ESTALE), and
+ * so does what the new object would have been.
+ */
+START_TEST(replace_only_own)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1),
+			 g = obj(fid(1, 5), LENTO_T_REG, 1),
+			 d = obj(fid(1, 6), LENTO_T_DIR, 1);
+	struct cache_at own = { &f.fid, false }, lax = { &f.fid, true };
+	struct stat sb, theirs;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/g", &g, NULL, NULL,
+					      &own, NULL), 0);
+	if (cache_handle_update(c, &g.fid, "vol/g") == -EOPNOTSUPP) {
+		cache_close(c);
+		return;		/* nothing tells inodes apart here */
+	}
+	/* Nothing there: made. Its own: replaced. */
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL,
+					      &own, NULL), 0);
+	ck_assert_int_eq(cache_handle_update(c, &f.fid, "vol/f"), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL,
+					      &own, NULL), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &theirs, AT_SYMLINK_NOFOLLOW),
+			 0);
+	ck_assert_uint_ne(sb.st_ino, theirs.st_ino);
+	/* mv g f: another object's inode, lax or not. */
+	ck_assert_int_eq(renameat(dfd, "vol/g", dfd, "vol/f"), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &theirs, AT_SYMLINK_NOFOLLOW),
+			 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL,
+					      &lax, NULL), -ESTALE);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &d, NULL, NULL,
+					      &lax, NULL), -ESTALE);
+	ck_assert_int_eq(cache_remove_at(c, "vol/f", &lax), -ESTALE);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_uint_eq(sb.st_ino, theirs.st_ino);
+	ck_assert(S_ISREG(sb.st_mode));
+	/* rm f; touch f: unknown, replaced only when lax. */
+	ck_assert_int_eq(unlinkat(dfd, "vol/f", 0), 0);
+	fd = openat(dfd, "vol/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &theirs, AT_SYMLINK_NOFOLLOW),
+			 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL,
+					      &own, NULL), -ESTALE);
+	ck_assert_int_eq(cache_remove_at(c, "vol/f", &own), -ESTALE);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_uint_eq(sb.st_ino, theirs.st_ino);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/f", &f, NULL, NULL,
+					      &lax, NULL), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_uint_ne(sb.st_ino, theirs.st_ino);
+	/* Its own removed; nothing there is no error. */
+	ck_assert_int_eq(cache_handle_update(c, &f.fid, "vol/f"), 0);
+	ck_assert_int_eq(cache_remove_at(c, "vol/f", &own), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW),
+			 -1);
+	ck_assert_int_eq(cache_remove_at(c, "vol/f", &own), 0);
+	cache_close(c);
+}
+END_TEST
+
+/*
+ * An old inode's xattrs, read by its descriptor, for its successor:
+ * the server's (user.*), not presto's own.
+ */
+START_TEST(xattrs_read_fd)
+{
+	struct cache *c = open_cache();
+	int dfd = cache_dirfd(c), fd;
+	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1);
+	const struct cache_xattr x[] = { { "user.a", 6, "1", 1 },
+					 { "user.b", 6, "", 0 } };
+	struct cache_xattr_copy got;
+	uint32_t skipped = 0;
+
+	add_volume(c);
+	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
+	ck_assert_int_eq(cache_placeholder(c, "vol/f", &f, NULL), 0);
+	ck_assert_int_eq(cache_sync_xattrs(c, "vol/f", x, 2, &skipped), 0);
+	if (skipped) {
+		cache_close(c);
+		return;		/* no user xattrs here */
+	}
+	fd = cache_open_obj(c, "vol/f", O_PATH, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(cache_xattrs_read_fd(fd, &got), 0);
+	close(fd);
+	ck_assert_uint_eq(got.n, 2);
+	for (uint32_t i = 0; i < 2; i++) {
+		uint32_t k = got.x[i].name_len == 6 &&
+			     !memcmp(got.x[i].name, "user.a", 6) ? 0 : 1;
+
+		ck_assert_uint_eq(got.x[i].name_len, 6);
+		ck_assert(!memcmp(got.x[i].name, x[k].name, 6));
+		ck_assert_uint_eq(got.x[i].value_len, x[k].value_len);
+		ck_assert(!memcmp(got.x[i].value, x[k].value,
+				  x[k].value_len));
+	}
+	cache_xattrs_release(&got);
 	cache_close(c);
 }
 END_TEST
@@ -1129,6 +1245,8 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, fifo_in_the_way);
 	tcase_add_test(tc, by_descriptor);
 	tcase_add_test(tc, placeholder_identity);
+	tcase_add_test(tc, replace_only_own);
+	tcase_add_test(tc, xattrs_read_fd);
 	suite_add_tcase(s, tc);
 	return s;
 }
