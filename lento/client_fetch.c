@@ -1226,16 +1226,26 @@ static int body_install(struct job *j, const struct cache_xattrs *sx)
 	uint32_t skipped = 0;
 	struct cache_xattrs xa = { .skipped = &skipped };
 	struct cache_at at;
-	bool same;
+	bool same, local;
 	int old = -1, err = cache_obj_get(cl->cache, &j->fid, &o, NULL, 0);
 
-	if (err || o.dirty)	/* gone, or written here meanwhile */
-		return err == -ENOENT ? 0 : err;
-	err = cache_path(cl->cache, &j->fid, path, sizeof(path));
-	if (err)
+	if (err)		/* gone */
 		return err == -ENOENT ? 0 : err;
 	/* The xattrs on the object's inode here are of the row's version. */
 	same = lento_vv_eq(&o.vv, &b->st.vv);
+	/*
+	 * Changed here: its content, if it has any here, is this client's
+	 * (written meanwhile). Without content, only its names or
+	 * attributes were (a file renamed before it was ever read): the
+	 * content is the server's to fetch -- of the version the records
+	 * build on -- and the rest of the row, and of the file, stays.
+	 */
+	local = o.dirty;
+	if (local && (o.data || !same))
+		return 0;
+	err = cache_path(cl->cache, &j->fid, path, sizeof(path));
+	if (err)
+		return err == -ENOENT ? 0 : err;
 	at = listing_at(cl, &j->fid);
 	if (!b->in_place) {
 		/*
@@ -1263,8 +1273,10 @@ static int body_install(struct job *j, const struct cache_xattrs *sx)
 	} else if (!sx && !same) {
 		return BODY_ASK;	/* the placeholder has an older one's */
 	}
-	obj_from_status(&o, &b->st);
-	o.valid = !j->broken;
+	if (!local) {
+		obj_from_status(&o, &b->st);
+		o.valid = !j->broken;
+	}
 	o.data = true;
 	o.used_ms = wall_ms();
 	/*
