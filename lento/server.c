@@ -161,6 +161,11 @@ struct session {
 	unsigned int nfetch;		/* FETCHes queued */
 	struct list_out *lists, **lists_tail;
 	unsigned int nlists;		/* READDIRs queued */
+	/*
+	 * What was made to go out while a listing is on its way (its spool
+	 * made, frames left): sent when it ends (sess_flush()).
+	 */
+	struct lp_buf behind;
 	size_t deferred;		/* bytes of its requests in permits' queues */
 	struct reint_in *ri;
 	/*
@@ -211,8 +216,66 @@ static void sess_close(struct session *s, int err, const char *fmt, ...)
 
 /* ------------------------------------------------------------ sending */
 
-/* Send what srv->out holds to @s; a peer that does not read is closed. */
+/*
+ * Is a listing of @s on its way: made (its snapshot taken, its callbacks
+ * promised), some of its frames still in its spool?
+ */
+static bool sess_listing(const struct session *s)
+{
+	return s->lists && s->lists->fd >= 0;
+}
+
+/* Bytes held behind a listing at most: past them, the peer is not reading. */
+#define BEHIND_MAX	(64u << 20)
+
+/*
+ * Send what srv->out holds to @s; a peer that does not read is closed.
+ * Behind a listing on its way, it waits for the listing's end: a BREAK or
+ * an answer made after the listing's snapshot must not overtake an older
+ * status in one of its frames still to go.
+ */
 static void sess_flush(struct session *s)
+{
+	struct lp_buf *b = &s->srv->out;
+	int err;
+
+	if (!b->len)
+		return;
+	if (sess_listing(s)) {
+		uint8_t *p = s->behind.p;
+
+		if (s->behind.len + b->len > BEHIND_MAX) {
+			b->len = 0;
+			sess_close(s, -ENOBUFS, "it does not read what it is "
+				   "sent");
+			return;
+		}
+		if (s->behind.len + b->len > s->behind.cap) {
+			size_t cap = 2 * (s->behind.len + b->len);
+
+			p = realloc(s->behind.p, cap);
+			if (!p) {
+				b->len = 0;
+				sess_close(s, -ENOMEM, "out of memory for "
+					   "what waits behind a listing");
+				return;
+			}
+			s->behind.p = p;
+			s->behind.cap = cap;
+		}
+		memcpy(p + s->behind.len, b->p, b->len);
+		s->behind.len += b->len;
+		b->len = 0;
+		return;
+	}
+	err = lo_conn_send(s->conn, b->p, b->len);
+	b->len = 0;
+	if (err == -ENOBUFS)
+		sess_close(s, err, "it does not read what it is sent");
+}
+
+/* A FETCH's DATA: never held (its FETCH_REPLY went out before). */
+static void sess_flush_data(struct session *s)
 {
 	struct lp_buf *b = &s->srv->out;
 	int err;
@@ -728,7 +791,8 @@ static void listing_fix(struct listing *l, struct lp_readdir_reply *m)
 /*
  * The entries collected go to the spool as frames, and their callbacks
  * are promised (the promises go with the listing: a BREAK of one of
- * them comes after it). Then the next frame's entries are collected.
+ * them waits for its last frame, sess_flush()). Then the next frame's
+ * entries are collected.
  */
 static int listing_flush(struct listing *l)
 {
@@ -865,6 +929,7 @@ out:
 static void list_pop(struct session *s)
 {
 	struct list_out *o = s->lists;
+	int err;
 
 	s->lists = o->next;
 	if (!s->lists)
@@ -873,6 +938,13 @@ static void list_pop(struct session *s)
 	if (o->fd >= 0)
 		close(o->fd);
 	free(o);
+	/* What waited behind the listing goes now, before the next one. */
+	if (s->behind.len && !s->closing) {
+		err = lo_conn_send(s->conn, s->behind.p, s->behind.len);
+		if (err == -ENOBUFS)
+			sess_close(s, err, "it does not read what it is sent");
+	}
+	s->behind.len = 0;
 }
 
 static int pread_all(int fd, void *p, size_t n, uint64_t off)
@@ -1064,6 +1136,15 @@ static void out_pump(struct session *s)
 		}
 		if (lo_conn_queued(s->conn) >= FETCH_QUEUE_LOW)
 			break;
+		/*
+		 * A FETCH opened now would tell a status newer than the
+		 * listing's frames still to go: it waits for their end.
+		 */
+		if (!o->opened && sess_listing(s)) {
+			if (!sent)
+				break;
+			continue;
+		}
 		if (!o->opened && fetch_open(s, o)) {
 			fetch_pop(s);
 			continue;
@@ -1106,7 +1187,7 @@ static void out_pump(struct session *s)
 			sess_close(s, -EIO, "cannot compress a chunk");
 			return;
 		}
-		sess_flush(s);
+		sess_flush_data(s);
 		o->off += n;
 		if (d.flags & LP_DATA_LAST)
 			fetch_pop(s);
@@ -1610,9 +1691,7 @@ static void resize_done(struct wk_job *wk, bool ran)
 		return;
 	}
 	ri->rjob = NULL;
-	for (uint32_t i = 0; ran && i < j->n; i++)
-		if (j->rz[i].err && !ri->sync_err)
-			ri->sync_err = j->rz[i].err;
+	/* A copy that failed (not made) is the apply's to make, or fail. */
 	free(j);
 	if (ran && !ri->s->srv->stopping)
 		reint_ready(ri->s);
@@ -1652,10 +1731,14 @@ static struct content *content_of(struct server *srv, struct content **cs,
 	return c;
 }
 
+/* Size-change copies a batch makes on the worker; the apply makes more. */
+#define RESIZE_PREP_MAX	32
+
 /*
  * The copies @ri's size changes need, begun in DIR/tmp and handed to the
  * worker: true if there is a job to wait for. Whatever fails here (no
- * memory, a file) is left to the apply, which makes the copy itself.
+ * memory, a file) or comes past RESIZE_PREP_MAX copies is left to the
+ * apply, which makes the copy itself.
  */
 static bool resizes_start(struct session *s, struct reint_in *ri)
 {
@@ -1702,6 +1785,9 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 			c->unknown = c->has;
 			continue;
 		}
+		/* Two descriptors a copy until the apply: the rest are its. */
+		if (ri->nrz >= RESIZE_PREP_MAX)
+			break;
 		z = grow(ri->rz, &caprz, ri->nrz, 1, sizeof(*ri->rz));
 		if (!z)
 			break;
@@ -2455,8 +2541,10 @@ static void session_free(struct session *s)
 		s->next->prev = s->prev;
 	while (s->fetch)
 		fetch_pop(s);
+	s->closing = true;	/* nothing more goes out */
 	while (s->lists)
 		list_pop(s);
+	free(s->behind.p);
 	reint_free(s->ri);
 	free(s->ri_next_body);
 	fidset_free(&s->cbs);

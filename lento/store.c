@@ -259,6 +259,7 @@ struct store {
 	struct store_stats stats;
 	unsigned int cb_depth;	/* inside a caller's callback */
 	bool broken;		/* a COMMIT of unknown outcome */
+	uint64_t resize_seq;	/* the last size-change copy's number */
 	char why[200];		/* SQLite's last message */
 	store_fault_fn fault;
 	void *fault_arg;
@@ -3422,8 +3423,13 @@ int store_resize_begin(struct store *s, struct store_resize *r)
 
 	USABLE(s);
 	body_name(bname, &r->fid, &r->sid);
-	snprintf(r->name, sizeof(r->name), "t.%s", bname);
-	r->out = openat(s->tmpfd, r->name, O_RDWR | O_CREAT | O_TRUNC |
+	/*
+	 * A name of its own: a batch sent again after a reconnection has
+	 * the same fids and records as one whose copies may still be made.
+	 */
+	snprintf(r->name, sizeof(r->name), "t.%s.%" PRIu64, bname,
+		 ++s->resize_seq);
+	r->out = openat(s->tmpfd, r->name, O_RDWR | O_CREAT | O_EXCL |
 			O_CLOEXEC, 0600);
 	if (r->out < 0) {
 		r->name[0] = '\0';

@@ -655,6 +655,29 @@ def case_pong_ahead_of_listing(srv):
     big_dir_done()
 
 
+def case_answers_wait_for_listing(srv):
+    """A GETATTR sent right behind a READDIR of a large directory is
+    answered after the listing's last frame, not in the middle of it: an
+    answer (or a BREAK) made after the listing's snapshot tells a status
+    newer than the listing's frames still to go, and a client that took
+    those after it would cache the older status as current. The server of
+    before sent the answer at once, between the listing's frames."""
+    big, tmp, c, vol, names = big_dir_server(srv)
+    rtag = c.tag + 1
+    c.s.sendall(frames(READDIR, fid(vol), rtag) +
+                frames(GETATTR, fid(vol), rtag + 1))
+    c.tag = rtag + 1
+    time.sleep(1)
+    listing, others, nbytes = read_listing(c, rtag)
+    early = [at for fr, at in others if fr[2] == rtag + 1]
+    assert not early, "the GETATTR's answer came after %d bytes of a " \
+        "%d-byte listing" % (early[0], nbytes)
+    fr = c.reply(rtag + 1)
+    assert fr[0] == GETATTR_REPLY, fr[0]
+    assert len(parse_listing(listing)) == BIG_DIR
+    big_dir_done()
+
+
 def case_reintegrate_needs_permit(srv):
     c = Conn(srv.port)
     cid, _, _ = hello(c)
@@ -1305,6 +1328,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
          case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
+         case_answers_wait_for_listing,
          case_reintegrate_needs_permit,
          case_resent_batch_leaves_no_body, case_pipelined_batches,
          case_resize_copy_off_the_loop,
