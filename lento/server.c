@@ -216,6 +216,20 @@ static void sess_close(struct session *s, int err, const char *fmt, ...)
 
 /* ------------------------------------------------------------ sending */
 
+/* srv->out sent now, never held: a FETCH's DATA (its reply went first). */
+static void sess_flush_data(struct session *s)
+{
+	struct lp_buf *b = &s->srv->out;
+	int err;
+
+	if (!b->len)
+		return;
+	err = lo_conn_send(s->conn, b->p, b->len);
+	b->len = 0;
+	if (err == -ENOBUFS)
+		sess_close(s, err, "it does not read what it is sent");
+}
+
 /*
  * Is a listing of @s on its way: made (its snapshot taken, its callbacks
  * promised), some of its frames still in its spool?
@@ -237,7 +251,6 @@ static bool sess_listing(const struct session *s)
 static void sess_flush(struct session *s)
 {
 	struct lp_buf *b = &s->srv->out;
-	int err;
 
 	if (!b->len)
 		return;
@@ -268,24 +281,7 @@ static void sess_flush(struct session *s)
 		b->len = 0;
 		return;
 	}
-	err = lo_conn_send(s->conn, b->p, b->len);
-	b->len = 0;
-	if (err == -ENOBUFS)
-		sess_close(s, err, "it does not read what it is sent");
-}
-
-/* A FETCH's DATA: never held (its FETCH_REPLY went out before). */
-static void sess_flush_data(struct session *s)
-{
-	struct lp_buf *b = &s->srv->out;
-	int err;
-
-	if (!b->len)
-		return;
-	err = lo_conn_send(s->conn, b->p, b->len);
-	b->len = 0;
-	if (err == -ENOBUFS)
-		sess_close(s, err, "it does not read what it is sent");
+	sess_flush_data(s);
 }
 
 /* The same, ahead of the bulk output queued (whole frames: a PONG). */
