@@ -130,7 +130,7 @@ static int reserved_zero(const uint8_t *p)
 {
 	typedef struct presto_kml_rec R;
 
-	if (get32(FIELD(p, R, reserved)))
+	if (get16(FIELD(p, R, reserved)))
 		return 0;
 	for (int i = 0; i < PRESTO_KML_NFH; i++)
 		if (get32(p + offsetof(R, fh) + i * sizeof(struct presto_kml_fh) +
@@ -313,11 +313,18 @@ enum kml_result kml_decode_record(const void *buf, size_t len,
 	r->name_len = get16(FIELD(p, R, name_len));
 	r->name2_len = get16(FIELD(p, R, name2_len));
 	r->data_len = get32(FIELD(p, R, data_len));
+	r->ngroups = get16(FIELD(p, R, ngroups));
 	if (r->name_len > PRESTO_KML_NAME_MAX ||
 	    r->name2_len > PRESTO_KML_NAME_MAX ||
 	    r->data_len > PRESTO_KML_DATA_MAX)
 		return bad(why, "name or data too long");
-	body = sizeof(R) + r->name_len + r->name2_len + r->data_len;
+	if (r->ngroups > PRESTO_KML_GROUPS_MAX)
+		return bad(why, "too many groups");
+	if ((r->flags & PRESTO_KML_F_GROUPS_CUT) &&
+	    r->ngroups != PRESTO_KML_GROUPS_MAX)
+		return bad(why, "groups cut short of the most a record holds");
+	body = sizeof(R) + r->name_len + r->name2_len + r->data_len +
+	       4 * (size_t)r->ngroups;
 	if (body > rlen || rlen - body >= PRESTO_KML_ALIGN)
 		return bad(why, "lengths disagree with the record length");
 	for (size_t i = body; i < rlen; i++)
@@ -337,6 +344,7 @@ enum kml_result kml_decode_record(const void *buf, size_t len,
 	r->name = (const char *)p + sizeof(R);
 	r->name2 = r->name + r->name_len;
 	r->data = (const uint8_t *)r->name2 + r->name2_len;
+	r->groups = r->data + r->data_len;
 	r->entries = 0;
 	reason = check_recovery(r);
 	if (reason)

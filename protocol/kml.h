@@ -33,6 +33,9 @@ struct kml_record {
 	const char *name, *name2;
 	const uint8_t *data;
 	size_t name_len, name2_len, data_len;
+	/* The caller's supplementary groups: ngroups little-endian u32s. */
+	const uint8_t *groups;
+	uint16_t ngroups;
 	uint64_t entries;	/* RESYNC_DIR: the DIRENTs that follow it */
 	uint32_t len;		/* bytes the record took */
 };
@@ -48,10 +51,11 @@ enum kml_result {
 	KML_BAD,	/* not a valid record: a torn tail, or damage */
 };
 
-/* Largest record: header, two names, the largest data. */
+/* Largest record: header, two names, the largest data, every group. */
 #define KML_REC_MAX \
 	((sizeof(struct presto_kml_rec) + 2 * PRESTO_KML_NAME_MAX + \
-	  PRESTO_KML_DATA_MAX + PRESTO_KML_ALIGN - 1) & \
+	  PRESTO_KML_DATA_MAX + 4 * PRESTO_KML_GROUPS_MAX + \
+	  PRESTO_KML_ALIGN - 1) & \
 	 ~(size_t)(PRESTO_KML_ALIGN - 1))
 
 /* CRC-32C from ~0 without the final inversion, as the kernel's. */

@@ -211,6 +211,9 @@ enum lento_op {
  */
 #define LENTO_R_LASTLINK	0x0004
 
+/* Supplementary groups a record carries at most (as the KML's). */
+#define LENTO_GROUPS_MAX	256
+
 /*
  * One CML record. Which fields an operation uses:
  *
@@ -247,6 +250,12 @@ struct lento_rec {
 	char name2[LENTO_NAME_MAX + 1];	/* RENAME's new name */
 	const void *data;	/* symlink target, xattr value: not owned */
 	uint32_t data_len;
+	/*
+	 * The maker's supplementary groups, which the server's permission
+	 * checks count as the gid is: ngroups little-endian u32s, not owned.
+	 */
+	const uint8_t *groups;
+	uint16_t ngroups;	/* at most LENTO_GROUPS_MAX */
 };
 
 #endif /* LENTO_TYPES_H */

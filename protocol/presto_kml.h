@@ -91,7 +91,8 @@ enum presto_kml_op {
 #define PRESTO_KML_F_XREPLACE	0x0008	/* SETXATTR: XATTR_REPLACE */
 #define PRESTO_KML_F_TMPFILE	0x0010	/* CREATE: an O_TMPFILE linked in */
 #define PRESTO_KML_F_RECOVERED	0x0020	/* written by recovery at mount */
-#define PRESTO_KML_F_ALL	0x003f
+#define PRESTO_KML_F_GROUPS_CUT	0x0040	/* more groups than the record holds */
+#define PRESTO_KML_F_ALL	0x007f
 
 /* Slots of presto_kml_rec.fh. */
 enum {
@@ -104,6 +105,8 @@ enum {
 
 #define PRESTO_KML_NAME_MAX	255
 #define PRESTO_KML_DATA_MAX	65536	/* XATTR_SIZE_MAX; > PATH_MAX */
+/* Supplementary groups a record carries at most (presto_kml_rec.ngroups). */
+#define PRESTO_KML_GROUPS_MAX	256
 
 struct presto_kml_rec {
 	__le32	len;		/* whole record incl. padding, multiple of 8 */
@@ -116,11 +119,15 @@ struct presto_kml_rec {
 	__le32	data_len;	/* bytes of data (symlink target, xattr value) */
 	__le32	uid;		/* the caller's fsuid, initial user namespace */
 	__le32	gid;		/* the caller's fsgid */
-	__le32	reserved;	/* zero */
+	__le16	ngroups;	/* supplementary groups after the data */
+	__le16	reserved;	/* zero */
 	__le64	time_ns;	/* wall clock when the change took effect */
 	struct presto_kml_fh fh[PRESTO_KML_NFH];
 	struct presto_kml_attr attr;
-	/* name, name2, data (no NUL terminators), then zeros up to len */
+	/*
+	 * name, name2, data (no NUL terminators), ngroups __le32 group ids
+	 * (initial user namespace), then zeros up to len
+	 */
 };
 
 /* RESYNC_DIR's data: how many DIRENT records follow it. */

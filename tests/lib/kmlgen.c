@@ -90,7 +90,7 @@ int64_t kmlgen_append(struct kmlgen *g, const struct kmlgen_rec *r)
 	typedef struct presto_kml_rec R;
 	size_t n1 = r->name ? strlen(r->name) : 0;
 	size_t n2 = r->name2 ? strlen(r->name2) : 0;
-	size_t body = sizeof(R) + n1 + n2 + r->data_len;
+	size_t body = sizeof(R) + n1 + n2 + r->data_len + 4 * r->ngroups;
 	size_t len = (body + PRESTO_KML_ALIGN - 1) & ~(size_t)7;
 	uint8_t *p = calloc(1, len);
 	uint64_t seq = g->next_seq;
@@ -106,6 +106,7 @@ int64_t kmlgen_append(struct kmlgen *g, const struct kmlgen_rec *r)
 	put32(AT(p, R, data_len), (uint32_t)r->data_len);
 	put32(AT(p, R, uid), r->uid);
 	put32(AT(p, R, gid), r->gid);
+	put16(AT(p, R, ngroups), r->ngroups);
 	put64(AT(p, R, time_ns), (uint64_t)r->time_ns);
 	for (int i = 0; i < PRESTO_KML_NFH; i++) {
 		uint8_t *f = p + offsetof(R, fh) +
@@ -121,6 +122,9 @@ int64_t kmlgen_append(struct kmlgen *g, const struct kmlgen_rec *r)
 		memcpy(p + sizeof(R) + n1, r->name2, n2);
 	if (r->data_len)
 		memcpy(p + sizeof(R) + n1 + n2, r->data, r->data_len);
+	for (uint16_t i = 0; i < r->ngroups; i++)
+		put32(p + sizeof(R) + n1 + n2 + r->data_len + 4 * i,
+		      r->groups[i]);
 	put32(AT(p, R, crc), kml_crc(p, len));
 	if (pwrite(g->fd, p, len, (off_t)g->off) != (ssize_t)len) {
 		free(p);

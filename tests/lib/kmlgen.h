@@ -30,6 +30,8 @@ struct kmlgen_rec {
 	const char *name, *name2;	/* NULL: none */
 	const void *data;
 	size_t data_len;
+	const uint32_t *groups;		/* ngroups supplementary groups */
+	uint16_t ngroups;
 };
 
 /* Segments in the directory @dir (made if missing). 0 or -errno. */

@@ -131,6 +131,68 @@ START_TEST(largest_record)
 }
 END_TEST
 
+/* Append @n groups (1000 + i) to the record at buf of length @len. */
+static uint32_t add_groups(uint32_t len, uint16_t n, uint16_t flags)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	size_t body = sizeof(*h) + le16toh(h->name_len) +
+		      le16toh(h->name2_len) + le32toh(h->data_len);
+	uint32_t nlen = (uint32_t)((body + 4 * (size_t)n + 7) & ~(size_t)7);
+
+	memset(buf + body, 0, nlen > len ? nlen - body : len - body);
+	for (uint16_t i = 0; i < n; i++) {
+		uint32_t g = htole32(1000u + i);
+
+		memcpy(buf + body + 4 * i, &g, 4);
+	}
+	h->ngroups = htole16(n);
+	h->flags = htole16(le16toh(h->flags) | flags);
+	h->len = htole32(nlen);
+	seal(buf);
+	return nlen;
+}
+
+START_TEST(groups_round_trip)
+{
+	struct kml_record r;
+	const char *why;
+	uint32_t len = encode(buf, 1, PRESTO_KML_SYMLINK, "link", NULL,
+			      "target", 6);
+
+	len = add_groups(len, 3, 0);
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.ngroups, 3);
+	ck_assert_uint_eq(r.data_len, 6);
+	ck_assert_mem_eq(r.data, "target", 6);
+	ck_assert_uint_eq(r.groups[0] | r.groups[1] << 8, 1000);
+	ck_assert_uint_eq(r.groups[8] | r.groups[9] << 8, 1002);
+	ck_assert_ptr_eq(r.groups, r.data + 6);
+	ck_assert_uint_eq(r.len, len);
+}
+END_TEST
+
+/* Every group a record may hold, with the longest names and data. */
+START_TEST(largest_record_with_groups)
+{
+	static char value[PRESTO_KML_DATA_MAX];
+	char name[PRESTO_KML_NAME_MAX + 1];
+	struct kml_record r;
+	const char *why;
+	uint32_t len;
+
+	memset(name, 'n', PRESTO_KML_NAME_MAX);
+	name[PRESTO_KML_NAME_MAX] = '\0';
+	memset(value, 0xab, sizeof(value));
+	len = encode(buf, 1, PRESTO_KML_RENAME, name, name, value,
+		     sizeof(value));
+	len = add_groups(len, PRESTO_KML_GROUPS_MAX, PRESTO_KML_F_GROUPS_CUT);
+	ck_assert_uint_eq(len, KML_REC_MAX);
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.ngroups, PRESTO_KML_GROUPS_MAX);
+	ck_assert_uint_eq(r.flags, PRESTO_KML_F_GROUPS_CUT);
+}
+END_TEST
+
 START_TEST(end_of_records)
 {
 	struct kml_record r;
@@ -203,7 +265,7 @@ START_TEST(damage_is_refused)
 		buf[len - 1] = 1;
 		break;
 	case 13:	/* a reserved field not zero */
-		h->reserved = htole32(1);
+		h->reserved = htole16(1);
 		break;
 	case 14:	/* a handle's reserved field not zero */
 		h->fh[3].reserved = htole32(1);
@@ -217,6 +279,15 @@ START_TEST(damage_is_refused)
 		break;
 	case 17:	/* data longer than DATA_MAX */
 		h->data_len = htole32(PRESTO_KML_DATA_MAX + 1);
+		break;
+	case 18:	/* more groups than a record holds */
+		h->ngroups = htole16(PRESTO_KML_GROUPS_MAX + 1);
+		break;
+	case 19:	/* groups running past the record's length */
+		h->ngroups = htole16(2);
+		break;
+	case 20:	/* groups said cut, yet fewer than the most */
+		h->flags = htole16(PRESTO_KML_F_GROUPS_CUT);
 		break;
 	}
 	if (reseal)
@@ -752,8 +823,10 @@ static Suite *kml_suite(void)
 	tcase_add_test(tc, crc_is_castagnoli);
 	tcase_add_test(tc, record_round_trip);
 	tcase_add_test(tc, largest_record);
+	tcase_add_test(tc, groups_round_trip);
+	tcase_add_test(tc, largest_record_with_groups);
 	tcase_add_test(tc, end_of_records);
-	tcase_add_loop_test(tc, damage_is_refused, 0, 18);
+	tcase_add_loop_test(tc, damage_is_refused, 0, 21);
 	tcase_add_test(tc, resync_round_trip);
 	tcase_add_test(tc, resync_longest_xattr_name);
 	tcase_add_test(tc, resync_dir_round_trip);
