@@ -347,6 +347,75 @@ def case_acls_and_xattrs(s):
           "%r" % (xattrs(bf), xattrs(f)))
 
 
+def as_user(uid, groups, *argv):
+    """Run @argv as @uid (gid @uid) with supplementary @groups; raises
+    Fail with its error if it fails."""
+    r = subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(uid),
+                        "--groups" if groups else "--clear-groups"] +
+                       ([",".join(map(str, groups))] if groups else []) +
+                       list(argv), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    if r.returncode:
+        raise Fail("%s as uid %d groups %s: %s" % (
+            " ".join(argv), uid, groups, r.stderr.strip()))
+
+
+def case_group_and_acl_writers(s):
+    """A shared tree as users write it: uid 1000 writes through A into a
+    root:2000 set-gid directory by its supplementary group 2000, and
+    into a root:root 0750 directory that an ACL opens to it; the changes
+    reach the server (which checks them as A's kernel did: by the
+    groups and the ACL) and B reads them, owned as on A. uid 1001 is
+    still kept out by both, on A and on B."""
+    m = s.a.mnt
+    os.chmod(s.t.tmp, 0o755)    # the mounts are under it
+    grp = os.path.join(m, "w/team")
+    opened = os.path.join(m, "w/opened")
+    os.makedirs(grp)
+    os.chown(grp, 0, 2000)
+    os.chmod(grp, 0o2770)
+    os.makedirs(opened)
+    os.chmod(opened, 0o750)
+    os.setxattr(opened, "system.posix_acl_access",
+                acl((ACL_USER_OBJ, 7, NOBODY), (ACL_USER, 7, 1000),
+                    (ACL_GROUP_OBJ, 5, NOBODY), (ACL_MASK, 7, NOBODY),
+                    (ACL_OTHER, 0, NOBODY)))
+    s.a.sync(timeout=120)
+    as_user(1000, [2000], "sh", "-c",
+            "echo by-group >%s/notes && mkdir %s/sub && "
+            "echo deeper >%s/sub/f && chmod 0660 %s/notes" %
+            (grp, grp, grp, grp))
+    as_user(1000, [], "sh", "-c", "echo by-acl >%s/mine && mv %s/mine "
+            "%s/kept" % (opened, opened, opened))
+    for d in (grp, opened):
+        try:
+            as_user(1001, [], "sh", "-c", "echo no >%s/intruder" % d)
+            raise Fail("uid 1001 wrote into %s on A" % d)
+        except Fail as e:
+            check("Permission denied" in str(e), str(e))
+    s.a.sync(timeout=120)
+    check(s.a.volstat(VOL)["pending_records"] == 0, "A: records pending")
+    for rel, want, owner in (("w/team/notes", b"by-group\n", (1000, 2000)),
+                             ("w/team/sub/f", b"deeper\n", (1000, 2000)),
+                             ("w/opened/kept", b"by-acl\n", (1000, 1000))):
+        p = os.path.join(s.b.mnt, rel)
+        wait_until(lambda: os.path.exists(p), 30, "B seeing " + rel)
+        with open(p, "rb") as f:
+            got = f.read()
+        check(got == want, "%s on B: %r" % (rel, got))
+        st = os.stat(p)
+        check((st.st_uid, st.st_gid) == owner, "%s on B owned %d:%d, "
+              "not %d:%d" % ((rel, st.st_uid, st.st_gid) + owner))
+    check(os.stat(os.path.join(s.b.mnt, "w/team/sub")).st_mode & 0o2000,
+          "w/team/sub lost its set-gid bit on B")
+    try:
+        as_user(1001, [], "cat", os.path.join(s.b.mnt, "w/team/notes"))
+        raise Fail("uid 1001 read w/team/notes on B")
+    except Fail as e:
+        check("Permission denied" in str(e), str(e))
+    as_user(1000, [2000], "cat", os.path.join(s.b.mnt, "w/team/notes"))
+
+
 def case_dir_nlink(s):
     """A directory B has not listed yet shows the server's link count
     (2 + its subdirectories), before B lists it and after."""
@@ -717,6 +786,7 @@ CASES = [
     ("hard_links", case_hard_links),
     ("special_files", case_special_files),
     ("acls_and_xattrs", case_acls_and_xattrs),
+    ("group_and_acl_writers", case_group_and_acl_writers),
     ("dir_nlink", case_dir_nlink),
     ("restart_resumes", case_restart_resumes),
     ("churn_ships_nothing", case_churn_ships_nothing),
