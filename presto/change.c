@@ -17,6 +17,10 @@
  * file that wrote is closed or fsynced, or a shared writable mapping goes
  * away. Its room is reserved by the open file before the first write.
  *
+ * A record carries the ids and groups of whoever made the change, for the
+ * server's permission checks: the caller's; a STORE's, the opener's of the
+ * file (write permission is checked at open), whoever closes it.
+ *
  * Changes to an object with no name left (an unlinked open file, an
  * O_TMPFILE) are not logged: the object is gone from the tree. An
  * O_TMPFILE linked in is logged as a CREATE and a STORE.
@@ -177,7 +181,8 @@ int presto_change_begin(struct presto_change *chg, struct super_block *sb,
 			goto fail;
 		chg->permit = true;
 		e = presto_kml_alloc(sb, op, name ? name->len : 0,
-				     name2 ? name2->len : 0, data_len, false);
+				     name2 ? name2->len : 0, data_len, false,
+				     current_cred());
 		err = PTR_ERR(e);
 		if (IS_ERR(e))
 			goto fail;
@@ -197,11 +202,14 @@ fail:
 	return err;
 }
 
-/* Log a SETXATTR for xattr @name of @lower, as it is now, in @chg. */
+/*
+ * Log a SETXATTR for xattr @name of @lower, as it is now, in @chg, made
+ * by @cred.
+ */
 static int presto_change_add_xattr(struct presto_change *chg,
 				   struct super_block *sb,
 				   struct dentry *lower, const char *name,
-				   void *buf)
+				   void *buf, const struct cred *cred)
 {
 	struct qstr qname = QSTR_INIT(name, strlen(name));
 	struct presto_kml_entry *e;
@@ -215,7 +223,7 @@ static int presto_change_add_xattr(struct presto_change *chg,
 	if (qname.len > PRESTO_KML_NAME_MAX)
 		return -ERANGE;
 	e = presto_kml_alloc(sb, PRESTO_KML_SETXATTR, qname.len, 0, len,
-			     false);
+			     false, cred);
 	if (IS_ERR(e))
 		return PTR_ERR(e);
 	presto_kml_set_names(e, &qname, NULL, buf, len);
@@ -240,13 +248,17 @@ int presto_change_tmpfile(struct presto_change *chg, struct super_block *sb,
 	ssize_t len;
 	int n = 0, err;
 
-	chg->store = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
+	chg->store = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false,
+				      current_cred());
 	if (IS_ERR(chg->store)) {
 		err = PTR_ERR(chg->store);
 		chg->store = NULL;
 		return err;
 	}
-	/* Every xattr, trusted.* too: with presto's own credentials. */
+	/*
+	 * Every xattr, trusted.* too: read with presto's own credentials,
+	 * logged as the caller's (@old).
+	 */
 	old = override_creds(presto_sb(sb)->creds);
 	len = vfs_listxattr(lower, NULL, 0);
 	err = len;
@@ -271,7 +283,8 @@ int presto_change_tmpfile(struct presto_change *chg, struct super_block *sb,
 	for (p = names; p < names + len && !err; p += strlen(p) + 1)
 		if (strncmp(p, PRESTO_XATTR_PREFIX,
 			    strlen(PRESTO_XATTR_PREFIX)))
-			err = presto_change_add_xattr(chg, sb, lower, p, buf);
+			err = presto_change_add_xattr(chg, sb, lower, p, buf,
+						      old);
 out:
 	revert_creds(old);
 	kvfree(names);
@@ -301,9 +314,8 @@ static u64 presto_kml_log(struct super_block *sb, struct presto_kml_entry *e,
 		presto_kml_free(sb, e);
 		return 0;
 	}
-	r->flags = cpu_to_le16(flags);
-	r->uid = cpu_to_le32(from_kuid(&init_user_ns, current_fsuid()));
-	r->gid = cpu_to_le32(from_kgid(&init_user_ns, current_fsgid()));
+	/* Its maker's ids and groups were set when it was reserved. */
+	r->flags |= cpu_to_le16(flags);
 	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_DIR], dir);
 	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_OBJ], obj);
 	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_NEWDIR], newdir);
@@ -450,7 +462,10 @@ void presto_data_mark_move(struct inode *inode, struct inode *from,
 	presto_mark_put(inode->i_sb, old, 0);
 }
 
-/* Room for the STORE that writes through @file (open for writing) owe. */
+/*
+ * Room for the STORE that writes through @file (open for writing) owe,
+ * made by its opener.
+ */
 static int presto_store_reserve(struct file *file)
 {
 	struct presto_file *pf = file->private_data;
@@ -459,7 +474,8 @@ static int presto_store_reserve(struct file *file)
 
 	if (likely(READ_ONCE(pf->store)))
 		return 0;
-	e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false);
+	e = presto_kml_alloc(sb, PRESTO_KML_STORE, 0, 0, 0, false,
+			     file->f_cred);
 	if (IS_ERR(e))
 		return PTR_ERR(e);
 	if (cmpxchg(&pf->store, NULL, e))
@@ -551,8 +567,9 @@ void presto_store_mapped(struct file *file, bool hold)
 }
 
 /*
- * Log the STORE @file owes, if the content changed since the last STORE.
- * Unless @closing, reserve again for the writes still to come.
+ * Log the STORE @file owes, if the content changed since the last STORE,
+ * as its opener's. Unless @closing, reserve again for the writes still to
+ * come.
  */
 int presto_store(struct file *file, bool closing)
 {
@@ -576,7 +593,7 @@ int presto_store(struct file *file, bool closing)
 	/* Owed for a change already made: past the log's limit if need be. */
 	if (!e)
 		e = presto_kml_alloc(inode->i_sb, PRESTO_KML_STORE, 0, 0, 0,
-				     true);
+				     true, file->f_cred);
 	if (IS_ERR(e))		/* the log is broken */
 		return PTR_ERR(e);
 	WRITE_ONCE(pi->stored_gen, gen);
@@ -604,7 +621,8 @@ int presto_log_recovered(struct super_block *sb, enum presto_kml_op op,
 	struct qstr qname = QSTR_INIT(name, name_len);
 	struct presto_kml_entry *e;
 
-	e = presto_kml_alloc(sb, op, name_len, 0, data_len, true);
+	e = presto_kml_alloc(sb, op, name_len, 0, data_len, true,
+			     current_cred());
 	if (IS_ERR(e))
 		return PTR_ERR(e);
 	presto_kml_set_names(e, name ? &qname : NULL, NULL, data, data_len);

@@ -44,6 +44,7 @@
  */
 #include <crypto/hash.h>
 #include <linux/crc32.h>
+#include <linux/cred.h>
 #include <linux/falloc.h>
 #include <linux/freezer.h>
 #include <linux/kthread.h>
@@ -54,12 +55,15 @@
 #include <linux/sort.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
+#include <asm/unaligned.h>
 #include "presto.h"
 
 #define PRESTO_KML_SEG_SIZE	(4ULL << 20)
 #define PRESTO_KML_REC_MAX	ALIGN(sizeof(struct presto_kml_rec) +	\
 				      2 * PRESTO_KML_NAME_MAX +		\
-				      PRESTO_KML_DATA_MAX, PRESTO_KML_ALIGN)
+				      PRESTO_KML_DATA_MAX +		\
+				      4 * PRESTO_KML_GROUPS_MAX,	\
+				      PRESTO_KML_ALIGN)
 #define PRESTO_KML_BUF_SIZE	(256U << 10)
 /* What the mount scan reads at a time: at least two whole records. */
 #define PRESTO_KML_SCAN_BUF	(256U << 10)
@@ -150,6 +154,14 @@ static u32 presto_kml_crc(struct presto_journal *j, const void *p,
 			return *(u32 *)shash_desc_ctx(desc);
 	}
 	return __crc32c_le(~0U, p, len);
+}
+
+/* A record's len (KML.md): the header, its bytes, padded. */
+static size_t presto_kml_rec_size(size_t name_len, size_t name2_len,
+				  size_t data_len, unsigned int ngroups)
+{
+	return ALIGN(sizeof(struct presto_kml_rec) + name_len + name2_len +
+		     data_len + 4 * (size_t)ngroups, PRESTO_KML_ALIGN);
 }
 
 static u64 presto_seg_room(const struct presto_kml_seg *s)
@@ -723,12 +735,53 @@ static void presto_journal_unreserve(struct presto_journal *j, u32 size)
 	wake_up_all(&j->done);
 }
 
+/*
+ * The supplementary groups a record made with @cred carries: none for
+ * fsuid 0, which the server lets do anything; else the first
+ * PRESTO_KML_GROUPS_MAX.
+ */
+static unsigned int presto_kml_ngroups(const struct cred *cred)
+{
+	if (uid_eq(cred->fsuid, GLOBAL_ROOT_UID))
+		return 0;
+	return min_t(unsigned int, cred->group_info->ngroups,
+		     PRESTO_KML_GROUPS_MAX);
+}
+
+/* @e's maker, @cred: its fsuid, fsgid and @ngroups groups after @off. */
+static void presto_kml_set_cred(struct presto_kml_entry *e,
+				const struct cred *cred, size_t off,
+				unsigned int ngroups)
+{
+	const struct group_info *gi = cred->group_info;
+	u8 *p = (u8 *)&e->rec + off;
+	unsigned int i;
+
+	e->rec.uid = cpu_to_le32(from_kuid(&init_user_ns, cred->fsuid));
+	e->rec.gid = cpu_to_le32(from_kgid(&init_user_ns, cred->fsgid));
+	e->rec.ngroups = cpu_to_le16(ngroups);
+	if (ngroups && gi->ngroups > ngroups)
+		e->rec.flags = cpu_to_le16(PRESTO_KML_F_GROUPS_CUT);
+	for (i = 0; i < ngroups; i++)
+		put_unaligned_le32(from_kgid(&init_user_ns, gi->gid[i]),
+				   p + 4 * i);
+}
+
+/*
+ * Reserve a record of operation @op with room for names and data of the
+ * lengths given, made by @cred: its ids and groups are set here, the
+ * rest when it is logged. @force: owed for a change already made.
+ */
 struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 					  enum presto_kml_op op,
 					  size_t name_len, size_t name2_len,
-					  size_t data_len, bool force)
+					  size_t data_len, bool force,
+					  const struct cred *cred)
 {
 	struct presto_journal *j = presto_sb(sb)->journal;
+	unsigned int ngroups = presto_kml_ngroups(cred);
+	size_t body = sizeof(struct presto_kml_rec) + name_len + name2_len +
+		      data_len;
 	struct presto_kml_entry *e;
 	size_t size;
 	int err;
@@ -737,9 +790,9 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 			 name2_len > PRESTO_KML_NAME_MAX ||
 			 data_len > PRESTO_KML_DATA_MAX))
 		return ERR_PTR(-EINVAL);
-	size = ALIGN(sizeof(e->rec) + name_len + name2_len + data_len,
-		     PRESTO_KML_ALIGN);
-	if (force && !data_len)	/* a STORE at close: small, and owed */
+	size = presto_kml_rec_size(name_len, name2_len, data_len, ngroups);
+	/* A STORE at close: small (the groups' 1 KiB at most), and owed. */
+	if (force && !data_len)
 		e = kzalloc(offsetof(struct presto_kml_entry, rec) + size,
 			    GFP_KERNEL | __GFP_NOFAIL);
 	else
@@ -758,6 +811,7 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 	e->rec.name_len = cpu_to_le16(name_len);
 	e->rec.name2_len = cpu_to_le16(name2_len);
 	e->rec.data_len = cpu_to_le32(data_len);
+	presto_kml_set_cred(e, cred, body, ngroups);
 	return e;
 }
 
@@ -1052,6 +1106,24 @@ struct presto_seg_scan {
 	bool empty;		/* no header: a spare never used, or torn */
 };
 
+/* Do @r's lengths and groups agree with its @len (KML.md)? */
+static bool presto_kml_rec_sane(const struct presto_kml_rec *r, u32 len)
+{
+	u32 name_len = le16_to_cpu(r->name_len);
+	u32 name2_len = le16_to_cpu(r->name2_len);
+	u32 data_len = le32_to_cpu(r->data_len);
+	u32 ngroups = le16_to_cpu(r->ngroups);
+
+	if (name_len > PRESTO_KML_NAME_MAX || name2_len > PRESTO_KML_NAME_MAX ||
+	    data_len > PRESTO_KML_DATA_MAX || ngroups > PRESTO_KML_GROUPS_MAX)
+		return false;
+	if ((le16_to_cpu(r->flags) & PRESTO_KML_F_GROUPS_CUT) &&
+	    ngroups != PRESTO_KML_GROUPS_MAX)
+		return false;
+	return len == presto_kml_rec_size(name_len, name2_len, data_len,
+					  ngroups);
+}
+
 /*
  * Read records from the segment's first until the last good one. The file
  * is read once, in chunks of PRESTO_KML_SCAN_BUF: a record is checked when
@@ -1098,7 +1170,8 @@ static int presto_seg_scan_records(struct presto_journal *j, struct file *f,
 			return 0;
 		if (len < sizeof(*r) || len > PRESTO_KML_REC_MAX ||
 		    len % PRESTO_KML_ALIGN || len > have - off ||
-		    le64_to_cpu(r->seq) != sc->next_seq)
+		    le64_to_cpu(r->seq) != sc->next_seq ||
+		    !presto_kml_rec_sane(r, len))
 			break;
 		crc = le32_to_cpu(r->crc);
 		r->crc = 0;

@@ -237,7 +237,8 @@ void presto_journal_close(struct super_block *sb);
 struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 					  enum presto_kml_op op,
 					  size_t name_len, size_t name2_len,
-					  size_t data_len, bool force);
+					  size_t data_len, bool force,
+					  const struct cred *cred);
 void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e);
 u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e);
 int presto_journal_wait(struct super_block *sb, u64 seq);

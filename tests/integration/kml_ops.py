@@ -13,10 +13,12 @@ import ctypes
 import fcntl
 import mmap
 import os
+import socket
 import struct
 import subprocess
 import sys
 import threading
+import traceback
 
 import kmltest
 from cases import Cases, check
@@ -103,7 +105,7 @@ def create_logs_create_and_no_store(s0):
     a = r["attr"]
     check(a["mode"] == st.st_mode and a["uid"] == 0 and a["gid"] == 0, a)
     check(a["size"] == 0 and a["nlink"] == 1, a)
-    check(r["uid"] == 0 and r["gid"] == 0, r)
+    check(r["uid"] == 0 and r["gid"] == 0 and r["groups"] == [], r)
 
 
 @case
@@ -464,6 +466,161 @@ def records_carry_the_callers_ids(s0):
     for r in recs:
         check(r["uid"] == 1000 and r["gid"] == 1234, r)
     check(recs[0]["attr"]["uid"] == 1000, recs[0])
+
+
+def as_user(fn, uid=1000, gid=1000, groups=(2001, 2002)):
+    """Run fn() in a child with fsuid @uid, fsgid @gid and supplementary
+    @groups; check that it succeeded."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups(list(groups))
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            fn()
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    check(os.waitpid(pid, 0)[1] == 0, f"{fn.__name__} as {uid}")
+
+
+def shared_dir():
+    """W/shared: root's, group 2001's to write (mode 0775)."""
+    os.mkdir(f"{W}/shared")
+    os.chown(f"{W}/shared", 0, 2001)
+    os.chmod(f"{W}/shared", 0o775)
+    return f"{W}/shared"
+
+
+def by(r, uid, gid, groups, flags=None):
+    """Does record @r carry these ids and groups (and flags)?"""
+    return (r["uid"], r["gid"], r["groups"]) == (uid, gid, list(groups)) \
+        and (flags is None or r["flags"] == flags)
+
+
+@case
+def records_carry_the_callers_groups(s0):
+    d = shared_dir()
+    s1 = last_seq()
+
+    def user():
+        fd = os.open(f"{d}/f", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"through group 2001")
+        os.close(fd)
+        os.mkdir(f"{d}/sub")
+        os.rename(f"{d}/f", f"{d}/g")
+        os.chmod(f"{d}/g", 0o664)
+        os.setxattr(f"{d}/g", "user.a", b"1")
+    as_user(user)
+    recs = records_after(s1)
+    check(ops(recs) == ["CREATE", "STORE", "MKDIR", "RENAME", "SETATTR",
+                        "SETXATTR"], ops(recs))
+    for r in recs:
+        check(by(r, 1000, 1000, [2001, 2002], []), r)
+    # Root's records carry none, even with supplementary groups.
+    roots = [r for r in records_after(s0) if r["seq"] <= s1]
+    check(ops(roots) == ["MKDIR", "SETATTR", "SETATTR"], ops(roots))
+    s2 = last_seq()
+    as_user(lambda: os.mkdir(f"{d}/root"), uid=0, gid=0)
+    recs = records_after(s2)
+    check(ops(recs) == ["MKDIR"], ops(recs))
+    for r in roots + recs:
+        check(by(r, 0, 0, []), r)
+
+
+@case
+def store_carries_the_openers_creds(s0):
+    """A STORE is the opener's, whoever writes and whoever closes."""
+    d = shared_dir()
+    a, b = socket.socketpair()
+    s1 = last_seq()
+
+    def user_opens_and_writes():    # then hands the file to root
+        fd = os.open(f"{d}/f", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"x")
+        socket.send_fds(a, [b"f"], [fd])
+        os.close(fd)
+    as_user(user_opens_and_writes)
+    _, (fd,), _, _ = socket.recv_fds(b, 1, 1)
+    os.write(fd, b"y")
+    check(ops(records_after(s1)) == ["CREATE"], "no STORE before the close")
+    os.close(fd)        # root closes the last copy: the STORE is logged
+    a.close()
+    b.close()
+    recs = records_after(s1)
+    check(ops(recs) == ["CREATE", "STORE"], ops(recs))
+    for r in recs:
+        check(by(r, 1000, 1000, [2001, 2002], []), r)
+    check(recs[1]["attr"]["size"] == 2, recs[1])
+    # The other way round: root opens, the user writes through the file
+    # it inherited and closes it after root closed its copy.
+    s2 = last_seq()
+    fd = os.open(f"{d}/f", os.O_WRONLY)
+    r_end, w_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w_end)
+            os.setgroups([2001, 2002])
+            os.setresgid(1000, 1000, 1000)
+            os.setresuid(1000, 1000, 1000)
+            os.read(r_end, 1)           # root has closed its copy
+            os.write(fd, b"zzz")
+            os.close(fd)
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    os.close(fd)
+    os.close(r_end)
+    os.write(w_end, b"!")
+    os.close(w_end)
+    check(os.waitpid(pid, 0)[1] == 0, "the user wrote and closed")
+    recs = records_after(s2)
+    check(ops(recs) == ["STORE"], ops(recs))
+    check(by(recs[0], 0, 0, [], []), recs[0])
+
+
+@case
+def tmpfile_xattrs_carry_the_callers_creds(s0):
+    """An O_TMPFILE's xattrs are read under presto's own creds when it is
+    linked in; their records are still the caller's."""
+    d = shared_dir()
+    s1 = last_seq()
+
+    def user():
+        fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)
+        os.write(fd, b"hello")
+        os.setxattr(fd, "user.t", b"v")
+        root = os.open("/", os.O_RDONLY)      # linkat(), which follows
+        os.link(f"/proc/self/fd/{fd}", f"{d}/t", src_dir_fd=root)
+        os.close(root)
+        os.close(fd)
+    as_user(user)
+    recs = records_after(s1)
+    check(ops(recs)[0] == "CREATE" and ops(recs)[-1] == "STORE", ops(recs))
+    check(any(r["op"] == "SETXATTR" and r["name"] == "user.t"
+              for r in recs), ops(recs))
+    for r in recs:
+        check(by(r, 1000, 1000, [2001, 2002]), r)
+
+
+@case
+def more_than_256_groups_are_cut(s0):
+    d = shared_dir()
+    many = [2001] + list(range(3000, 3299))      # 300, sorted
+    s1 = last_seq()
+    as_user(lambda: os.mkdir(f"{d}/cut"), groups=many)
+    as_user(lambda: os.mkdir(f"{d}/all"), groups=many[:256])
+    recs = records_after(s1)
+    check(ops(recs) == ["MKDIR", "MKDIR"], ops(recs))
+    check(by(recs[0], 1000, 1000, many[:256], ["GROUPS_CUT"]), recs[0])
+    check(by(recs[1], 1000, 1000, many[:256], []), recs[1])
+    # A record of 256 groups is 1 KiB longer: the log reads on past it.
+    s2 = last_seq()
+    os.mkdir(f"{W}/after")
+    check(ops(records_after(s2)) == ["MKDIR"], "the record after")
 
 
 @case

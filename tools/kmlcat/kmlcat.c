@@ -109,7 +109,33 @@ static const struct {
 	{ PRESTO_KML_F_XREPLACE, "XATTR_REPLACE" },
 	{ PRESTO_KML_F_TMPFILE, "TMPFILE" },
 	{ PRESTO_KML_F_RECOVERED, "RECOVERED" },
+	{ PRESTO_KML_F_GROUPS_CUT, "GROUPS_CUT" },
 };
+
+/* The maker's supplementary group @i (little-endian in the record). */
+static uint32_t group(const struct kml_record *r, unsigned int i)
+{
+	const uint8_t *g = r->groups + 4 * i;
+
+	return g[0] | g[1] << 8 | g[2] << 16 | (uint32_t)g[3] << 24;
+}
+
+/*
+ * The groups, comma-separated: for JSON always (an array), for a person
+ * only when there are any, marked "(cut)" when the maker had more.
+ */
+static void print_groups(const struct kml_record *r, int json)
+{
+	if (!json && !r->ngroups)
+		return;
+	printf(json ? ",\"groups\":[" : " groups=");
+	for (unsigned int i = 0; i < r->ngroups; i++)
+		printf("%s%" PRIu32, i ? "," : "", group(r, i));
+	if (json)
+		putchar(']');
+	else if (r->flags & PRESTO_KML_F_GROUPS_CUT)
+		printf("(cut)");
+}
 
 static void attr_value(const struct kml_attr *a, uint32_t bit, int json)
 {
@@ -195,8 +221,9 @@ static void print_json(const struct kml_record *r)
 	for (size_t i = 0, n = 0; i < sizeof(flag_names) / sizeof(*flag_names); i++)
 		if (r->flags & flag_names[i].bit)
 			printf("%s\"%s\"", n++ ? "," : "", flag_names[i].name);
-	printf("],\"uid\":%" PRIu32 ",\"gid\":%" PRIu32 ",\"time_ns\":%" PRId64,
-	       r->uid, r->gid, r->time_ns);
+	printf("],\"uid\":%" PRIu32 ",\"gid\":%" PRIu32, r->uid, r->gid);
+	print_groups(r, 1);
+	printf(",\"time_ns\":%" PRId64, r->time_ns);
 	for (int i = 0; i < PRESTO_KML_NFH; i++)
 		if (r->fh[i].ino)
 			printf(",\"%s\":{\"ino\":%" PRIu64 ",\"gen\":%" PRIu32 "}",
@@ -253,7 +280,9 @@ static void print_text(const struct kml_record *r)
 		printf(" %s=", attr_names[i].name);
 		attr_value(&r->attr, attr_names[i].bit, 0);
 	}
-	printf(" by=%" PRIu32 ":%" PRIu32 " at=", r->uid, r->gid);
+	printf(" by=%" PRIu32 ":%" PRIu32, r->uid, r->gid);
+	print_groups(r, 0);
+	printf(" at=");
 	print_time(r->time_ns);
 	putchar('\n');
 }
