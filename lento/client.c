@@ -13,6 +13,7 @@
  * would make the server revoke other clients' permits for nothing. A new
  * epoch also means the server lost every permit.
  */
+#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -221,6 +222,28 @@ static void op_rerun(struct op *op)
 	op_free(op);
 }
 
+/*
+ * The asker's supplementary groups into @op, as its records carry them:
+ * none when the control socket cannot tell them. 0 or -errno.
+ */
+static int op_groups(struct op *op, const struct ctl_req *r)
+{
+	gid_t g[LENTO_GROUPS_MAX];
+	int n = ctl_peer_groups(r, g, LENTO_GROUPS_MAX);
+
+	if (n == -ENOTSOCK || n == -ENOPROTOOPT || n == -ENODATA)
+		n = 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		uint32_t le = htole32((uint32_t)g[i]);
+
+		memcpy(op->groups + 4 * i, &le, 4);
+	}
+	op->ngroups = (uint16_t)n;
+	return 0;
+}
+
 int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
 	     int (*step)(struct op *op))
 {
@@ -245,6 +268,11 @@ int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
 	if (ctl_peer(r, &op->uid, &op->gid)) {
 		op->uid = geteuid();
 		op->gid = getegid();
+	}
+	rc = op_groups(op, r);
+	if (rc) {
+		op_free(op);
+		return rc;
 	}
 	op->steps = 1;
 	rc = step(op);

@@ -104,6 +104,8 @@ static void rec_init(struct lento_rec *r, const struct op *op, uint16_t code)
 	r->op = code;
 	r->uid = op->uid;
 	r->gid = op->gid;
+	r->groups = op->ngroups ? op->groups : NULL;
+	r->ngroups = op->ngroups;
 	r->time_ns = now_ns();
 }
 

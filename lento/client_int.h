@@ -157,6 +157,12 @@ struct op {
 	uint64_t woken;		/* the last op_wake() that ran it */
 	int next_arg;		/* commands of several paths: done so far */
 	uint32_t uid, gid;	/* who asked */
+	/*
+	 * and the asker's supplementary groups (little-endian u32s), which
+	 * the op owns: its records point at them until cml_append() copies.
+	 */
+	uint16_t ngroups;
+	uint8_t groups[4 * LENTO_GROUPS_MAX];
 	bool kml_synced;	/* sync: presto's journals asked (KML_SYNC) */
 	int64_t started_ms;	/* wall clock */
 };

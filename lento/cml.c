@@ -7,7 +7,9 @@
  * Storage. Fids are 16-byte blobs (volume, client, seq; little-endian),
  * NULL for an unused slot; version vectors are blobs (n: 4, n counters of
  * 8, StoreId client: 4, seq: 8), NULL for an unused slot; names and data
- * are blobs of their bytes (no NUL); attributes are columns. Every change
+ * are blobs of their bytes (no NUL); the maker's supplementary groups a
+ * blob of little-endian u32s, NULL when none (a log made before records
+ * had them gets the column at open); attributes are columns. Every change
  * of several statements runs in a savepoint, so it joins a transaction the
  * caller opened.
  *
@@ -75,11 +77,15 @@ enum stmt {
 	"recno, op, flags, uid, gid, time, dir, obj, dir2, target, "	\
 	"base_dir, base_obj, base_dir2, base_target, type, a_valid, "	\
 	"a_mode, a_uid, a_gid, a_size, a_atime, a_mtime, a_ctime, a_rdev, " \
-	"name, name2, data, body_size"
+	"name, name2, data, body_size, groups"
+
+/* In S_PENDING and S_ALL, after REC_COLS: the record's REC_BYTES. */
+#define COL_BYTES	29
 
 #define REC_BYTES							\
 	"(" CML_STR(CML_REC_HDR_BYTES) " + coalesce(length(name), 0) + " \
-	"coalesce(length(name2), 0) + coalesce(length(data), 0) + body_size)"
+	"coalesce(length(name2), 0) + coalesce(length(data), 0) + " \
+	"coalesce(length(groups), 0) + body_size)"
 #define CML_STR2(x) #x
 #define CML_STR(x) CML_STR2(x)
 
@@ -94,7 +100,7 @@ static const char *const sql[S_COUNT] = {
 	[S_INSERT] = "INSERT INTO cml(" REC_COLS ", volume, state) VALUES ("
 		     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
 		     "?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-		     "?25, ?26, ?27, ?28, ?29, 0)",
+		     "?25, ?26, ?27, ?28, ?29, ?30, 0)",
 	[S_MINT] = "INSERT INTO cml_fidseq(volume, last) VALUES (?1, ?2) "
 		   "ON CONFLICT(volume) DO UPDATE SET last = last + ?2 "
 		   "RETURNING last",
@@ -155,7 +161,7 @@ static const char schema[] =
 	"  a_mtime INTEGER NOT NULL, a_ctime INTEGER NOT NULL,"
 	"  a_rdev INTEGER NOT NULL,"
 	"  name BLOB, name2 BLOB, data BLOB,"
-	"  body_size INTEGER NOT NULL);"
+	"  body_size INTEGER NOT NULL, groups BLOB);"
 	"CREATE INDEX IF NOT EXISTS cml_volume ON cml(volume, recno);";
 
 /* Numbers reserved at a time (see Counters above). */
@@ -507,6 +513,8 @@ static int check_rec(const struct lento_rec *r, uint64_t body_size)
 		return -EINVAL;
 	if (r->data_len > data_max || (r->data_len && !r->data))
 		return -EINVAL;
+	if (r->ngroups > LENTO_GROUPS_MAX || (r->ngroups && !r->groups))
+		return -EINVAL;
 	if (body_size && r->op != LENTO_OP_STORE)
 		return -EINVAL;
 	return 0;
@@ -517,7 +525,7 @@ uint64_t cml_rec_bytes(const struct lento_rec *rec, uint64_t body_size)
 	return CML_REC_HDR_BYTES +
 	       strnlen(rec->name, LENTO_NAME_MAX + 1) +
 	       strnlen(rec->name2, LENTO_NAME_MAX + 1) + rec->data_len +
-	       body_size;
+	       4 * (uint64_t)rec->ngroups + body_size;
 }
 
 /* Open and close ------------------------------------------------------- */
@@ -633,6 +641,33 @@ static int load_ident(struct cml *cml)
 	return 0;
 }
 
+/*
+ * A log made before records carried their maker's groups has no column
+ * for them: it gets one, empty (NULL) for the records it holds.
+ */
+static int add_groups_column(sqlite3 *db)
+{
+	sqlite3_stmt *st;
+	bool found = false;
+	int rc;
+
+	rc = sqlite3_prepare_v2(db, "PRAGMA table_info(cml)", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return sql_err(rc);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *name = sqlite3_column_text(st, 1);
+
+		found |= name && !strcmp((const char *)name, "groups");
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return sql_err(rc) ?: -EIO;
+	if (found)
+		return 0;
+	return sql_err(sqlite3_exec(db, "ALTER TABLE cml ADD COLUMN "
+				    "groups BLOB", NULL, NULL, NULL));
+}
+
 static void finalize_all(struct cml *cml)
 {
 	for (int i = 0; i < S_COUNT; i++) {
@@ -660,11 +695,13 @@ int cml_open(struct cml **cmlp, sqlite3 *db)
 	rc = sqlite3_exec(db, "SAVEPOINT cml_open", NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, schema, NULL, NULL, NULL);
-	for (int i = 0; rc == SQLITE_OK && i < S_COUNT; i++)
-		rc = sqlite3_prepare_v3(db, sql[i], -1,
-					SQLITE_PREPARE_PERSISTENT,
-					&cml->st[i], NULL);
 	err = sql_err(rc);
+	if (!err)
+		err = add_groups_column(db);
+	for (int i = 0; !err && i < S_COUNT; i++)
+		err = sql_err(sqlite3_prepare_v3(db, sql[i], -1,
+						 SQLITE_PREPARE_PERSISTENT,
+						 &cml->st[i], NULL));
 	if (!err)
 		err = load_ident(cml);
 	if (!err)
@@ -891,7 +928,12 @@ int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
 		else
 			sqlite3_bind_null(st, 27);
 		sqlite3_bind_int64(st, 28, (sqlite3_int64)body_size);
-		sqlite3_bind_int64(st, 29, rec->obj.volume);
+		if (rec->ngroups)
+			sqlite3_bind_blob(st, 29, rec->groups,
+					  4 * (int)rec->ngroups, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 29);
+		sqlite3_bind_int64(st, 30, rec->obj.volume);
 		err = run(cml, S_INSERT);
 	}
 	if (err)
@@ -903,7 +945,23 @@ int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size)
 
 /* Reading -------------------------------------------------------------- */
 
-/* A row of REC_COLS into @r; r->data points into the statement's row. */
+/* The maker's groups: r->groups points into the statement's row. */
+static int col_groups(sqlite3_stmt *st, int col, struct lento_rec *r)
+{
+	const void *b = sqlite3_column_blob(st, col);
+	int len = sqlite3_column_bytes(st, col);
+
+	if (len % 4 || len / 4 > LENTO_GROUPS_MAX || (len && !b))
+		return -EUCLEAN;
+	r->groups = len ? b : NULL;
+	r->ngroups = (uint16_t)(len / 4);
+	return 0;
+}
+
+/*
+ * A row of REC_COLS into @r; r->data and r->groups point into the
+ * statement's row.
+ */
 static int col_rec(sqlite3_stmt *st, struct lento_rec *r, uint64_t *body_size)
 {
 	int err = 0;
@@ -933,6 +991,7 @@ static int col_rec(sqlite3_stmt *st, struct lento_rec *r, uint64_t *body_size)
 	}
 	if (body_size)
 		*body_size = (uint64_t)sqlite3_column_int64(st, 27);
+	err = err ?: col_groups(st, 28, r);
 	if (!err && r->op >= LENTO_OP_CREATE && r->op <= LENTO_OP_LAST &&
 	    !lento_fid_is_null(&r->obj))
 		return 0;
@@ -954,7 +1013,7 @@ static int walk(struct cml *cml, enum stmt s, uint32_t volume,
 		return -ENOMEM;
 	sqlite3_bind_int64(st, 1, volume);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		uint64_t b = (uint64_t)sqlite3_column_int64(st, 28);
+		uint64_t b = (uint64_t)sqlite3_column_int64(st, COL_BYTES);
 
 		if (n && ((max_records && (uint32_t)n >= max_records) ||
 			  (max_bytes && bytes + b > max_bytes)))
@@ -1129,13 +1188,13 @@ int cml_stats(struct cml *cml, uint32_t volume, struct cml_stats *out)
 /* What a node counted for in its volume's figures, as loaded. */
 struct loaded {
 	uint64_t bytes;		/* cml_rec_bytes() */
-	uint64_t fixed;		/* of those, not its names' (data, body) */
+	uint64_t fixed;		/* of those, not names': data, groups, body */
 	int64_t time_ns;
 };
 
 struct window {
 	struct cml_onode *nodes;
-	char **names;		/* per node: name and name2, one allocation */
+	char **names;		/* per node: name, name2, groups (one block) */
 	struct lento_fid (*was)[CML_NSLOT];	/* per node: fids as loaded */
 	struct loaded *loaded;	/* per node: what its figures were */
 	uint32_t n, cap;
@@ -1189,7 +1248,7 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct cml_onode *o;
 		uint64_t body_size;
-		size_t l1, l2;
+		size_t l1, l2, lg;
 		char *names;
 
 		if (w->n == UINT32_MAX - 1) {
@@ -1202,13 +1261,16 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 			break;
 		l1 = strlen(rec->name);
 		l2 = strlen(rec->name2);
-		names = malloc(l1 + l2 + 2);
+		lg = 4 * (size_t)rec->ngroups;
+		names = malloc(l1 + l2 + 2 + lg);
 		if (!names) {
 			err = -ENOMEM;
 			break;
 		}
 		memcpy(names, rec->name, l1 + 1);
 		memcpy(names + l1 + 1, rec->name2, l2 + 1);
+		if (lg)
+			memcpy(names + l1 + l2 + 2, rec->groups, lg);
 		w->names[w->n] = names;
 		o = &w->nodes[w->n];
 		memset(o, 0, sizeof(*o));
@@ -1226,6 +1288,8 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 		o->attr = rec->attr;
 		o->name = names;
 		o->name2 = names + l1 + 1;
+		o->groups = lg ? (const uint8_t *)names + l1 + l2 + 2 : NULL;
+		o->ngroups = rec->ngroups;
 		for (int s = 0; s < CML_NSLOT; s++) {
 			o->base_node[s] = w->n;
 			o->base_slot[s] = (uint8_t)s;
@@ -1233,7 +1297,7 @@ static int window_load(struct cml *cml, uint32_t volume, struct window *w)
 		memcpy(w->was[w->n], o->fid, sizeof(o->fid));
 		w->loaded[w->n] = (struct loaded){
 			.bytes = cml_rec_bytes(rec, body_size),
-			.fixed = rec->data_len + body_size,
+			.fixed = rec->data_len + lg + body_size,
 			.time_ns = rec->time_ns,
 		};
 		w->n++;

@@ -42,7 +42,8 @@
 
 /*
  * What a record is counted as for statistics and batch limits: a fixed
- * header, its names and data, and for a STORE the body that goes with it.
+ * header, its names, data and groups, and for a STORE the body that goes
+ * with it.
  * An estimate of its size on the wire, before compression.
  */
 #define CML_REC_HDR_BYTES	128
@@ -73,9 +74,10 @@ struct cml_opt_stats {
 };
 
 /*
- * Called once per record, in order. rec (and rec->data) is valid during
- * the call only. Return 0 to go on, or -errno to stop: the calling
- * function then returns that error. It must not call cml_* on the same
+ * Called once per record, in order. rec (and rec->data, rec->groups) is
+ * valid during the call only: a callback that keeps a record copies them.
+ * Return 0 to go on, or -errno to stop: the calling function then returns
+ * that error. It must not call cml_* on the same
  * struct cml.
  */
 typedef int cml_rec_fn(void *arg, const struct lento_rec *rec,
@@ -120,8 +122,10 @@ int cml_mint_fid(struct cml *cml, uint32_t volume, struct lento_fid *fid);
  * the number it got. @body_size is the size of a STORE's body (0 for every
  * other operation). Checks the record's shape: -EINVAL for an unknown op
  * or flag, a missing fid or name, a name not terminated within
- * LENTO_NAME_MAX, data too long; -EXDEV when its fids are of different
- * volumes. Joins the caller's transaction when one is open.
+ * LENTO_NAME_MAX, data too long, more than LENTO_GROUPS_MAX groups or
+ * groups without their bytes; -EXDEV when its fids are of different
+ * volumes. The data and groups are copied into the log. Joins the
+ * caller's transaction when one is open.
  */
 int cml_append(struct cml *cml, struct lento_rec *rec, uint64_t body_size);
 

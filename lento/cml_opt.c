@@ -8,8 +8,9 @@
  * the log" only when its create is in the window. The output is the same
  * records with some deleted and some rewritten in place; no record moves
  * (a rewritten record keeps its record number, so the order the server
- * applies them in is the order they had). Soundness is the rule: applied
- * to any server state the window could have been made against, the
+ * applies them in is the order they had), and a rewritten record keeps
+ * its maker (uid, gid, supplementary groups). Soundness is the rule:
+ * applied to any server state the window could have been made against, the
  * output gives the state the window gives (names, objects, attributes,
  * contents, xattrs), every record of the output still applies (its names
  * exist or not as it needs), and no surviving record is checked against a
@@ -77,15 +78,16 @@
  *      target: P creates under c.
  *    R is not an EXCHANGE. Conditions, all about the records strictly
  *    between P and R, because from P on X stands at c rather than at b
- *    (or a): P and R have the same uid and gid (the merged record is
- *    checked once, as P's); nothing between names c's directory as obj or
- *    target (it exists at P and is where it was) or creates, links,
- *    removes or renames from or onto the name c; R's target is named by
- *    nothing between nor by P (it is at c and unchanged at P); and unless
- *    X is known not to be a directory, no RENAME lies between (moving X
- *    earlier changes which directory renames would make a loop). A
- *    record between that needs the intermediate name b names X, and ends
- *    the walk back, so it prevents the merge.
+ *    (or a): P and R have the same maker -- uid, gid and supplementary
+ *    groups (the merged record is checked once, as P's); nothing between
+ *    names c's directory as obj or target (it exists at P and is where it
+ *    was) or creates, links, removes or renames from or onto the name c;
+ *    R's target is named by nothing between nor by P (it is at c and
+ *    unchanged at P); and unless X is known not to be a directory, no
+ *    RENAME lies between (moving X earlier changes which directory
+ *    renames would make a loop). A record between that needs the
+ *    intermediate name b names X, and ends the walk back, so it prevents
+ *    the merge.
  *
  * 4. Stores and attributes. Walking through the records naming X:
  *    - a STORE replaces an earlier STORE of X whose attributes it all
@@ -94,11 +96,11 @@
  *    - a SETATTR setting only SIZE, MTIME, CTIME (SIZE among them),
  *      immediately followed among X's records by a STORE that sets them
  *      all, goes (truncate then write);
- *    - two SETATTRs of X with no record naming X between, by the same uid
- *      and gid, merge into the later: the masks are or-ed, the later
- *      values win. Not when both set SIZE and the later grows the file
- *      (a truncation then an extension zero-fills; the extension alone
- *      would not).
+ *    - two SETATTRs of X with no record naming X between, by the same
+ *      maker (uid, gid and groups), merge into the later: the masks are
+ *      or-ed, the later values win. Not when both set SIZE and the later
+ *      grows the file (a truncation then an extension zero-fills; the
+ *      extension alone would not).
  *    Records between that name X prevent SETATTR merges: their permission
  *    checks could depend on the attributes in between.
  *
@@ -193,6 +195,18 @@ static bool is_state(uint16_t op)
 static bool is_exchange(const struct cml_onode *n)
 {
 	return n->op == LENTO_OP_RENAME && (n->flags & LENTO_R_EXCHANGE);
+}
+
+/*
+ * Would the server's permission checks see the same caller in both: uid,
+ * gid and supplementary groups (the same ones, as the same bytes)?
+ */
+static bool same_maker(const struct cml_onode *a, const struct cml_onode *b)
+{
+	return a->uid == b->uid && a->gid == b->gid &&
+	       a->ngroups == b->ngroups &&
+	       (!a->ngroups || !memcmp(a->groups, b->groups,
+				       4 * (size_t)a->ngroups));
 }
 
 static bool names(const struct cml_onode *n, const struct lento_fid *f)
@@ -797,8 +811,7 @@ static int merge_rename(struct opt *o, uint32_t r)
 	if (pi == NONE)
 		return 0;
 	p = &o->n[pi];
-	if (p->uid != n->uid || p->gid != n->gid ||
-	    !fid_eq(&p->fid[CML_OBJ], &n->fid[CML_OBJ]))
+	if (!same_maker(p, n) || !fid_eq(&p->fid[CML_OBJ], &n->fid[CML_OBJ]))
 		return 0;
 	if (is_create(p->op) && fid_eq(&p->fid[CML_DIR], &n->fid[CML_DIR]) &&
 	    !strcmp(p->name, n->name) && fid_null(t2))
@@ -935,7 +948,7 @@ static void pass_coalesce(struct opt *o)
 				store = j;
 			} else if (n->op == LENTO_OP_SETATTR && p &&
 				   p->op == LENTO_OP_SETATTR &&
-				   p->uid == n->uid && p->gid == n->gid &&
+				   same_maker(p, n) &&
 				   !((p->attr.valid & n->attr.valid &
 				      LENTO_A_SIZE) &&
 				     n->attr.size > p->attr.size)) {

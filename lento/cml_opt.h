@@ -26,7 +26,14 @@ struct cml_onode {
 	uint64_t recno;
 	uint16_t op;
 	uint16_t flags;
+	/*
+	 * The maker: uid, gid, and ngroups little-endian u32 supplementary
+	 * groups (owned by the loader). The optimiser compares them and
+	 * never changes them: cml.c does not write them back.
+	 */
 	uint32_t uid, gid;
+	const uint8_t *groups;
+	uint16_t ngroups;
 	int64_t time_ns;
 	struct lento_fid fid[CML_NSLOT];	/* null: slot unused */
 	uint8_t type;

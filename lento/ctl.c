@@ -42,6 +42,13 @@ int ctl_peer(const struct ctl_req *r, uint32_t *uid, uint32_t *gid)
 	return 0;
 }
 
+int ctl_peer_groups(const struct ctl_req *r, gid_t *groups, size_t max)
+{
+	if (!r->conn)
+		return -ENOTCONN;
+	return lo_conn_peergroups(r->conn, groups, max);
+}
+
 void ctl_error(struct ctl_req *r, const char *fmt, ...)
 {
 	va_list ap;

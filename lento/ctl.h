@@ -70,5 +70,12 @@ bool ctl_gone(const struct ctl_req *r);
  * them. -ENOTSOCK if unknown.
  */
 int ctl_peer(const struct ctl_req *r, uint32_t *uid, uint32_t *gid);
+/*
+ * And its supplementary groups, as they were when it connected: the first
+ * @max of them into @groups (lo_conn_peergroups()). Returns how many, or
+ * -errno: -ENOTCONN once the client is gone, -ENOTSOCK or -ENOPROTOOPT
+ * when the socket cannot tell.
+ */
+int ctl_peer_groups(const struct ctl_req *r, gid_t *groups, size_t max);
 
 #endif /* LENTO_CTL_H */

@@ -24,6 +24,10 @@
 #include "fault.h"
 #include "log.h"
 
+/* Every group a journal record holds goes into its CML records. */
+_Static_assert(PRESTO_KML_GROUPS_MAX <= LENTO_GROUPS_MAX,
+	       "a KML record holds more groups than a CML record");
+
 struct kapply_dirent {
 	char name[LENTO_NAME_MAX + 1];
 	struct kml_fh h;
@@ -31,9 +35,15 @@ struct kapply_dirent {
 	char *target;		/* a symlink's, owned */
 };
 
-/* Who made a change and when: the KML record's. */
+/*
+ * Who made a change and when: the KML record's. groups (ngroups
+ * little-endian u32s) points into the record, which outlives every CML
+ * record made from it (cml_append() copies them).
+ */
 struct who {
 	uint32_t uid, gid;
+	const uint8_t *groups;
+	uint16_t ngroups;
 	int64_t time_ns;
 };
 
@@ -460,6 +470,8 @@ static void rec_init(struct lento_rec *r, const struct who *w, uint16_t op)
 	r->op = op;
 	r->uid = w->uid;
 	r->gid = w->gid;
+	r->groups = w->ngroups ? w->groups : NULL;
+	r->ngroups = w->ngroups;
 	r->time_ns = w->time_ns;
 }
 
@@ -692,6 +704,8 @@ static void who_of(const struct kml_record *r, struct who *w)
 {
 	w->uid = r->uid;
 	w->gid = r->gid;
+	w->groups = r->groups;
+	w->ngroups = r->ngroups;
 	w->time_ns = r->time_ns;
 }
 

@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -343,6 +344,35 @@ int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid)
 	*uid = cred.uid;
 	*gid = cred.gid;
 	return 0;
+}
+
+int lo_conn_peergroups(const struct lo_conn *c, gid_t *groups, size_t max)
+{
+	socklen_t len;
+	gid_t *all;
+	int err;
+
+	if (!c->local)
+		return -ENOTSOCK;
+	if (max > NGROUPS_MAX)
+		max = NGROUPS_MAX;
+	len = (socklen_t)(max * sizeof(*groups));
+	if (!getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len))
+		return (int)(len / sizeof(*groups));
+	if (errno != ERANGE)
+		return -errno;
+	/* More than @max: len says how many bytes all of them take. */
+	all = malloc(len);
+	if (!all)
+		return -ENOMEM;
+	err = getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, all, &len) ?
+	      -errno : 0;
+	if (!err && len / sizeof(*groups) < max)
+		max = len / sizeof(*groups);
+	if (!err)
+		memcpy(groups, all, max * sizeof(*groups));
+	free(all);
+	return err ?: (int)max;
 }
 
 void lo_conn_set_max_in(struct lo_conn *c, size_t max)

@@ -120,6 +120,13 @@ const char *lo_conn_peer(const struct lo_conn *c);
  */
 int lo_conn_peerids(const struct lo_conn *c, uid_t *uid, gid_t *gid);
 /*
+ * The peer's supplementary groups on a local socket (SO_PEERGROUPS, as
+ * they were when it connected, in the kernel's order): the first @max of
+ * them into @groups. Returns how many, or -errno: -ENOTSOCK on TCP,
+ * -ENOPROTOOPT from a kernel without SO_PEERGROUPS.
+ */
+int lo_conn_peergroups(const struct lo_conn *c, gid_t *groups, size_t max);
+/*
  * From data(): hand back what it leaves unconsumed at the next turn of
  * the loop, even if nothing more arrives -- for an owner that stops
  * early so as not to hold the loop (a long run of frames in one read).

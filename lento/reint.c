@@ -88,7 +88,7 @@ struct batch {
 	uint32_t tag;
 	uint32_t n, cap;
 	struct lento_rec *recs;	/* wire form: recno is the ship number */
-	uint8_t **data;		/* records' data, owned */
+	uint8_t **data;		/* per record: data, then groups; owned */
 	uint64_t *recnos;	/* their CML record numbers */
 	int *fds;		/* STORE: its shadow, open; else -1 */
 	uint32_t stores;	/* how many STOREs */
@@ -462,7 +462,34 @@ static int batch_grow(struct batch *b)
 	return 0;
 }
 
-/* A record into the batch (its data copied), with its ship number. */
+/*
+ * @r's data and groups, which point into the log's row, copied into one
+ * allocation the batch owns (*@own, NULL when there are none).
+ */
+static int rec_copy_out(struct lento_rec *r, uint8_t **own)
+{
+	size_t lg = 4 * (size_t)r->ngroups;
+	uint8_t *p;
+
+	*own = NULL;
+	if (!r->data_len && !lg)
+		return 0;
+	p = malloc(r->data_len + lg);
+	if (!p)
+		return -ENOMEM;
+	if (r->data_len) {
+		memcpy(p, r->data, r->data_len);
+		r->data = p;
+	}
+	if (lg) {
+		memcpy(p + r->data_len, r->groups, lg);
+		r->groups = p + r->data_len;
+	}
+	*own = p;
+	return 0;
+}
+
+/* A record into the batch (data and groups copied), with its ship number. */
 static int batch_add(struct batch *b, const struct lento_rec *rec,
 		     uint64_t shipno)
 {
@@ -474,16 +501,11 @@ static int batch_add(struct batch *b, const struct lento_rec *rec,
 		return err;
 	r = &b->recs[i];
 	*r = *rec;
-	b->data[i] = NULL;
 	b->fds[i] = -1;
 	b->recnos[i] = rec->recno;
-	if (rec->data_len) {
-		b->data[i] = malloc(rec->data_len);
-		if (!b->data[i])
-			return -ENOMEM;
-		memcpy(b->data[i], rec->data, rec->data_len);
-		r->data = b->data[i];
-	}
+	err = rec_copy_out(r, &b->data[i]);
+	if (err)
+		return err;
 	b->n++;
 	r->recno = shipno;
 	/* A hint for the optimiser, not a wire flag. */

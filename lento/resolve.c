@@ -46,6 +46,8 @@ struct of_obj {
 	struct lento_fid fid;
 	uint64_t blamed;		/* the record the server refused */
 	uint32_t uid, gid;		/* its maker's */
+	uint16_t ngroups;		/* and the maker's groups, copied */
+	uint8_t groups[4 * LENTO_GROUPS_MAX];
 	uint64_t *recnos;		/* records to drop (server, both) */
 	struct lento_fid *dirs;		/* directories their names were in */
 	size_t n, ndirs, cap;
@@ -70,6 +72,9 @@ static int collect(void *arg, const struct lento_rec *r, uint64_t body)
 	if (r->recno == w->blamed) {
 		w->uid = r->uid;
 		w->gid = r->gid;
+		w->ngroups = r->ngroups;
+		if (r->ngroups)
+			memcpy(w->groups, r->groups, 4 * (size_t)r->ngroups);
 	}
 	if (!lento_fid_eq(&r->obj, &w->fid) &&
 	    !lento_fid_eq(&r->target, &w->fid))
@@ -188,6 +193,8 @@ static int keep_copy(struct client *cl, struct vol *v,
 	r.op = LENTO_OP_CREATE;
 	r.uid = w->uid;
 	r.gid = w->gid;
+	r.groups = w->ngroups ? w->groups : NULL;
+	r.ngroups = w->ngroups;
 	r.time_ns = g.attr.ctime_ns;
 	r.dir = dir;
 	r.base_dir = d.vv;

@@ -18,6 +18,7 @@
 #include "cml.h"
 
 #include <check.h>
+#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -76,10 +77,11 @@ static void exec(struct cml *c, const char *sql)
 
 /* Records --------------------------------------------------------------- */
 
-/* A record with its data, and the size of a STORE's body. */
+/* A record with its data and groups, and the size of a STORE's body. */
 struct grec {
 	struct lento_rec r;
 	uint8_t data[16];
+	uint8_t groups[4 * LENTO_GROUPS_MAX];
 	uint64_t body;
 };
 
@@ -108,6 +110,7 @@ static void glist_free(struct glist *l)
 static struct lento_rec *grec_rec(struct grec *e)
 {
 	e->r.data = e->r.data_len ? e->data : NULL;
+	e->r.groups = e->r.ngroups ? e->groups : NULL;
 	return &e->r;
 }
 
@@ -119,9 +122,41 @@ static int collect(void *arg, const struct lento_rec *rec, uint64_t body)
 	ck_assert_uint_le(rec->data_len, sizeof(e->data));
 	if (rec->data_len)
 		memcpy(e->data, rec->data, rec->data_len);
+	ck_assert_uint_le(rec->ngroups, LENTO_GROUPS_MAX);
+	ck_assert(!rec->ngroups || rec->groups);
+	if (rec->ngroups)
+		memcpy(e->groups, rec->groups, 4 * (size_t)rec->ngroups);
 	e->r.data = NULL;
+	e->r.groups = NULL;
 	e->body = body;
 	return 0;
+}
+
+/* @n groups @g (host order) as a record carries them, into @out. */
+static void groups_le(uint8_t *out, const uint32_t *g, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++) {
+		uint32_t le = htole32(g[i]);
+
+		memcpy(out + 4 * i, &le, 4);
+	}
+}
+
+/* Group @i of @r, in host order. */
+static uint32_t group_of(const struct grec *e, uint16_t i)
+{
+	uint32_t le;
+
+	memcpy(&le, e->groups + 4 * i, 4);
+	return le32toh(le);
+}
+
+/* Did the same caller make @a and @b (uid, gid, groups of grecs)? */
+static bool same_maker(const struct grec *a, const struct grec *b)
+{
+	return a->r.uid == b->r.uid && a->r.gid == b->r.gid &&
+	       a->r.ngroups == b->r.ngroups &&
+	       !memcmp(a->groups, b->groups, 4 * (size_t)a->r.ngroups);
 }
 
 static struct glist list(struct cml *c, uint32_t vol)
@@ -534,6 +569,8 @@ struct gen {
 	struct glist recs;
 	int64_t clock;
 	uint32_t uid, gid;
+	uint32_t groups[4];	/* the maker's supplementary groups */
+	uint16_t ngroups;
 	bool lastlink;		/* set LENTO_R_LASTLINK when it holds */
 	uint64_t rng;
 };
@@ -564,6 +601,8 @@ static struct grec *g_new(struct gen *g, uint16_t op)
 	e->r.op = op;
 	e->r.uid = g->uid;
 	e->r.gid = g->gid;
+	groups_le(e->groups, g->groups, g->ngroups);
+	e->r.ngroups = g->ngroups;
 	e->r.time_ns = ++g->clock;
 	return e;
 }
@@ -883,7 +922,8 @@ static struct cml_stats stats_read(struct cml *c, uint32_t vol)
 	ck_assert_int_eq(sqlite3_prepare_v2(cml_db(c),
 		"SELECT count(*), coalesce(sum(128 + coalesce(length(name), 0)"
 		" + coalesce(length(name2), 0) + coalesce(length(data), 0) + "
-		"body_size), 0), coalesce(sum(state <> 0), 0), "
+		"coalesce(length(groups), 0) + body_size), 0), "
+		"coalesce(sum(state <> 0), 0), "
 		"coalesce(min(time), 0) FROM cml WHERE volume = ?1", -1, &st,
 		NULL), SQLITE_OK);
 	sqlite3_bind_int64(st, 1, vol);
@@ -971,6 +1011,10 @@ static void run_log(struct cml *c, struct gen *g, uint32_t ship, bool bases,
 			      g->recs.v[k].r.recno == res->out.v[i].r.recno,
 			      "%s: a record number that was not in the log",
 			      ctx);
+		/* A record keeps its maker: uid, gid, groups. */
+		ck_assert_msg(same_maker(&res->out.v[i], &g->recs.v[k]),
+			      "%s: record %" PRIu64 " changed its maker", ctx,
+			      res->out.v[i].r.recno);
 		if (res->out.v[i].r.op == LENTO_OP_STORE)
 			ck_assert_uint_eq(res->out.v[i].body,
 					  res->out.v[i].r.attr.size);
@@ -1175,6 +1219,7 @@ END_TEST
 /* The figures kept between reads follow every change of the log. */
 START_TEST(stats_follow_the_log)
 {
+	static const uint8_t groups[8] = { 1, 0, 0, 0, 2, 0, 0, 0 };
 	struct cml *c = open_cml();
 	struct lento_rec r;
 	uint64_t recno[12];
@@ -1183,6 +1228,9 @@ START_TEST(stats_follow_the_log)
 	for (int i = 0; i < 12; i++) {
 		r = setattr_rec(i % 3 ? VOL : VOL + 1, 20 + (uint64_t)i);
 		r.time_ns = 9000 - i * (i % 2 ? 1 : -1);
+		/* Some with groups: they count as their bytes. */
+		r.groups = groups;
+		r.ngroups = (uint16_t)(i % 3);
 		if (i % 4 == 1) {
 			r.op = LENTO_OP_STORE;
 			r.attr.valid = LENTO_A_SIZE;
@@ -1216,6 +1264,8 @@ START_TEST(stats_follow_the_log)
 		r = setattr_rec(VOL, 77);
 		r.time_ns = i ? 30000 : 2;
 		r.attr.mode = i ? 0644 : 0600;
+		r.groups = groups;
+		r.ngroups = 2;
 		ck_assert_int_eq(cml_append(c, &r, 0), 0);
 	}
 	stats_right(c, "appended a fold");
@@ -1256,6 +1306,8 @@ START_TEST(round_trip_every_field)
 	struct lento_rec r, *o;
 	struct glist l;
 	char big[LENTO_SYMLINK_MAX];
+	uint32_t gids[LENTO_GROUPS_MAX];
+	uint8_t groups[4 * LENTO_GROUPS_MAX];
 
 	memset(&r, 0, sizeof(r));
 	memset(big, 'x', sizeof(big));
@@ -1280,6 +1332,11 @@ START_TEST(round_trip_every_field)
 				      -1, INT64_MIN, INT64_MAX, UINT64_MAX };
 	memset(r.name, 'n', LENTO_NAME_MAX);
 	strcpy(r.name2, "\xff\x01 new");
+	for (uint32_t i = 0; i < LENTO_GROUPS_MAX; i++)
+		gids[i] = i ? 4000000000U - i : 0;
+	groups_le(groups, gids, LENTO_GROUPS_MAX);
+	r.groups = groups;
+	r.ngroups = LENTO_GROUPS_MAX;
 	ck_assert_int_eq(cml_append(c, &r, 0), 0);
 
 	l = list(c, VOL);
@@ -1289,6 +1346,8 @@ START_TEST(round_trip_every_field)
 	ck_assert_mem_eq(&o->base_obj, &r.base_obj, sizeof(r.base_obj));
 	ck_assert(same_rec(o, &r));
 	ck_assert(o->uid == r.uid && o->gid == r.gid && o->time_ns == r.time_ns);
+	ck_assert_uint_eq(o->ngroups, LENTO_GROUPS_MAX);
+	ck_assert_mem_eq(l.v[0].groups, groups, sizeof(groups));
 	ck_assert(vv_eq(&o->base_dir, &r.base_dir));
 	ck_assert(vv_eq(&o->base_target, &r.base_target));
 	ck_assert_uint_eq(o->base_dir2.n, 0);
@@ -1310,7 +1369,8 @@ START_TEST(round_trip_every_field)
 		ck_assert_int_eq(cml_stats(c, VOL, &st), 0);
 		ck_assert_uint_eq(st.records, 2);
 		ck_assert_uint_eq(st.bytes, 2 * CML_REC_HDR_BYTES +
-				  LENTO_NAME_MAX + 6 + 1 + sizeof(big));
+				  LENTO_NAME_MAX + 6 + 4 * LENTO_GROUPS_MAX +
+				  1 + sizeof(big));
 	}
 	cml_close(c);
 }
@@ -1319,6 +1379,7 @@ END_TEST
 START_TEST(append_refuses_bad_records)
 {
 	struct cml *c = open_cml();
+	static const uint8_t big_groups[4 * (LENTO_GROUPS_MAX + 1)];
 	struct lento_rec r = setattr_rec(VOL, 10), b;
 	struct cml_stats st;
 
@@ -1342,6 +1403,12 @@ START_TEST(append_refuses_bad_records)
 	b = r;
 	strcpy(b.name, "x");
 	ck_assert_int_eq(cml_append(c, &b, 0), -EINVAL);	/* no name */
+	b = r;
+	b.ngroups = 1;
+	ck_assert_int_eq(cml_append(c, &b, 0), -EINVAL);	/* no groups */
+	b.groups = big_groups;
+	b.ngroups = LENTO_GROUPS_MAX + 1;
+	ck_assert_int_eq(cml_append(c, &b, 0), -EINVAL);	/* too many */
 
 	/* A create: needs dir, name, a type that fits. */
 	memset(&b, 0, sizeof(b));
@@ -1398,6 +1465,136 @@ START_TEST(refuses_newer_format)
 	cml_close(c);
 	ck_assert_int_eq(cml_open_path(&c, dbpath), -EPROTO);
 	ck_assert_ptr_null(c);
+}
+END_TEST
+
+/* The log's tables before its records carried their maker's groups. */
+static const char old_schema[] =
+	"CREATE TABLE cml_meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+	"CREATE TABLE cml_fidseq("
+	"  volume INTEGER PRIMARY KEY, last INTEGER NOT NULL);"
+	"CREATE TABLE cml("
+	"  recno INTEGER PRIMARY KEY,"
+	"  volume INTEGER NOT NULL,"
+	"  state INTEGER NOT NULL,"
+	"  op INTEGER NOT NULL, flags INTEGER NOT NULL,"
+	"  uid INTEGER NOT NULL, gid INTEGER NOT NULL, time INTEGER NOT NULL,"
+	"  dir BLOB, obj BLOB NOT NULL, dir2 BLOB, target BLOB,"
+	"  base_dir BLOB, base_obj BLOB, base_dir2 BLOB, base_target BLOB,"
+	"  type INTEGER NOT NULL,"
+	"  a_valid INTEGER NOT NULL, a_mode INTEGER NOT NULL,"
+	"  a_uid INTEGER NOT NULL, a_gid INTEGER NOT NULL,"
+	"  a_size INTEGER NOT NULL, a_atime INTEGER NOT NULL,"
+	"  a_mtime INTEGER NOT NULL, a_ctime INTEGER NOT NULL,"
+	"  a_rdev INTEGER NOT NULL,"
+	"  name BLOB, name2 BLOB, data BLOB,"
+	"  body_size INTEGER NOT NULL);"
+	"CREATE INDEX cml_volume ON cml(volume, recno);"
+	"INSERT INTO cml_meta VALUES ('format', 1), ('last_recno', 1024), "
+	"  ('client', 9), ('uuid', x'00112233445566778899aabbccddeeff');"
+	/*
+	 * Two chmods (SETATTR, 9) of object {VOL, 0, 10} by uid and gid
+	 * 1000, its base {42}: setattr_rec()'s.
+	 */
+	"INSERT INTO cml VALUES "
+	"  (1, 7, 0, 9, 0, 1000, 1000, 5001, NULL, "
+	"   x'07000000000000000a00000000000000', NULL, NULL, NULL, "
+	"   x'010000002a00000000000000000000000000000000000000', NULL, NULL, "
+	"   0, 1, 384, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0),"
+	"  (2, 7, 0, 9, 0, 1000, 1000, 5002, NULL, "
+	"   x'07000000000000000a00000000000000', NULL, NULL, NULL, "
+	"   x'010000002a00000000000000000000000000000000000000', NULL, NULL, "
+	"   0, 1, 420, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0);";
+
+/* Has the log's table at dbpath a column for the groups? */
+static bool has_groups_column(void)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	bool has;
+
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM "
+		"pragma_table_info('cml') WHERE name = 'groups'", -1, &st,
+		NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	has = sqlite3_column_int(st, 0) == 1;
+	sqlite3_finalize(st);
+	ck_assert_int_eq(sqlite3_close(db), SQLITE_OK);
+	return has;
+}
+
+static void sql_at(const char *sql)
+{
+	sqlite3 *db;
+
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_close(db), SQLITE_OK);
+}
+
+/*
+ * A log made before records carried groups gets the column at open, in
+ * the open's savepoint; its records read back with none, and go through
+ * the optimiser and batches as before.
+ */
+START_TEST(old_log_gets_groups_column)
+{
+	static const uint32_t gids[] = { 10, 20 };
+	struct lento_rec r = setattr_rec(VOL, 10);
+	uint8_t groups[8];
+	struct cml_stats st;
+	struct glist l;
+	struct cml *c;
+
+	sql_at(old_schema);
+	ck_assert(!has_groups_column());
+	/* An open that fails leaves the log as it was. */
+	sql_at("UPDATE cml_meta SET value = 2 WHERE key = 'format'");
+	ck_assert_int_eq(cml_open_path(&c, dbpath), -EPROTO);
+	ck_assert(!has_groups_column());
+	sql_at("UPDATE cml_meta SET value = 1 WHERE key = 'format'");
+
+	c = open_cml();
+	ck_assert(has_groups_column());
+	l = list(c, VOL);
+	ck_assert_uint_eq(l.n, 2);
+	for (size_t i = 0; i < l.n; i++) {
+		ck_assert_uint_eq(l.v[i].r.recno, i + 1);
+		ck_assert_uint_eq(l.v[i].r.op, LENTO_OP_SETATTR);
+		ck_assert_uint_eq(l.v[i].r.uid, 1000);
+		ck_assert_uint_eq(l.v[i].r.attr.mode, i ? 0644 : 0600);
+		ck_assert_uint_eq(l.v[i].r.base_obj.v[0], 42);
+		ck_assert_uint_eq(l.v[i].r.ngroups, 0);
+	}
+	glist_free(&l);
+	ck_assert_int_eq(cml_stats(c, VOL, &st), 0);
+	ck_assert_uint_eq(st.bytes, 2 * CML_REC_HDR_BYTES);
+
+	/* A new record has its groups; the old two merge, not with it. */
+	groups_le(groups, gids, 2);
+	r.groups = groups;
+	r.ngroups = 2;
+	r.attr.mode = 0640;
+	ck_assert_int_eq(cml_append(c, &r, 0), 0);
+	ck_assert_uint_gt(r.recno, 1024);
+	ck_assert_int_eq(cml_optimise(c, VOL, NULL, NULL, NULL), 0);
+	cml_close(c);
+
+	/* Open again: the column is there, not added twice. */
+	c = open_cml();
+	l = list(c, VOL);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_uint_eq(l.v[0].r.recno, 2);
+	ck_assert_uint_eq(l.v[0].r.ngroups, 0);
+	ck_assert_uint_eq(l.v[1].r.recno, r.recno);
+	ck_assert_uint_eq(l.v[1].r.ngroups, 2);
+	ck_assert_uint_eq(group_of(&l.v[1], 0), 10);
+	ck_assert_uint_eq(group_of(&l.v[1], 1), 20);
+	glist_free(&l);
+	ck_assert_int_eq(cml_stats(c, VOL, &st), 0);
+	ck_assert_uint_eq(st.bytes, 2 * CML_REC_HDR_BYTES + 8);
+	cml_close(c);
 }
 END_TEST
 
@@ -2251,6 +2448,98 @@ START_TEST(setattrs_coalesce_soundly)
 }
 END_TEST
 
+/*
+ * Records merge only when one caller made them: the same uid, gid and
+ * supplementary groups (the server checks the merged record once, as its
+ * maker's); the survivor keeps its groups.
+ */
+START_TEST(merges_need_the_same_groups)
+{
+	static const uint32_t ga[] = { 100, 200 }, gb[] = { 100, 300 };
+	struct cml *c = fast_cml();
+	struct outcome res;
+	struct gen g;
+
+	/* Two chmods by one caller in groups 100 and 200: one record. */
+	g_init(&g, VOL, 12);
+	memcpy(g.groups, ga, sizeof(ga));
+	g.ngroups = 2;
+	g_setattr(&g, FA, LENTO_A_MODE, 0600, 0);
+	g_setattr(&g, FA, LENTO_A_MODE, 0660, 0);
+	strcpy(ctx, "setattrs, same groups");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 1);
+	ck_assert_uint_eq(res.out.v[0].r.attr.mode, 0660);
+	ck_assert_uint_eq(res.out.v[0].r.ngroups, 2);
+	ck_assert_uint_eq(group_of(&res.out.v[0], 0), 100);
+	ck_assert_uint_eq(group_of(&res.out.v[0], 1), 200);
+	ck_assert_uint_eq(res.st.setattrs, 1);
+	glist_free(&res.out);
+	g_free(&g);
+
+	/* The same uid and gid in other groups, as many: two records. */
+	g_init(&g, VOL + 1, 12);
+	memcpy(g.groups, ga, sizeof(ga));
+	g.ngroups = 2;
+	g_setattr(&g, FA, LENTO_A_MODE, 0600, 0);
+	memcpy(g.groups, gb, sizeof(gb));
+	g_setattr(&g, FA, LENTO_A_MODE, 0660, 0);
+	strcpy(ctx, "setattrs, other groups");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 2);
+	ck_assert_uint_eq(group_of(&res.out.v[0], 1), 200);
+	ck_assert_uint_eq(group_of(&res.out.v[1], 1), 300);
+	ck_assert_uint_eq(res.st.setattrs, 0);
+	glist_free(&res.out);
+	g_free(&g);
+
+	/* Fewer groups, the first the same: two records. */
+	g_init(&g, VOL + 2, 12);
+	memcpy(g.groups, ga, sizeof(ga));
+	g.ngroups = 2;
+	g_setattr(&g, FA, LENTO_A_MODE, 0600, 0);
+	g.ngroups = 1;
+	g_setattr(&g, FA, LENTO_A_MODE, 0660, 0);
+	strcpy(ctx, "setattrs, fewer groups");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 2);
+	ck_assert_uint_eq(res.out.v[0].r.ngroups, 2);
+	ck_assert_uint_eq(res.out.v[1].r.ngroups, 1);
+	glist_free(&res.out);
+	g_free(&g);
+
+	/* A rename chain in one set of groups: one rename, its groups. */
+	g_init(&g, VOL + 3, 12);
+	memcpy(g.groups, gb, sizeof(gb));
+	g.ngroups = 2;
+	g_rename(&g, ROOT, "a", ROOT, "b", 0);
+	g_rename(&g, ROOT, "b", S1, "x", 0);
+	strcpy(ctx, "renames, same groups");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 1);
+	ck_assert_uint_eq(res.st.renames, 1);
+	ck_assert_uint_eq(res.out.v[0].r.ngroups, 2);
+	ck_assert_uint_eq(group_of(&res.out.v[0], 1), 300);
+	glist_free(&res.out);
+	g_free(&g);
+
+	/* ... and in two: two renames. */
+	g_init(&g, VOL + 4, 12);
+	memcpy(g.groups, gb, sizeof(gb));
+	g.ngroups = 2;
+	g_rename(&g, ROOT, "a", ROOT, "b", 0);
+	memcpy(g.groups, ga, sizeof(ga));
+	g_rename(&g, ROOT, "b", S1, "x", 0);
+	strcpy(ctx, "renames, other groups");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 2);
+	ck_assert_uint_eq(res.st.renames, 0);
+	glist_free(&res.out);
+	g_free(&g);
+	cml_close(c);
+}
+END_TEST
+
 /* Give record @i of @g slot @s's base version counter @v. */
 static void set_base(struct gen *g, size_t i, int s, uint64_t v)
 {
@@ -2405,6 +2694,10 @@ static void random_op(struct gen *g)
 	int e;
 
 	g->uid = g->gid = below(g, 8) ? 1000 : 0;
+	/* Mostly one set of groups; now and then none, or another. */
+	g->ngroups = below(g, 8) ? 2 : below(g, 2) ? 0 : 1;
+	g->groups[0] = g->ngroups == 1 ? 200 : 100;
+	g->groups[1] = 200;
 	g->lastlink = below(g, 8) != 0;
 	switch (below(g, 16)) {
 	case 0:
@@ -2631,6 +2924,7 @@ static Suite *cml_suite(void)
 	tcase_add_test(log, round_trip_every_field);
 	tcase_add_test(log, append_refuses_bad_records);
 	tcase_add_test(log, refuses_newer_format);
+	tcase_add_test(log, old_log_gets_groups_column);
 	tcase_add_test(log, caller_owns_the_database);
 	tcase_add_test(log, fids_unique_and_persistent);
 	tcase_add_test(log, identities_differ);
@@ -2651,6 +2945,7 @@ static Suite *cml_suite(void)
 	tcase_add_test(opt, shipped_records_untouched);
 	tcase_add_test(opt, create_then_rename);
 	tcase_add_test(opt, setattrs_coalesce_soundly);
+	tcase_add_test(opt, merges_need_the_same_groups);
 	tcase_add_test(opt, survivors_take_the_earliest_base);
 	tcase_add_test(opt, random_logs_keep_their_meaning);
 	suite_add_tcase(s, opt);

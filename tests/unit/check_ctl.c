@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,11 +81,34 @@ static int cmd_big(struct ctl_req *r, void *ctx, int argc, char **argv)
 	return 0;
 }
 
+/* The asker's groups, at most ARG of them: "N: G G ...". */
+static int cmd_groups(struct ctl_req *r, void *ctx, int argc, char **argv)
+{
+	gid_t g[512];
+	size_t max = strtoul(argv[0], NULL, 10);
+	int n;
+
+	(void)ctx;
+	(void)argc;
+	ck_assert_uint_le(max, 512);
+	n = ctl_peer_groups(r, g, max);
+	if (n < 0) {
+		ctl_error(r, "groups: %s", strerror(-n));
+		return n;
+	}
+	jw_printf(ctl_out(r), "%d:", n);
+	for (int i = 0; i < n; i++)
+		jw_printf(ctl_out(r), " %u", (unsigned)g[i]);
+	jw_raw(ctl_out(r), "\n", 1);
+	return 0;
+}
+
 static const struct ctl_cmd cmds[] = {
 	{ "echo", "WORD...", "prints its arguments", 0, 8, cmd_echo },
 	{ "fail", "NAME", "fails", 1, 1, cmd_fail },
 	{ "sync", NULL, "answers later", 0, 0, cmd_later },
 	{ "big", NULL, "a long answer", 0, 0, cmd_big },
+	{ "groups", "MAX", "the asker's groups", 1, 1, cmd_groups },
 	{ 0 }
 };
 
@@ -117,6 +141,10 @@ static void teardown(void)
 	loop = NULL;
 }
 
+/* The supplementary groups lentoctl runs with; none set: the test's own. */
+static gid_t child_groups[300];
+static size_t nchild_groups;
+
 /* Runs lentoctl ARGS while the loop serves; its output and exit status. */
 static int lentoctl(char *out, size_t size, const char *const *args)
 {
@@ -137,6 +165,9 @@ static int lentoctl(char *out, size_t size, const char *const *args)
 
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
+		if (nchild_groups &&
+		    setgroups(nchild_groups, child_groups))
+			_exit(97);
 		if (!freopen(path, "w", stdout) ||
 		    dup2(fileno(stdout), 2) < 0)
 			_exit(99);
@@ -226,6 +257,42 @@ START_TEST(long_answer)
 	ck_assert_int_eq(lentoctl(out, sizeof(out), a), 0);
 	ck_assert_uint_eq(strlen(out), 100000 * 29);
 	ck_assert_ptr_nonnull(strstr(out, "line 099999 of a long answer\n"));
+}
+END_TEST
+
+/* Which groups the asker has, as lentoctl's process had them. */
+START_TEST(peer_groups)
+{
+	static const char *const all[] = { "groups", "512", NULL };
+	static const char *const two[] = { "groups", "2", NULL };
+	gid_t mine[512];
+	char out[8192], want[8192];
+	int n = getgroups(512, mine), k = 0;
+
+	ck_assert_int_ge(n, 0);
+	k += snprintf(want + k, sizeof(want) - k, "%d:", n);
+	for (int i = 0; i < n; i++)
+		k += snprintf(want + k, sizeof(want) - k, " %u",
+			      (unsigned)mine[i]);
+	snprintf(want + k, sizeof(want) - k, "\n");
+	ck_assert_int_eq(lentoctl(out, sizeof(out), all), 0);
+	ck_assert_str_eq(out, want);
+
+	/* As root: 300 groups, of which the first 2, or 256. */
+	if (geteuid())
+		return;
+	for (size_t i = 0; i < 300; i++)
+		child_groups[i] = 5000 + (gid_t)i;
+	nchild_groups = 300;
+	ck_assert_int_eq(lentoctl(out, sizeof(out), two), 0);
+	ck_assert_str_eq(out, "2: 5000 5001\n");
+	ck_assert_int_eq(lentoctl(out, sizeof(out),
+				  (const char *const[]){ "groups", "256",
+							 NULL }), 0);
+	ck_assert_int_eq(strncmp(out, "256: 5000 5001 ", 15), 0);
+	ck_assert_ptr_nonnull(strstr(out, " 5255\n"));
+	ck_assert_ptr_null(strstr(out, " 5256"));
+	nchild_groups = 0;
 }
 END_TEST
 
@@ -367,6 +434,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, usage_errors);
 	tcase_add_test(tc, answer_later);
 	tcase_add_test(tc, long_answer);
+	tcase_add_test(tc, peer_groups);
 	tcase_add_test(tc, no_lento);
 	tcase_add_test(tc, malformed_requests);
 	tcase_add_test(tc, request_too_long);

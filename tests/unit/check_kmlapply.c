@@ -6,6 +6,7 @@
  * resuming after a restart, recovery blocks, unknown handles.
  */
 #include <check.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -267,6 +268,7 @@ static int consume_again(uint64_t limit, struct run *run)
 #define RECS_MAX 64
 static struct lento_rec recs[RECS_MAX];
 static char recs_data[RECS_MAX][64];	/* each record's first data bytes */
+static uint8_t recs_groups[RECS_MAX][4 * LENTO_GROUPS_MAX];
 static int nrecs;
 
 static int grab(void *arg, const struct lento_rec *r, uint64_t body)
@@ -279,6 +281,10 @@ static int grab(void *arg, const struct lento_rec *r, uint64_t body)
 		memcpy(recs_data[nrecs], r->data,
 		       r->data_len < 64 ? r->data_len : 64);
 	recs[nrecs].data = recs_data[nrecs];
+	ck_assert_uint_le(r->ngroups, LENTO_GROUPS_MAX);
+	if (r->ngroups)
+		memcpy(recs_groups[nrecs], r->groups, 4 * (size_t)r->ngroups);
+	recs[nrecs].groups = r->ngroups ? recs_groups[nrecs] : NULL;
 	nrecs++;
 	return 0;
 }
@@ -474,6 +480,86 @@ START_TEST(attributes_xattrs_renames)
 	ck_assert_uint_eq(o.attr.size, 77);
 	t = at(&d, "t");
 	ck_assert(lento_fid_eq(&t, &a));
+}
+END_TEST
+
+/* Are @r's groups @want (host order), @n of them? */
+static bool groups_are(const struct lento_rec *r, const uint32_t *want,
+		       uint16_t n)
+{
+	if (r->ngroups != n || (n && !r->groups))
+		return false;
+	for (uint16_t i = 0; i < n; i++) {
+		uint32_t le;
+
+		memcpy(&le, r->groups + 4 * i, 4);
+		if (le32toh(le) != want[i])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * A journal record's groups go into every CML record made of it, as the
+ * log stores them; one cut short at the most a record holds keeps those.
+ */
+START_TEST(groups_into_the_cml)
+{
+	static const uint32_t three[] = { 5, 1000, 4000000000U };
+	static const uint32_t two[] = { 27, 100 };
+	static uint32_t most[PRESTO_KML_GROUPS_MAX];
+	struct kmlgen_rec r;
+	struct run run;
+
+	for (uint32_t i = 0; i < PRESTO_KML_GROUPS_MAX; i++)
+		most[i] = 2000 + 3 * i;
+	r = (struct kmlgen_rec){ .op = PRESTO_KML_CREATE, .uid = 1000,
+				 .gid = 1000, .time_ns = T0, .name = "f",
+				 .groups = three, .ngroups = 3 };
+	r.fh[PRESTO_KML_FH_DIR] = fh(11);
+	r.fh[PRESTO_KML_FH_OBJ] = fh(100);
+	r.attr.valid = PRESTO_KML_A_ALL;
+	r.attr.mode = S_IFREG | 0660;
+	r.attr.uid = r.attr.gid = 1000;
+	r.attr.nlink = 1;
+	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	/* A write that dropped set-id bits: SETATTR and STORE, one maker. */
+	r = (struct kmlgen_rec){ .op = PRESTO_KML_STORE, .uid = 1001,
+				 .gid = 1001, .time_ns = T0, .groups = two,
+				 .ngroups = 2 };
+	r.fh[PRESTO_KML_FH_OBJ] = fh(10);
+	r.attr.valid = PRESTO_KML_A_SIZE | PRESTO_KML_A_MTIME |
+		       PRESTO_KML_A_CTIME | PRESTO_KML_A_MODE;
+	r.attr.size = 9;
+	r.attr.mode = S_IFREG | 0600;
+	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	/* More groups than a record holds: the first 256. */
+	r = (struct kmlgen_rec){ .op = PRESTO_KML_SETXATTR, .uid = 1002,
+				 .gid = 1002, .time_ns = T0, .name = "user.g",
+				 .data = "v", .data_len = 1, .groups = most,
+				 .ngroups = PRESTO_KML_GROUPS_MAX,
+				 .flags = PRESTO_KML_F_GROUPS_CUT };
+	r.fh[PRESTO_KML_FH_OBJ] = fh(10);
+	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
+	/* None. */
+	rec(PRESTO_KML_UNLINK, 11, 100, "f", NULL);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	ck_assert_msg(run.unmapped == 0, "%s", run.why);
+
+	list_cml();
+	ck_assert_int_eq(nrecs, 5);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_CREATE);
+	ck_assert(groups_are(&recs[0], three, 3));
+	ck_assert_int_eq(recs[1].op, LENTO_OP_SETATTR);
+	ck_assert_uint_eq(recs[1].uid, 1001);
+	ck_assert(groups_are(&recs[1], two, 2));
+	ck_assert_int_eq(recs[2].op, LENTO_OP_STORE);
+	ck_assert(groups_are(&recs[2], two, 2));
+	ck_assert_int_eq(recs[3].op, LENTO_OP_SETXATTR);
+	ck_assert(groups_are(&recs[3], most, PRESTO_KML_GROUPS_MAX));
+	ck_assert_int_eq(recs[4].op, LENTO_OP_UNLINK);
+	ck_assert_uint_eq(recs[4].ngroups, 0);
+	ck_assert_ptr_null(recs[4].groups);
 }
 END_TEST
 
@@ -1229,6 +1315,7 @@ static Suite *suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, namespace_and_content);
 	tcase_add_test(tc, attributes_xattrs_renames);
+	tcase_add_test(tc, groups_into_the_cml);
 	tcase_add_test(tc, only_up_to_durable_and_resume);
 	tcase_add_test(tc, a_durable_record_missing);
 	tcase_add_test(tc, unknown_handles);
