@@ -45,6 +45,7 @@ OP_CREATE, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 6, 9, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
+VERSION = 4         # LP_VERSION_MIN = LP_VERSION_MAX
 
 
 class Conn:
@@ -93,7 +94,7 @@ class Conn:
         self.s.close()
 
 
-def hello(c, client=0, uuid=None, version=3):
+def hello(c, client=0, uuid=None, version=VERSION):
     uuid = uuid or os.urandom(16)
     body = b"LENTO-LP" + \
         struct.pack("<HHII", version, version, 0, client) + uuid + \
@@ -105,7 +106,7 @@ def hello(c, client=0, uuid=None, version=3):
         return None, code, uuid
     assert t == HELLO_REPLY, t
     version, _, cid, epoch, hb = struct.unpack_from("<HIIQI", b)
-    assert version == 3 and cid and epoch and hb
+    assert version == VERSION and cid and epoch and hb
     return cid, epoch, uuid
 
 
@@ -177,9 +178,9 @@ def case_handshake(srv):
     none, code, _ = hello(c, cid, os.urandom(16))
     assert none is None and code == EEXIST, code
     c.close()
-    # Clients of version 1 (listings without xattrs) and 2 (no
-    # PRUNEXATTRS) are refused.
-    for old in (1, 2):
+    # Clients of version 1 (listings without xattrs), 2 (no
+    # PRUNEXATTRS) and 3 (records without groups) are refused.
+    for old in (1, 2, 3):
         c = Conn(srv.port)
         none, code, _ = hello(c, version=old)
         assert none is None and code == 93, code   # EPROTONOSUPPORT
@@ -369,7 +370,8 @@ def case_identities_bounded(srv):
         a = Conn(small.port)
         assert hello(a, aid, auuid)[0] == aid
         # One identity per connection: a second HELLO closes it.
-        body = b"LENTO-LP" + struct.pack("<HHII", 3, 3, 0, 0) + \
+        body = b"LENTO-LP" + struct.pack("<HHII", VERSION, VERSION, 0,
+                                         0) + \
             os.urandom(16) + struct.pack("<I", 0)
         a.send(HELLO, body)
         assert a.frame() is None, "a second HELLO was answered"
@@ -688,7 +690,7 @@ def case_reintegrate_needs_permit(srv):
     rec = struct.pack("<QHHIIq", 1, 2, 0, 0, 0, 0) + fid(vol) + \
         fid(vol, cid, 1) + bytes(32) + vv0 * 4 + struct.pack("<B", 2) + \
         attr + struct.pack("<H", 1) + b"d" + struct.pack("<H", 0) + \
-        struct.pack("<I", 0)
+        struct.pack("<I", 0) + struct.pack("<H", 0)
     body = struct.pack("<IIQI", vol, cid, 1, 1) + rec
     tag = c.send(REINTEGRATE, body)
     fr = c.reply(tag)
@@ -718,13 +720,16 @@ VV0 = struct.pack("<B", 0) + struct.pack("<IQ", 0, 0)
 
 
 def record(recno, op, dir_fid, obj_fid, type_, valid, mode, size, name,
-           base_obj=VV0):
-    """One CML record (PROTOCOL.md, "Records")."""
-    attr = struct.pack("<IIIIQqqqQ", valid, mode, 0, 0, size, 0, 0, 0, 0)
-    return struct.pack("<QHHIIq", recno, op, 0, 0, 0, 0) + dir_fid + \
+           base_obj=VV0, uid=0, gid=0, groups=(), attr_ids=(0, 0)):
+    """One CML record (PROTOCOL.md, "Reintegration"): made by @uid, @gid
+    with supplementary @groups; @attr_ids the attr's uid and gid."""
+    attr = struct.pack("<IIIIQqqqQ", valid, mode, attr_ids[0], attr_ids[1],
+                       size, 0, 0, 0, 0)
+    return struct.pack("<QHHIIq", recno, op, 0, uid, gid, 0) + dir_fid + \
         obj_fid + bytes(32) + VV0 + base_obj + VV0 * 2 + \
         struct.pack("<B", type_) + attr + struct.pack("<H", len(name)) + \
-        name + struct.pack("<H", 0) + struct.pack("<I", 0)
+        name + struct.pack("<H", 0) + struct.pack("<I", 0) + \
+        struct.pack("<H%dI" % len(groups), len(groups), *groups)
 
 
 def send_batch(c, vol, cid, first, recs, n, bodies=()):
