@@ -41,7 +41,7 @@ PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
 VALIDATE = 36
-OP_CREATE, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 6, 9, 12
+OP_CREATE, OP_MKDIR, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 2, 6, 9, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
@@ -799,6 +799,31 @@ def writer_with_file(srv, name):
     return c, vol, cid, f, vers
 
 
+def case_groups_count(srv):
+    """A record's supplementary groups reach the server and count as its
+    gid: uid 1000 gid 1000 creates in root's 0770 directory of group 2000
+    only with 2000 among its groups."""
+    srv.ctl("volume", "create", "groups")
+    c = Conn(srv.port)
+    cid, _, _ = hello(c)
+    vol, _ = volume(c, "groups")
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    d, f = fid(vol, cid, 1), fid(vol, cid, 2)
+    applied, code, _ = reintegrate(
+        c, vol, cid, 1, record(1, OP_MKDIR, fid(vol), d, 2, 0x1 | 0x4,
+                               0o770, 0, b"shared", attr_ids=(0, 2000)), 1)
+    assert (applied, code) == (1, 0), (applied, code)
+    for groups, want in (((), 13), ((3000, 2000), 0)):     # EACCES
+        applied, code, vers = reintegrate(
+            c, vol, cid, 2, record(2, OP_CREATE, d, f, 1, 0x1, 0o644, 0,
+                                   b"f", uid=1000, gid=1000,
+                                   groups=groups), 1)
+        assert code == want, "groups %s: code %d" % (groups, code)
+    assert applied == 2 and f in vers, (applied, vers)
+    c.close()
+
+
 def case_resent_batch_leaves_no_body(srv):
     """A STORE's body goes into the store, and a batch sent again (its
     reply lost) is skipped whole without leaving its body in the store's
@@ -1334,7 +1359,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_listing_over_limit_stops_early,
          case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
          case_answers_wait_for_listing,
-         case_reintegrate_needs_permit,
+         case_reintegrate_needs_permit, case_groups_count,
          case_resent_batch_leaves_no_body, case_pipelined_batches,
          case_resize_copy_off_the_loop,
          case_batch_sizes_bounded,
