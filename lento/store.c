@@ -98,7 +98,8 @@ enum q {
 	Q_OBJ_XATTRS_DEL,
 	Q_ENT_GET, Q_ENT_INSERT, Q_ENT_DELETE, Q_ENT_SET_CHILD, Q_ENT_ANY,
 	Q_ENT_PARENT,
-	Q_XATTR_LEN, Q_XATTR_COUNT, Q_XATTR_SET, Q_XATTR_DEL, Q_XATTR_LIST,
+	Q_XATTR_LEN, Q_XATTR_GET, Q_XATTR_COUNT, Q_XATTR_SET, Q_XATTR_DEL,
+	Q_XATTR_LIST,
 	Q_CLIENT_GET, Q_CLIENT_SET,
 	Q_READDIR, Q_READDIR_COUNT, Q_BODIES,
 	Q_IDENT_BY_UUID, Q_IDENT_BY_ID, Q_IDENT_INSERT, Q_IDENT_COUNT,
@@ -153,6 +154,7 @@ static const char *const sql[Q_N] = {
 	[Q_ENT_PARENT] = "SELECT dclient, dseq FROM entries WHERE vol = ?1 "
 		"AND cclient = ?2 AND cseq = ?3 LIMIT 1",
 	[Q_XATTR_LEN] = "SELECT length(value) FROM xattrs" PK " AND name = ?4",
+	[Q_XATTR_GET] = "SELECT value FROM xattrs" PK " AND name = ?4",
 	[Q_XATTR_COUNT] = "SELECT count(*) FROM xattrs" PK,
 	[Q_XATTR_SET] = "INSERT OR REPLACE INTO xattrs (vol, client, seq, "
 		"name, value) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -2146,21 +2148,215 @@ static int remove_obj(struct batch *b, struct obj *o)
 #define MAY_X	1
 #define MAY_W	2
 
-/* The record's uid/gid may @want on @o by its mode bits (uid 0 may). */
-static bool may(const struct obj *o, const struct lento_rec *r,
-		unsigned int want)
+/* A record's credentials in a message: CREDFMT, then CREDARG(r). */
+#define CREDFMT \
+	"uid %" PRIu32 " gid %" PRIu32 " (and %u supplementary groups)"
+#define CREDARG(r)	(r)->uid, (r)->gid, (unsigned int)(r)->ngroups
+
+/* POSIX ACL entry tags (linux/posix_acl.h). */
+#define ACL_USER_OBJ	0x01
+#define ACL_USER	0x02
+#define ACL_GROUP_OBJ	0x04
+#define ACL_GROUP	0x08
+#define ACL_MASK	0x10
+#define ACL_OTHER	0x20
+
+#define ACL_ACCESS	"system.posix_acl_access"
+
+static uint32_t le32_at(const uint8_t *p)
 {
-	unsigned int bits;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Is @gid the record's gid or one of its supplementary groups? */
+static bool in_groups(const struct lento_rec *r, uint32_t gid)
+{
+	if (r->gid == gid)
+		return true;
+	for (size_t i = 0; r->groups && i < r->ngroups; i++)
+		if (le32_at(r->groups + 4 * i) == gid)
+			return true;
+	return false;
+}
+
+/*
+ * A POSIX ACL as the kernel gives it (system.posix_acl_access): version 2
+ * (u32), then entries of tag u16, perm u16, id u32; all little-endian.
+ */
+struct acl_ent {
+	uint16_t tag;
+	uint16_t perm;		/* its rwx bits */
+	uint32_t id;		/* ACL_USER's uid, ACL_GROUP's gid */
+};
+
+/* The entries of ACL @v (@len bytes), or -1 if it is not one's shape. */
+static long acl_count(const uint8_t *v, size_t len)
+{
+	if (!v || len < 4 || (len - 4) % 8 || le32_at(v) != 2)
+		return -1;
+	return (long)((len - 4) / 8);
+}
+
+/* Entry @i (below acl_count) of ACL @v. */
+static struct acl_ent acl_ent(const uint8_t *v, size_t i)
+{
+	const uint8_t *p = v + 4 + 8 * i;
+
+	return (struct acl_ent){ (uint16_t)(p[0] | p[1] << 8), p[2] & 7u,
+				 le32_at(p + 4) };
+}
+
+/*
+ * The permission bits a POSIX ACL makes the mode, as the kernel does
+ * when it sets one: the owner's, the mask's (else the owning group's) and
+ * others'. -EINVAL if it is not one: an unknown tag, or the owner's, the
+ * owning group's or others' entry missing.
+ */
+static int acl_mode(const uint8_t *v, size_t len, uint32_t *perm)
+{
+	uint32_t u = 8, g = 8, m = 8, o = 8;
+	long n = acl_count(v, len);
+
+	for (long i = 0; i < n; i++) {
+		struct acl_ent e = acl_ent(v, (size_t)i);
+
+		if (e.tag == ACL_USER_OBJ)
+			u = e.perm;
+		else if (e.tag == ACL_GROUP_OBJ)
+			g = e.perm;
+		else if (e.tag == ACL_MASK)
+			m = e.perm;
+		else if (e.tag == ACL_OTHER)
+			o = e.perm;
+		else if (e.tag != ACL_USER && e.tag != ACL_GROUP)
+			return -EINVAL;
+	}
+	if (n < 0 || u > 7 || g > 7 || o > 7)
+		return -EINVAL;
+	*perm = u << 6 | (m <= 7 ? m : g) << 3 | o;
+	return 0;
+}
+
+/*
+ * Linux's posix_acl_permission for a caller who does not own @o, with
+ * @o's access ACL @v (acl_mode accepted it): a named user entry of the
+ * caller's uid decides (masked); else the entries of the caller's groups
+ * (the owning group's and named ones): one granting it all (masked), or
+ * none; else others'. The mask, the owning group's entry of an ACL
+ * without one, and others' entry are taken from the mode, which Linux
+ * keeps equal to them (chmod rewrites them): a SETATTR of the mode does
+ * not rewrite the server's copy of the ACL.
+ */
+static bool acl_may(const struct obj *o, const struct lento_rec *r,
+		    const uint8_t *v, size_t len, unsigned int want)
+{
+	unsigned int gbits = (o->mode >> 3) & 7, mask;
+	bool has_mask = false, found = false, granted = false;
+	int user = -1, owning = -1;
+	long n = acl_count(v, len);
+
+	for (long i = 0; i < n; i++) {
+		struct acl_ent e = acl_ent(v, (size_t)i);
+
+		if (e.tag == ACL_MASK) {
+			has_mask = true;
+		} else if (e.tag == ACL_USER && e.id == r->uid) {
+			user = user < 0 ? e.perm : user;
+		} else if (e.tag == ACL_GROUP_OBJ && in_groups(r, o->gid)) {
+			owning = e.perm;
+		} else if (e.tag == ACL_GROUP && in_groups(r, e.id)) {
+			found = true;
+			granted |= (e.perm & want) == want;
+		}
+	}
+	mask = has_mask ? gbits : 7;
+	if (user >= 0)
+		return ((unsigned int)user & mask & want) == want;
+	if (owning >= 0) {
+		found = true;
+		granted |= ((has_mask ? (unsigned int)owning : gbits) & want) ==
+			   want;
+	}
+	if (found)
+		return granted && (mask & want) == want;
+	return (o->mode & want) == want;
+}
+
+/* Without an access ACL: the owner's, the group's or others' bits. */
+static bool mode_may(const struct obj *o, const struct lento_rec *r,
+		     unsigned int want)
+{
+	unsigned int bits = o->mode;
+
+	if (r->uid == o->uid)
+		bits >>= 6;
+	else if (in_groups(r, o->gid))
+		bits >>= 3;
+	return (bits & want) == want;
+}
+
+/*
+ * By @o's access ACL, if it has one: 1 and whether they may in *yes, 0
+ * if it has none, or the error the batch records.
+ */
+static int acl_stored_may(struct batch *b, const struct obj *o,
+			  unsigned int want, bool *yes)
+{
+	sqlite3_stmt *st = b->s->q[Q_XATTR_GET];
+	bool damaged = false;
+	uint32_t perm;
+	int ret;
+
+	bind_fid(st, 1, &o->fid);
+	bind_bytes(st, 4, ACL_ACCESS, strlen(ACL_ACCESS));
+	ret = row(b->s, st);
+	if (ret == 1) {
+		const uint8_t *v = sqlite3_column_blob(st, 0);
+		size_t len = (size_t)sqlite3_column_bytes(st, 0);
+
+		damaged = acl_mode(v, len, &perm) != 0;
+		*yes = !damaged && acl_may(o, &b->recs[b->i], v, len, want);
+	}
+	sqlite3_reset(st);
+	if (ret < 0)
+		return bsql(b, ret);
+	if (damaged)
+		return bfail(b, -EIO, &o->fid, "the access ACL stored for "
+			     FIDFMT " is not one", FIDARG(&o->fid));
+	return ret;
+}
+
+/*
+ * May the record's credentials (uid, gid, supplementary groups) @want on
+ * @o? As Linux's generic_permission: uid 0 may anything; the owner has
+ * the owner's bits; for others an access ACL decides if @o has one and
+ * its group bits (an ACL's mask) grant something, else the group bits if
+ * @o's group is among theirs, else others' bits. 0, or EACCES saying they
+ * may not @what @o, or another error; the batch records it.
+ */
+static int may(struct batch *b, const struct obj *o, unsigned int want,
+	       const char *what)
+{
+	const struct lento_rec *r = &b->recs[b->i];
+	bool yes = false;
+	int acl = 0;
 
 	if (r->uid == 0)
-		return true;
-	if (r->uid == o->uid)
-		bits = o->mode >> 6;
-	else if (r->gid == o->gid)
-		bits = o->mode >> 3;
-	else
-		bits = o->mode;
-	return (bits & want) == want;
+		return 0;
+	/* Only an ACL makes the mode bits inexact; only xattrs hold one. */
+	if (r->uid != o->uid && o->xattr_bytes && o->mode & S_IRWXG)
+		acl = acl_stored_may(b, o, want, &yes);
+	if (acl < 0)
+		return acl;
+	if (!acl)
+		yes = mode_may(o, r, want);
+	if (yes)
+		return 0;
+	return bfail(b, -EACCES, &o->fid, CREDFMT " may not %s " FIDFMT
+		     " (mode %04" PRIo32 ", owner %" PRIu32 ":%" PRIu32 "%s)",
+		     CREDARG(r), what, FIDARG(&o->fid), o->mode, o->uid,
+		     o->gid, acl ? ", access ACL" : "");
 }
 
 static bool owner(const struct obj *o, const struct lento_rec *r)
@@ -2171,14 +2367,7 @@ static bool owner(const struct obj *o, const struct lento_rec *r)
 /* Changing directory @d's entries: write and search permission. */
 static int may_change(struct batch *b, const struct obj *d)
 {
-	const struct lento_rec *r = &b->recs[b->i];
-
-	if (may(d, r, MAY_W | MAY_X))
-		return 0;
-	return bfail(b, -EACCES, &d->fid, "uid %" PRIu32 " gid %" PRIu32
-		     " may not change directory " FIDFMT " (mode %04" PRIo32
-		     ", owner %" PRIu32 ":%" PRIu32 ")", r->uid, r->gid,
-		     FIDARG(&d->fid), d->mode, d->uid, d->gid);
+	return may(b, d, MAY_W | MAY_X, "change directory");
 }
 
 /* Removing or replacing @victim's name in sticky directory @d. */
@@ -2203,11 +2392,7 @@ static int may_xattr(struct batch *b, const struct obj *o, const char *name)
 		if (o->type != LENTO_T_REG && o->type != LENTO_T_DIR)
 			return bfail(b, -EPERM, &o->fid, "user xattrs are for "
 				     "files and directories only");
-		if (!may(o, r, MAY_W))
-			return bfail(b, -EACCES, &o->fid, "uid %" PRIu32
-				     " may not write " FIDFMT, r->uid,
-				     FIDARG(&o->fid));
-		return 0;
+		return may(b, o, MAY_W, "write");
 	}
 	if (!strncmp(name, "trusted.", 8)) {
 		if (r->uid)
@@ -2310,10 +2495,10 @@ static int op_new(struct batch *b, const struct lento_rec *r)
 	if (r->uid && o.uid != r->uid)
 		return bfail(b, -EPERM, &r->obj, "uid %" PRIu32 " may not "
 			     "create objects owned by %" PRIu32, r->uid, o.uid);
-	if (r->uid && o.gid != r->gid && !(d.mode & S_ISGID && o.gid == d.gid))
-		return bfail(b, -EPERM, &r->obj, "uid %" PRIu32 " gid %" PRIu32
-			     " may not create objects of group %" PRIu32,
-			     r->uid, r->gid, o.gid);
+	if (r->uid && !in_groups(r, o.gid) &&
+	    !(d.mode & S_ISGID && o.gid == d.gid))
+		return bfail(b, -EPERM, &r->obj, CREDFMT " may not create "
+			     "objects of group %" PRIu32, CREDARG(r), o.gid);
 	if (r->uid && (o.type == LENTO_T_CHR || o.type == LENTO_T_BLK))
 		return bfail(b, -EPERM, &r->obj, "only root makes devices");
 	if (o.type == LENTO_T_DIR && d.nlink >= NLINK_MAX)
@@ -2575,13 +2760,13 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 			ret = touch(b, &o);
 		return ret ? ret : put(b, &o);
 	}
-	if (!same && o.type == LENTO_T_DIR && !may(&o, r, MAY_W))
-		return bfail(b, -EACCES, &o.fid, "moving a directory needs "
-			     "write permission on it");
-	if (!same && exch && has_t && t.type == LENTO_T_DIR &&
-	    !may(&t, r, MAY_W))
-		return bfail(b, -EACCES, &t.fid, "moving a directory needs "
-			     "write permission on it");
+	/* Moving a directory to another needs write permission on it. */
+	if (!same && o.type == LENTO_T_DIR)
+		ret = may(b, &o, MAY_W, "move directory");
+	if (!ret && !same && exch && has_t && t.type == LENTO_T_DIR)
+		ret = may(b, &t, MAY_W, "move directory");
+	if (ret)
+		return ret;
 	if (has_t && r->flags & LENTO_R_NOREPLACE)
 		return bfail(b, -EEXIST, &t.fid, "\"%s\" exists (NOREPLACE)",
 			     r->name2);
@@ -2724,11 +2909,12 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 	}
 	if (a->valid & LENTO_A_UID && a->uid != o.uid && r->uid)
 		return bfail(b, -EPERM, &o.fid, "only root changes the owner");
+	/* chgrp: the owner to a group among its own, as Linux. */
 	if (a->valid & LENTO_A_GID && a->gid != o.gid && r->uid &&
-	    !(r->uid == o.uid && a->gid == r->gid))
-		return bfail(b, -EPERM, &o.fid, "uid %" PRIu32 " gid %" PRIu32
-			     " may not give it group %" PRIu32, r->uid, r->gid,
-			     a->gid);
+	    !(r->uid == o.uid && in_groups(r, a->gid)))
+		return bfail(b, -EPERM, &o.fid, CREDFMT " may not give "
+			     FIDFMT " (owner %" PRIu32 ") group %" PRIu32,
+			     CREDARG(r), FIDARG(&o.fid), o.uid, a->gid);
 	if (a->valid & LENTO_A_SIZE) {
 		if (o.type == LENTO_T_DIR)
 			return bfail(b, -EISDIR, &o.fid, "size of a directory");
@@ -2736,14 +2922,14 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 			return bfail(b, -EINVAL, &o.fid, "size of a "
 				     "non-regular file");
 		/* The owner may, as with STORE: see op_store. */
-		if (!owner(&o, r) && !may(&o, r, MAY_W))
-			return bfail(b, -EACCES, &o.fid, "uid %" PRIu32
-				     " may not write it", r->uid);
+		if (!owner(&o, r))
+			ret = may(b, &o, MAY_W, "write");
 	}
-	if (a->valid & (LENTO_A_ATIME | LENTO_A_MTIME) && !owner(&o, r) &&
-	    !may(&o, r, MAY_W))
-		return bfail(b, -EACCES, &o.fid, "uid %" PRIu32 " may not set "
-			     "its times", r->uid);
+	if (!ret && a->valid & (LENTO_A_ATIME | LENTO_A_MTIME) &&
+	    !owner(&o, r))
+		ret = may(b, &o, MAY_W, "set the times of");
+	if (ret)
+		return ret;
 
 	if (a->valid & LENTO_A_UID && a->uid != o.uid) {
 		o.uid = a->uid;
@@ -2756,7 +2942,7 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 	if (a->valid & LENTO_A_MODE) {
 		o.mode = a->mode;
 		/* As chmod: the setgid bit goes if not in the group. */
-		if (r->uid && r->gid != o.gid && o.type != LENTO_T_DIR)
+		if (r->uid && !in_groups(r, o.gid) && o.type != LENTO_T_DIR)
 			o.mode &= ~(uint32_t)S_ISGID;
 	} else if (ids_changed && o.type != LENTO_T_DIR) {
 		/* As chown: set-id bits go. */
@@ -2782,39 +2968,6 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 	o.ctime = a->valid & LENTO_A_CTIME ? a->ctime_ns : r->time_ns;
 	ret = touch(b, &o);
 	return ret ? ret : put(b, &o);
-}
-
-/*
- * The permission bits a POSIX ACL (system.posix_acl_access, as the
- * kernel gives it: version 2, then (tag u16, perm u16, id u32) entries)
- * makes the mode, as the kernel does when it sets one: the owner's, the
- * mask's (else the owning group's) and others'. -EINVAL if it is not one.
- */
-static int acl_mode(const uint8_t *v, uint32_t len, uint32_t *perm)
-{
-	uint32_t u = 8, g = 8, m = 8, o = 8;
-
-	if (len < 4 || (len - 4) % 8 || v[0] != 2 || v[1] || v[2] || v[3])
-		return -EINVAL;
-	for (uint32_t at = 4; at < len; at += 8) {
-		uint16_t tag = (uint16_t)(v[at] | v[at + 1] << 8);
-		uint32_t p = v[at + 2] & 7u;
-
-		if (tag == 0x01)
-			u = p;
-		else if (tag == 0x04)
-			g = p;
-		else if (tag == 0x10)
-			m = p;
-		else if (tag == 0x20)
-			o = p;
-		else if (tag != 0x02 && tag != 0x08)
-			return -EINVAL;
-	}
-	if (u > 7 || g > 7 || o > 7)
-		return -EINVAL;
-	*perm = u << 6 | (m <= 7 ? m : g) << 3 | o;
-	return 0;
 }
 
 /* SETXATTR and REMOVEXATTR. */
@@ -2884,13 +3037,13 @@ static int op_xattr(struct batch *b, const struct lento_rec *r)
 	if (set)
 		o.xattr_bytes += nlen + r->data_len;
 	/* An access ACL is the mode's permission bits too, as on Linux. */
-	if (set && !strcmp(r->name, "system.posix_acl_access")) {
+	if (set && !strcmp(r->name, ACL_ACCESS)) {
 		uint32_t perm;
 
 		if (acl_mode(r->data, r->data_len, &perm))
 			return bfail(b, -EINVAL, &o.fid, "not a POSIX ACL");
 		o.mode = (o.mode & ~0777u) | perm;
-		if (r->uid && r->gid != o.gid && o.type != LENTO_T_DIR)
+		if (r->uid && !in_groups(r, o.gid) && o.type != LENTO_T_DIR)
 			o.mode &= ~(uint32_t)S_ISGID;
 	}
 	o.ctime = r->time_ns;
@@ -2996,9 +3149,11 @@ static int op_store(struct batch *b, const struct lento_rec *r)
 		return bfail(b, -EISDIR, &o.fid, "STORE to a directory");
 	if (o.type != LENTO_T_REG)
 		return bfail(b, -EINVAL, &o.fid, "STORE to a non-regular file");
-	if (!owner(&o, r) && !may(&o, r, MAY_W))
-		return bfail(b, -EACCES, &o.fid, "uid %" PRIu32 " may not "
-			     "write it", r->uid);
+	if (!owner(&o, r)) {
+		ret = may(b, &o, MAY_W, "write");
+		if (ret)
+			return ret;
+	}
 	if (r->attr.valid & LENTO_A_SIZE)
 		size = r->attr.size;
 	else if (has)

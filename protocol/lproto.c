@@ -1729,6 +1729,15 @@ static const char *data_invalid(const struct lento_rec *r, int kind)
 	return r->data_len ? "record with data its op does not use" : NULL;
 }
 
+static const char *groups_invalid(const struct lento_rec *r)
+{
+	if (r->ngroups > LENTO_GROUPS_MAX)
+		return "record with more than LENTO_GROUPS_MAX groups";
+	if (r->ngroups && !r->groups)
+		return "record ngroups without groups";
+	return NULL;
+}
+
 static const char *vvs_invalid(const struct lento_rec *r)
 {
 	if (r->base_dir.n > LENTO_VV_MAX || r->base_obj.n > LENTO_VV_MAX ||
@@ -1760,8 +1769,8 @@ const char *lp_rec_invalid(const struct lento_rec *r)
 	if ((why = fids_invalid(r, s)) ||
 	    (why = name_invalid(r->name, sizeof(r->name), s->name)) ||
 	    (why = name_invalid(r->name2, sizeof(r->name2), s->name2)) ||
-	    (why = data_invalid(r, s->data)) || (why = vvs_invalid(r)) ||
-	    (why = attr_invalid(&r->attr)))
+	    (why = data_invalid(r, s->data)) || (why = groups_invalid(r)) ||
+	    (why = vvs_invalid(r)) || (why = attr_invalid(&r->attr)))
 		return why;
 	if (r->op == LENTO_OP_SETATTR && !r->attr.valid)
 		return "SETATTR that sets nothing";
@@ -1770,7 +1779,7 @@ const char *lp_rec_invalid(const struct lento_rec *r)
 	return NULL;
 }
 
-#define REC_MIN	(28 + 4 * 16 + 4 * 13 + 1 + 56 + 2 + 2 + 4)
+#define REC_MIN	(28 + 4 * 16 + 4 * 13 + 1 + 56 + 2 + 2 + 4 + 2)
 /* A REINTEGRATE_REPLY's version: fid, then a vv of LENTO_VV_MAX counters. */
 #define FIDVV_MAX	(16 + 1 + 8 * LENTO_VV_MAX + 12)
 
@@ -1807,6 +1816,8 @@ static void put_rec(struct wr *w, const struct lento_rec *r)
 	put_cstr(w, r->name, sizeof(r->name));
 	put_cstr(w, r->name2, sizeof(r->name2));
 	put_blob32(w, r->data, r->data_len);
+	put16(w, r->ngroups);
+	put_bytes(w, r->groups, 4 * (size_t)r->ngroups);
 }
 
 static void get_rec(struct rd *rd, void *out)
@@ -1835,6 +1846,11 @@ static void get_rec(struct rd *rd, void *out)
 	get_cstr(rd, r->name2, sizeof(r->name2));
 	r->data = get_blob32(rd, LENTO_XATTR_SIZE_MAX, &r->data_len,
 			     "record data larger than LENTO_XATTR_SIZE_MAX");
+	r->ngroups = get16(rd);
+	if (r->ngroups > LENTO_GROUPS_MAX)
+		fail(rd, "record with more than LENTO_GROUPS_MAX groups");
+	else
+		r->groups = take(rd, 4 * (size_t)r->ngroups);
 	why = rd->why ? NULL : lp_rec_invalid(r);
 	if (why)
 		fail(rd, why);

@@ -38,8 +38,8 @@
 #include "lento_types.h"
 
 /* Protocol versions this code speaks (HELLO negotiates one). */
-#define LP_VERSION_MIN		3
-#define LP_VERSION_MAX		3
+#define LP_VERSION_MIN		4
+#define LP_VERSION_MAX		4
 
 #define LP_MAGIC		"LENTO-LP"	/* HELLO's first 8 bytes */
 #define LP_PORT			4770		/* the server's default TCP port */
@@ -56,7 +56,7 @@
 #define LP_SPLIT_TARGET		(1u << 20)	/* READDIR/REINTEGRATE frames */
 /*
  * Records of one REINTEGRATE: above what LP_SPLIT_TARGET lets an encoder
- * put in a frame (a record is 209 bytes at least), and low enough that
+ * put in a frame (a record is 211 bytes at least), and low enough that
  * the reply's versions (4 fids a record at most) stay within LP_LIST_MAX
  * and LP_FRAME_MAX.
  */

@@ -41,10 +41,11 @@ PERMIT_ACQUIRE, PERMIT_RENEW, PERMIT_RELEASE, PERMIT_REPLY = 48, 49, 50, 51
 REINTEGRATE, REINTEGRATE_REPLY = 64, 65
 FETCH, FETCH_REPLY, DATA = 20, 21, 22
 VALIDATE = 36
-OP_CREATE, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 6, 9, 12
+OP_CREATE, OP_MKDIR, OP_UNLINK, OP_SETATTR, OP_STORE = 1, 2, 6, 9, 12
 BREAK_VOLUME, PERMIT_REVOKE = 81, 82
 ENOPERMIT, EEXIST = 1001, 17
 MORE = 1
+VERSION = 4         # LP_VERSION_MIN = LP_VERSION_MAX
 
 
 class Conn:
@@ -93,7 +94,7 @@ class Conn:
         self.s.close()
 
 
-def hello(c, client=0, uuid=None, version=3):
+def hello(c, client=0, uuid=None, version=VERSION):
     uuid = uuid or os.urandom(16)
     body = b"LENTO-LP" + \
         struct.pack("<HHII", version, version, 0, client) + uuid + \
@@ -105,7 +106,7 @@ def hello(c, client=0, uuid=None, version=3):
         return None, code, uuid
     assert t == HELLO_REPLY, t
     version, _, cid, epoch, hb = struct.unpack_from("<HIIQI", b)
-    assert version == 3 and cid and epoch and hb
+    assert version == VERSION and cid and epoch and hb
     return cid, epoch, uuid
 
 
@@ -177,9 +178,9 @@ def case_handshake(srv):
     none, code, _ = hello(c, cid, os.urandom(16))
     assert none is None and code == EEXIST, code
     c.close()
-    # Clients of version 1 (listings without xattrs) and 2 (no
-    # PRUNEXATTRS) are refused.
-    for old in (1, 2):
+    # Clients of version 1 (listings without xattrs), 2 (no
+    # PRUNEXATTRS) and 3 (records without groups) are refused.
+    for old in (1, 2, 3):
         c = Conn(srv.port)
         none, code, _ = hello(c, version=old)
         assert none is None and code == 93, code   # EPROTONOSUPPORT
@@ -369,7 +370,8 @@ def case_identities_bounded(srv):
         a = Conn(small.port)
         assert hello(a, aid, auuid)[0] == aid
         # One identity per connection: a second HELLO closes it.
-        body = b"LENTO-LP" + struct.pack("<HHII", 3, 3, 0, 0) + \
+        body = b"LENTO-LP" + struct.pack("<HHII", VERSION, VERSION, 0,
+                                         0) + \
             os.urandom(16) + struct.pack("<I", 0)
         a.send(HELLO, body)
         assert a.frame() is None, "a second HELLO was answered"
@@ -688,7 +690,7 @@ def case_reintegrate_needs_permit(srv):
     rec = struct.pack("<QHHIIq", 1, 2, 0, 0, 0, 0) + fid(vol) + \
         fid(vol, cid, 1) + bytes(32) + vv0 * 4 + struct.pack("<B", 2) + \
         attr + struct.pack("<H", 1) + b"d" + struct.pack("<H", 0) + \
-        struct.pack("<I", 0)
+        struct.pack("<I", 0) + struct.pack("<H", 0)
     body = struct.pack("<IIQI", vol, cid, 1, 1) + rec
     tag = c.send(REINTEGRATE, body)
     fr = c.reply(tag)
@@ -718,13 +720,16 @@ VV0 = struct.pack("<B", 0) + struct.pack("<IQ", 0, 0)
 
 
 def record(recno, op, dir_fid, obj_fid, type_, valid, mode, size, name,
-           base_obj=VV0):
-    """One CML record (PROTOCOL.md, "Records")."""
-    attr = struct.pack("<IIIIQqqqQ", valid, mode, 0, 0, size, 0, 0, 0, 0)
-    return struct.pack("<QHHIIq", recno, op, 0, 0, 0, 0) + dir_fid + \
+           base_obj=VV0, uid=0, gid=0, groups=(), attr_ids=(0, 0)):
+    """One CML record (PROTOCOL.md, "Reintegration"): made by @uid, @gid
+    with supplementary @groups; @attr_ids the attr's uid and gid."""
+    attr = struct.pack("<IIIIQqqqQ", valid, mode, attr_ids[0], attr_ids[1],
+                       size, 0, 0, 0, 0)
+    return struct.pack("<QHHIIq", recno, op, 0, uid, gid, 0) + dir_fid + \
         obj_fid + bytes(32) + VV0 + base_obj + VV0 * 2 + \
         struct.pack("<B", type_) + attr + struct.pack("<H", len(name)) + \
-        name + struct.pack("<H", 0) + struct.pack("<I", 0)
+        name + struct.pack("<H", 0) + struct.pack("<I", 0) + \
+        struct.pack("<H%dI" % len(groups), len(groups), *groups)
 
 
 def send_batch(c, vol, cid, first, recs, n, bodies=()):
@@ -792,6 +797,31 @@ def writer_with_file(srv, name):
                                b"f"), 1)
     assert (applied, code) == (1, 0) and f in vers, (applied, code)
     return c, vol, cid, f, vers
+
+
+def case_groups_count(srv):
+    """A record's supplementary groups reach the server and count as its
+    gid: uid 1000 gid 1000 creates in root's 0770 directory of group 2000
+    only with 2000 among its groups."""
+    srv.ctl("volume", "create", "groups")
+    c = Conn(srv.port)
+    cid, _, _ = hello(c)
+    vol, _ = volume(c, "groups")
+    t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+    assert t == PERMIT_REPLY, t
+    d, f = fid(vol, cid, 1), fid(vol, cid, 2)
+    applied, code, _ = reintegrate(
+        c, vol, cid, 1, record(1, OP_MKDIR, fid(vol), d, 2, 0x1 | 0x4,
+                               0o770, 0, b"shared", attr_ids=(0, 2000)), 1)
+    assert (applied, code) == (1, 0), (applied, code)
+    for groups, want in (((), 13), ((3000, 2000), 0)):     # EACCES
+        applied, code, vers = reintegrate(
+            c, vol, cid, 2, record(2, OP_CREATE, d, f, 1, 0x1, 0o644, 0,
+                                   b"f", uid=1000, gid=1000,
+                                   groups=groups), 1)
+        assert code == want, "groups %s: code %d" % (groups, code)
+    assert applied == 2 and f in vers, (applied, vers)
+    c.close()
 
 
 def case_resent_batch_leaves_no_body(srv):
@@ -1329,7 +1359,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_listing_over_limit_stops_early,
          case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
          case_answers_wait_for_listing,
-         case_reintegrate_needs_permit,
+         case_reintegrate_needs_permit, case_groups_count,
          case_resent_batch_leaves_no_body, case_pipelined_batches,
          case_resize_copy_off_the_loop,
          case_batch_sizes_bounded,

@@ -121,12 +121,17 @@ static void sname(char *dst, unsigned int v, unsigned int i)
 
 static char long_target[LENTO_SYMLINK_MAX + 1];
 static uint8_t value[LENTO_XATTR_SIZE_MAX + 1];
+/* Supplementary groups 2000, 2001, ... as records carry them (LE u32s). */
+static uint8_t sgroups[4 * LENTO_GROUPS_MAX];
 
 static void fill_statics(void)
 {
 	memset(long_target, 't', LENTO_SYMLINK_MAX);
 	for (size_t i = 0; i < sizeof(value); i++)
 		value[i] = (uint8_t)(i * 7);
+	for (uint32_t i = 0; i < LENTO_GROUPS_MAX; i++)
+		for (int k = 0; k < 4; k++)
+			sgroups[4 * i + k] = (uint8_t)((2000 + i) >> 8 * k);
 }
 
 /* Xattrs for samples: an ACL, a user attribute, an empty value. */
@@ -164,6 +169,9 @@ static void srec(struct lento_rec *r, uint16_t op, uint64_t recno,
 	r->uid = 1000 + v;
 	r->gid = 100;
 	r->time_ns = 1700000000000000000LL + (int64_t)recno;
+	/* No groups, a few, or as many as a record carries. */
+	r->ngroups = v == 4 ? LENTO_GROUPS_MAX : v % 2 ? 3 : 0;
+	r->groups = r->ngroups ? sgroups : NULL;
 	r->obj = sfid(v + 1);
 	r->base_obj = svv(v + 1);
 	if (op <= LENTO_OP_RENAME) {
@@ -648,6 +656,9 @@ static void ck_rec_eq(const struct lento_rec *a, const struct lento_rec *b)
 	ck_assert_uint_eq(a->data_len, b->data_len);
 	if (a->data_len)
 		ck_assert_mem_eq(a->data, b->data, a->data_len);
+	ck_assert_uint_eq(a->ngroups, b->ngroups);
+	if (a->ngroups)
+		ck_assert_mem_eq(a->groups, b->groups, 4 * (size_t)a->ngroups);
 }
 
 /* ------------------------------------------------ every sample */
@@ -734,7 +745,7 @@ END_TEST
 
 START_TEST(hello_round_trip)
 {
-	struct lp_hello m = { .vmin = 1, .vmax = 3, .client = 42,
+	struct lp_hello m = { .vmin = 1, .vmax = LP_VERSION_MAX, .client = 42,
 			      .auth = (const uint8_t *)"", .auth_len = 0 }, d;
 	struct lp_hello_reply r = { .version = LP_VERSION_MAX, .client = 42, .epoch = 99,
 				    .heartbeat_ms = LP_PING_MS }, dr;
@@ -749,7 +760,7 @@ START_TEST(hello_round_trip)
 	ck_assert_uint_eq(f.tag, 5);
 	ck_assert_int_eq(lp_decode_hello(&f, &d, &why), 0);
 	ck_assert_uint_eq(d.vmin, 1);
-	ck_assert_uint_eq(d.vmax, 3);
+	ck_assert_uint_eq(d.vmax, LP_VERSION_MAX);
 	ck_assert_uint_eq(d.client, 42);
 	ck_assert_mem_eq(d.uuid, m.uuid, 16);
 	ck_assert_uint_eq(d.auth_len, 0);
@@ -774,6 +785,9 @@ START_TEST(negotiation)
 	struct lp_hello m = { .vmin = 1, .vmax = 1 };
 
 	/* Version 1 listed no xattrs: its peers are not spoken to. */
+	ck_assert_uint_eq(lp_negotiate(&m), 0);
+	/* Version 3's records carried no groups. */
+	m.vmax = 3;
 	ck_assert_uint_eq(lp_negotiate(&m), 0);
 	m.vmax = LP_VERSION_MAX;
 	ck_assert_uint_eq(lp_negotiate(&m), LP_VERSION_MAX);
@@ -1295,6 +1309,60 @@ START_TEST(reintegrate_split)
 	}
 	ck_assert_uint_eq(seen, n);
 	free(recs);
+}
+END_TEST
+
+/*
+ * A record's supplementary groups: none, one, the most a record carries,
+ * each pointing into the frame; a count beyond LENTO_GROUPS_MAX or the
+ * frame's bytes is malformed.
+ */
+START_TEST(reintegrate_groups)
+{
+	static const uint16_t counts[] = { 0, 1, 3, LENTO_GROUPS_MAX };
+	struct lento_rec in[ARRAY_SIZE(counts)], out;
+	struct lp_reint m = { .volume = 1, .client = 2 }, d;
+	struct lp_frame f;
+	const char *why;
+	uint32_t i = 0;
+	size_t at;
+
+	for (i = 0; i < ARRAY_SIZE(counts); i++) {
+		srec(&in[i], LENTO_OP_SETATTR, 1 + i, 0);
+		in[i].ngroups = counts[i];
+		in[i].groups = counts[i] ? sgroups : NULL;
+	}
+	ck_assert_int_eq(lp_encode_reintegrate(&b, 1, &m, in, i), (int)i);
+	f = frame_at(0);
+	ck_assert_int_eq(lp_decode_reintegrate(&f, &d, &why), 0);
+	for (i = 0; lp_next_rec(&d.recs, &out) == 1; i++) {
+		ck_rec_eq(&out, &in[i]);
+		if (out.ngroups)
+			ck_assert(out.groups >= f.body &&
+				  out.groups + 4 * out.ngroups <=
+				  f.body + f.len);
+	}
+	ck_assert_uint_eq(i, ARRAY_SIZE(counts));
+
+	/* One record, its 3 groups last in the frame after their count. */
+	b.len = 0;
+	in[2].recno = 1;
+	ck_assert_int_eq(lp_encode_reintegrate(&b, 1, &m, &in[2], 1), 1);
+	at = b.len - LP_HDR_SIZE - 4 * 3 - 2;
+	ck_assert_ptr_null(verdict());
+	put16_at(at, LENTO_GROUPS_MAX + 1);
+	ck_refused("more than LENTO_GROUPS_MAX groups");
+	put16_at(at, UINT16_MAX);
+	ck_refused("more than LENTO_GROUPS_MAX groups");
+	put16_at(at, 4);
+	ck_refused("truncated");
+	put16_at(at, 2);
+	ck_refused("trailing bytes");
+	put16_at(at, 3);
+	ck_assert_ptr_null(verdict());
+	/* A count the frame ends before. */
+	set_len((uint32_t)(at + 1));
+	ck_refused("truncated");
 }
 END_TEST
 
@@ -2158,6 +2226,8 @@ START_TEST(bad_record)
 		{ LENTO_OP_PRUNEXATTRS, "more than LENTO_XATTRS_MAX" },
 		{ LENTO_OP_PRUNEXATTRS, "a name its op does not use" },
 		{ LENTO_OP_PRUNEXATTRS, "longer than LENTO_XATTR_NAME_MAX" },
+		{ LENTO_OP_CREATE, "more than LENTO_GROUPS_MAX groups" },
+		{ LENTO_OP_SETATTR, "ngroups without groups" },
 	};
 	struct lp_reint m = { .volume = 1, .client = 1 };
 	struct lento_rec r;
@@ -2204,6 +2274,8 @@ START_TEST(bad_record)
 	case 37: r.data = many_names; r.data_len = sizeof(many_names); break;
 	case 38: strcpy(r.name, "user.a"); break;
 	case 39: r.data = long_name; r.data_len = sizeof(long_name); break;
+	case 40: r.groups = sgroups; r.ngroups = LENTO_GROUPS_MAX + 1; break;
+	case 41: r.groups = NULL; r.ngroups = 1; break;
 	}
 	ck_assert_msg(lp_rec_invalid(&r) &&
 		      strstr(lp_rec_invalid(&r), cases[_i].reason),
@@ -2444,6 +2516,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, reintegrate_round_trip);
 	tcase_add_test(tc, reintegrate_split);
 	tcase_add_test(tc, reintegrate_count_bounded);
+	tcase_add_test(tc, reintegrate_groups);
 	tcase_add_test(tc, reint_reply_round_trip);
 	tcase_add_test(tc, error_round_trip);
 	tcase_add_test(tc, ping_round_trip);
@@ -2463,7 +2536,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, zip_bombs);
 	tcase_add_test(tc, bad_volume_lookup);
 	tcase_add_test(tc, bad_validate);
-	tcase_add_loop_test(tc, bad_record, 0, 40);
+	tcase_add_loop_test(tc, bad_record, 0, 42);
 	tcase_add_test(tc, xattr_mirrored);
 	tcase_add_test(tc, bad_batch);
 	tcase_add_test(tc, bad_reint_reply);

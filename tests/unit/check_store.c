@@ -82,6 +82,8 @@ static void teardown(void)
  */
 struct tc {
 	uint32_t vol, client, uid, gid;
+	const uint8_t *groups;	/* ngroups LE u32s, in every record */
+	uint16_t ngroups;
 	uint64_t recno, seq;
 	int64_t time;
 	struct lento_rec recs[MAXREC];
@@ -143,6 +145,8 @@ static struct lento_rec *add(struct tc *c, uint16_t op)
 	r->op = op;
 	r->uid = c->uid;
 	r->gid = c->gid;
+	r->groups = c->groups;
+	r->ngroups = c->ngroups;
 	r->time_ns = ++c->time;
 	return r;
 }
@@ -258,6 +262,52 @@ static struct lento_rec *xattr(struct tc *c, struct lento_fid o,
 	r->data = value;
 	r->data_len = value ? (uint32_t)strlen(value) : 0;
 	seal(c, r);
+	return r;
+}
+
+/* @c's records carry supplementary groups @gids (@n of them, in @buf). */
+static void tc_groups(struct tc *c, uint8_t *buf, const uint32_t *gids,
+		      uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++)
+		for (int k = 0; k < 4; k++)
+			buf[4 * i + k] = (uint8_t)(gids[i] >> 8 * k);
+	c->groups = n ? buf : NULL;
+	c->ngroups = n;
+}
+
+/* POSIX ACL entry tags, and an id for the entries that have none. */
+enum { A_UOBJ = 0x01, A_USER = 0x02, A_GOBJ = 0x04, A_GROUP = 0x08,
+       A_MASK = 0x10, A_OTHER = 0x20 };
+#define A_NOID	0xffffffffu
+
+/* Up to 8 entries of an access ACL: tag, perm, id. */
+struct acl {
+	uint32_t e[8][3];
+	uint8_t bytes[4 + 8 * 8];
+};
+
+/*
+ * A SETXATTR of @o's system.posix_acl_access to @a's @n entries, as the
+ * kernel gives it (version 2, then tag u16, perm u16, id u32).
+ */
+static struct lento_rec *set_acl(struct tc *c, struct lento_fid o,
+				 struct acl *a, size_t n)
+{
+	struct lento_rec *r = xattr(c, o, "system.posix_acl_access", "x");
+
+	memset(a->bytes, 0, sizeof(a->bytes));
+	a->bytes[0] = 2;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p = a->bytes + 4 + 8 * i;
+
+		p[0] = (uint8_t)a->e[i][0];
+		p[2] = (uint8_t)a->e[i][1];
+		for (int k = 0; k < 4; k++)
+			p[4 + k] = (uint8_t)(a->e[i][2] >> 8 * k);
+	}
+	r->data = a->bytes;
+	r->data_len = (uint32_t)(4 + 8 * n);
 	return r;
 }
 
@@ -2073,6 +2123,204 @@ START_TEST(permissions)
 }
 END_TEST
 
+/*
+ * Supplementary groups count as the gid does: for the group bits, for
+ * chgrp by the owner, and for whether chmod keeps the set-group-ID bit.
+ */
+START_TEST(permissions_groups)
+{
+	static const uint32_t devs[] = { 2000 }, two[] = { 3000, 2000 };
+	uint32_t vol = new_volume("v", 0);	/* root dir: 0:0 0755 */
+	struct lento_fid root = LENTO_ROOT_FID(vol), shared, sgid, a, f;
+	uint8_t gbuf[4 * 2];
+	struct lento_attr at = { 0 };
+	struct tc c, u;
+
+	tc_init(&c, vol, 3);	/* as root */
+	tc_init(&u, vol, 4);	/* as uid 1000 gid 1000 */
+	u.uid = u.gid = 1000;
+	u.seq = 9000;
+	shared = mkdir_(&c, root, "shared");
+	sgid = mkdir_(&c, root, "sgid");
+	at.valid = LENTO_A_MODE | LENTO_A_GID;
+	at.mode = 0770;
+	at.gid = 2000;
+	setattr(&c, shared, &at);
+	at.mode = 02770;
+	setattr(&c, sgid, &at);
+	SEND_OK(&c);
+
+	/* root:2000 0770: not without the group... */
+	mkfile(&u, shared, "a");
+	ck_assert_int_eq(send(&u), -EACCES);
+	ck_assert(lento_fid_eq(&u.res.fid, &shared));
+	ck_assert_ptr_nonnull(strstr(u.res.msg, "and 0 supplementary"));
+	/* ... but with it, first or not. */
+	tc_groups(&u, gbuf, devs, 1);
+	a = mkfile(&u, shared, "a");
+	SEND_OK(&u);
+	ck_assert_uint_eq(getattr(a).attr.gid, 1000);
+	tc_groups(&u, gbuf, two, 2);
+	mkfile(&u, shared, "b");
+	SEND_OK(&u);
+	/* The set-group-ID directory's group goes to what is made in it. */
+	f = mkfile(&u, sgid, "f");
+	SEND_OK(&u);
+	ck_assert_uint_eq(getattr(f).attr.gid, 2000);
+
+	/* chgrp by the owner: to a group of its own, not another. */
+	at.valid = LENTO_A_GID;
+	at.gid = 5;
+	setattr(&u, a, &at);
+	ck_assert_int_eq(send(&u), -EPERM);
+	ck_assert_ptr_nonnull(strstr(u.res.msg, "and 2 supplementary"));
+	at.gid = 2000;
+	tc_groups(&u, gbuf, devs, 0);
+	setattr(&u, a, &at);
+	ck_assert_int_eq(send(&u), -EPERM);
+	tc_groups(&u, gbuf, devs, 1);
+	setattr(&u, a, &at);
+	SEND_OK(&u);
+	ck_assert_uint_eq(getattr(a).attr.gid, 2000);
+
+	/* chmod g+s: kept in the group (through a supplementary one)... */
+	at.valid = LENTO_A_MODE;
+	at.mode = 02750;
+	setattr(&u, a, &at);
+	SEND_OK(&u);
+	ck_assert_uint_eq(getattr(a).attr.mode, 02750);
+	/* ... dropped out of it. */
+	tc_groups(&u, gbuf, devs, 0);
+	setattr(&u, a, &at);
+	SEND_OK(&u);
+	ck_assert_uint_eq(getattr(a).attr.mode, 0750);
+}
+END_TEST
+
+/*
+ * An access ACL decides for those who do not own the object, as Linux's
+ * posix_acl_permission: a named user's entry (masked) grants or denies
+ * whatever others' bits say; a group entry of the caller's groups grants
+ * (masked), and the caller's groups' entries deny if none grants.
+ */
+START_TEST(permissions_acl)
+{
+	static const uint32_t g3000[] = { 3000 };
+	uint32_t vol = new_volume("v", 0);	/* root dir: 0:0 0755 */
+	struct lento_fid root = LENTO_ROOT_FID(vol), d, deny, grp, other, f;
+	struct acl acl = { .e = {
+		{ A_UOBJ, 7, A_NOID }, { A_USER, 7, 1000 },
+		{ A_GOBJ, 5, A_NOID }, { A_MASK, 7, A_NOID },
+		{ A_OTHER, 0, A_NOID },
+	} };
+	struct lento_attr at = { 0 };
+	uint8_t gbuf[4];
+	struct tc c, u;
+
+	tc_init(&c, vol, 3);	/* as root */
+	tc_init(&u, vol, 4);
+	u.uid = u.gid = 1000;
+	u.seq = 9000;
+	d = mk(&c, LENTO_OP_MKDIR, root, "d", LENTO_T_DIR, 0750);
+	SEND_OK(&c);
+	mkfile(&u, d, "no ACL yet");
+	ck_assert_int_eq(send(&u), -EACCES);
+
+	/* user:1000:rwx on root:root 0750: the mode becomes 0770. */
+	set_acl(&c, d, &acl, 5);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(d).attr.mode, 0770);
+	mkfile(&u, d, "named user");
+	SEND_OK(&u);
+	u.uid = u.gid = 1002;
+	mkfile(&u, d, "someone else");
+	ck_assert_int_eq(send(&u), -EACCES);
+	ck_assert_ptr_nonnull(strstr(u.res.msg, "access ACL"));
+
+	/* The mask limits a named entry... */
+	acl.e[3][1] = 5;
+	set_acl(&c, d, &acl, 5);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(d).attr.mode, 0750);
+	u.uid = u.gid = 1000;
+	mkfile(&u, d, "masked");
+	ck_assert_int_eq(send(&u), -EACCES);
+	/* ... and is the group bits: a chmod moves it, as Linux's does. */
+	at.valid = LENTO_A_MODE;
+	at.mode = 0770;
+	setattr(&c, d, &at);
+	SEND_OK(&c);
+	mkfile(&u, d, "unmasked by chmod");
+	SEND_OK(&u);
+
+	/* user:1001:--- on 0757: denied though others may. */
+	deny = mk(&c, LENTO_OP_MKDIR, root, "deny", LENTO_T_DIR, 0757);
+	acl.e[1][1] = 0;
+	acl.e[1][2] = 1001;
+	acl.e[3][1] = 5;
+	acl.e[4][1] = 7;
+	set_acl(&c, deny, &acl, 5);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(deny).attr.mode, 0757);
+	u.uid = u.gid = 1001;
+	mkfile(&u, deny, "denied");
+	ck_assert_int_eq(send(&u), -EACCES);
+	u.uid = u.gid = 1002;
+	mkfile(&u, deny, "other");
+	SEND_OK(&u);
+
+	/* group:3000:rwx reached through a supplementary group. */
+	grp = mk(&c, LENTO_OP_MKDIR, root, "grp", LENTO_T_DIR, 0750);
+	acl.e[1][0] = A_GROUP;
+	acl.e[1][1] = 7;
+	acl.e[1][2] = 3000;
+	acl.e[3][1] = 7;
+	acl.e[4][1] = 0;
+	set_acl(&c, grp, &acl, 5);
+	SEND_OK(&c);
+	u.uid = u.gid = 1003;
+	mkfile(&u, grp, "not in 3000");
+	ck_assert_int_eq(send(&u), -EACCES);
+	tc_groups(&u, gbuf, g3000, 1);
+	mkfile(&u, grp, "in 3000");
+	SEND_OK(&u);
+
+	/*
+	 * group:3000:r-x on 0777: a group entry that matches but does not
+	 * grant denies, others' bits notwithstanding.
+	 */
+	other = mk(&c, LENTO_OP_MKDIR, root, "other", LENTO_T_DIR, 0777);
+	acl.e[1][1] = 5;
+	acl.e[4][1] = 7;
+	set_acl(&c, other, &acl, 5);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(other).attr.mode, 0777);
+	mkfile(&u, other, "group entry denies");
+	ck_assert_int_eq(send(&u), -EACCES);
+	tc_groups(&u, gbuf, g3000, 0);
+	mkfile(&u, other, "others may");
+	SEND_OK(&u);
+
+	/* A file: user:1000:rw- lets uid 1000 store into root's 0640 file. */
+	f = mk(&c, LENTO_OP_CREATE, root, "f", LENTO_T_REG, 0640);
+	acl.e[1][0] = A_USER;
+	acl.e[1][1] = 6;
+	acl.e[1][2] = 1000;
+	acl.e[2][1] = 4;
+	acl.e[3][1] = 6;
+	acl.e[4][1] = 0;
+	set_acl(&c, f, &acl, 5);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(f).attr.mode, 0760);
+	u.uid = u.gid = 1001;
+	store_data(&u, f, "data", 4, false);
+	ck_assert_int_eq(send(&u), -EACCES);
+	u.uid = u.gid = 1000;
+	store_data(&u, f, "data", 4, false);
+	SEND_OK(&u);
+}
+END_TEST
+
 START_TEST(semantic_errors)
 {
 	uint32_t vol = new_volume("v", 0);
@@ -2713,6 +2961,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, resent_batch_skipped);
 	tcase_add_test(tc, recno_gap_refused);
 	tcase_add_test(tc, permissions);
+	tcase_add_test(tc, permissions_groups);
+	tcase_add_test(tc, permissions_acl);
 	tcase_add_test(tc, semantic_errors);
 	tcase_add_test(tc, validation);
 	tcase_add_test(tc, epoch_and_lock);
