@@ -773,20 +773,22 @@ static int drop_entry(struct client *cl, struct listing *li,
 	type = cache_obj_get(cl->cache, &oe->fid, &o, NULL, 0) ? 0 : o.type;
 	err = listing_event(li, oe->name, type, PRESTO_EV_DELETE);
 	err = err ?: join(path, dirpath, oe->name);
-	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
-	if (!err && cache_name_count(cl->cache, &oe->fid) == 0) {
-		err = cache_obj_del(cl->cache, &oe->fid);
-		cache_names_drop(cl->cache, &oe->fid);
-	}
 	/*
 	 * The object's own inode only: another a user put under the name
 	 * (having moved this one away) is theirs, left to the journal.
+	 * Checked while the rows still know the object's inode: before
+	 * its row, and with it its handle, may go.
 	 */
 	if (!err)
 		err = cache_remove_at(cl->cache, path, &at);
 	if (err == -ESTALE) {
 		log_info("listing: %s left alone: %s", path, STALE_SAID);
 		err = 0;
+	}
+	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
+	if (!err && cache_name_count(cl->cache, &oe->fid) == 0) {
+		err = cache_obj_del(cl->cache, &oe->fid);
+		cache_names_drop(cl->cache, &oe->fid);
 	}
 	return err;
 }
@@ -1235,14 +1237,22 @@ static int body_install(struct job *j, const struct cache_xattrs *sx)
 	same = lento_vv_eq(&o.vv, &b->st.vv);
 	/*
 	 * Changed here: its content, if it has any here, is this client's
-	 * (written meanwhile). Without content, only its names or
-	 * attributes were (a file renamed before it was ever read): the
-	 * content is the server's to fetch -- of the version the records
-	 * build on -- and the rest of the row, and of the file, stays.
+	 * (written meanwhile). Without content, only its names, attributes
+	 * or xattrs were (a file renamed before it was ever read): the
+	 * content is the server's to fetch, and the rest of the row, and of
+	 * the file, stays. The server's content is of the version the
+	 * records build on, or of a newer one if it changed there since:
+	 * then that is all there is to read, and the records' reintegration
+	 * reports the conflict.
 	 */
 	local = o.dirty;
-	if (local && (o.data || !same))
+	if (local && o.data)
 		return 0;
+	if (local && !same)
+		log_warn("fetching " FIDFMT ": changed here and at the server "
+			 "since; its content is the server's newer one, and "
+			 "reintegrating this client's changes of it will be a "
+			 "conflict", FIDARG(&j->fid));
 	err = cache_path(cl->cache, &j->fid, path, sizeof(path));
 	if (err)
 		return err == -ENOENT ? 0 : err;
@@ -1259,7 +1269,7 @@ static int body_install(struct job *j, const struct cache_xattrs *sx)
 		if (old < 0 && old != -ENOENT)
 			return old;
 		err = old < 0 ? 0 : cache_at_allows(cl->cache, old, path, &at);
-		if (!err && old >= 0 && !sx && same &&
+		if (!err && old >= 0 && !sx && (same || local) &&
 		    fd_is_file(cl, old, &j->fid))
 			err = cache_xattrs_read_fd(old, &kept);
 		else if (!err && !sx)
@@ -1270,7 +1280,7 @@ static int body_install(struct job *j, const struct cache_xattrs *sx)
 			return err;
 		xa.x = sx ? sx->x : kept.x;
 		xa.n = sx ? sx->n : kept.n;
-	} else if (!sx && !same) {
+	} else if (!sx && !same && !local) {
 		return BODY_ASK;	/* the placeholder has an older one's */
 	}
 	if (!local) {
@@ -1294,7 +1304,7 @@ static int body_install(struct job *j, const struct cache_xattrs *sx)
 	 * Complete: presto may serve it alone once it has the name (after
 	 * the attributes, in the lower's journal too) -- if it is current.
 	 */
-	if (!err && o.valid)
+	if (!err && (o.valid || local))
 		err = kclient_flags_new(cl, &o.fid, b->fd);
 	if (err == -EOPNOTSUPP)
 		err = 0;

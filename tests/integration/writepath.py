@@ -416,6 +416,41 @@ def case_group_and_acl_writers(s):
     as_user(1000, [2000], "cat", os.path.join(s.b.mnt, "w/team/notes"))
 
 
+def case_removed_elsewhere(s):
+    """Files B has read, removed and renamed through A: B's listing
+    loses the removed name and shows the renamed one under its new name
+    alone, with its content; neither old name is left behind."""
+    am, bm = os.path.join(s.a.mnt, "w/gone"), os.path.join(s.b.mnt, "w/gone")
+    os.makedirs(am)
+    for n in ("x", "y"):
+        with open(os.path.join(am, n), "w") as f:
+            f.write("content of " + n)
+    s.a.sync(timeout=120)
+    wait_until(lambda: os.path.exists(os.path.join(bm, "y")), 30,
+               "B seeing w/gone")
+    for n in ("x", "y"):
+        with open(os.path.join(bm, n)) as f:
+            check(f.read() == "content of " + n, "B's first read of " + n)
+    os.unlink(os.path.join(am, "x"))
+    os.rename(os.path.join(am, "y"), os.path.join(am, "z"))
+    s.a.sync(timeout=120)
+    seen = {}
+
+    def there():
+        seen.clear()
+        for n in os.listdir(bm):
+            try:
+                with open(os.path.join(bm, n)) as f:
+                    seen[n] = f.read()
+            except OSError as e:
+                seen[n] = e.strerror
+        return seen == {"z": "content of y"}
+    try:
+        wait_until(there, 30, "B's w/gone")
+    except Fail:
+        raise Fail("B's w/gone: %r, want z alone" % seen)
+
+
 def case_dir_nlink(s):
     """A directory B has not listed yet shows the server's link count
     (2 + its subdirectories), before B lists it and after."""
@@ -642,6 +677,60 @@ def case_apart(s):
             raise Fail("%s's w/apart: %r, want %r" % (k, got, want))
 
 
+def case_unread_moved_and_changed(s):
+    """A file a client renamed before it ever read it, while the server
+    took a newer version of it from another client: the client reads
+    the server's newer content (not an error), its sync reports the
+    conflict, and lentoctl resolve local ships the rename: both see the
+    new name with the newer content."""
+    proxy = s.t.proxy(s.srv)
+    c = rp.Kclient(s.t.tmp, "far2", proxy, os.path.join(s.t.tmp,
+                                                        "mnt-far2"))
+    s.t.procs.append(c)
+    s.more.append(c)
+    c.start()
+    c.mount()
+    c.ready()
+    am = os.path.join(s.a.mnt, "w/unread")
+    cm = os.path.join(c.mnt, "w/unread")
+    os.makedirs(am)
+    with open(os.path.join(am, "f"), "w") as f:
+        f.write("base")
+    s.a.sync(timeout=120)
+    wait_until(lambda: "f" in os.listdir(cm), 30, "C listing w/unread")
+    proxy.cut()
+    wait_until(lambda: c.status()["state"] != "connected", 30,
+               "C noticing it is apart")
+    os.rename(os.path.join(cm, "f"), os.path.join(cm, "g"))
+    consumed(c)
+    with open(os.path.join(am, "f"), "w") as f:
+        f.write("newer at the server")
+    s.a.sync(timeout=120)
+    proxy.restore()
+    c.wait_connected(60)
+    with open(os.path.join(cm, "g")) as f:
+        got = f.read()
+    check(got == "newer at the server", "C read %r" % got)
+    rc, out = c.ctl("sync", ok=False, timeout=120)
+    check(rc == 1 and "conflict" in out, "C's sync: %d %s" % (rc, out))
+    c.ctl("resolve", VOL, "local")
+    c.sync(timeout=120)
+    for k, d in (("A", am), ("C", cm)):
+        seen = {}
+
+        def there():
+            seen.clear()
+            for n in os.listdir(d):
+                with open(os.path.join(d, n)) as f:
+                    seen[n] = f.read()
+            return seen == {"g": "newer at the server"}
+        try:
+            wait_until(there, 30, "%s's w/unread" % k)
+        except Fail:
+            raise Fail("%s's w/unread: %r, want g alone with the newer "
+                       "content" % (k, seen))
+
+
 def sh(cmd):
     subprocess.run(cmd, shell=True, check=True)
 
@@ -787,6 +876,7 @@ CASES = [
     ("special_files", case_special_files),
     ("acls_and_xattrs", case_acls_and_xattrs),
     ("group_and_acl_writers", case_group_and_acl_writers),
+    ("removed_elsewhere", case_removed_elsewhere),
     ("dir_nlink", case_dir_nlink),
     ("restart_resumes", case_restart_resumes),
     ("churn_ships_nothing", case_churn_ships_nothing),
@@ -794,6 +884,7 @@ CASES = [
     ("unmount_behind", case_unmount_behind),
     ("disconnected", case_disconnected),
     ("apart", case_apart),
+    ("unread_moved_and_changed", case_unread_moved_and_changed),
     ("crash_recovery", case_crash_recovery),
     ("status", case_status),
     ("made_flags_identity", case_made_flags_identity),
