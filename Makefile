@@ -192,7 +192,7 @@ LENTO_SRC := lento/main.c lento/server.c lento/store.c lento/vv.c \
 	lento/reint.c lento/conn.c lento/cache.c lento/cml.c lento/cml_opt.c \
 	lento/kchan.c lento/kchan_decode.c lento/client_kernel.c \
 	lento/client_kml.c lento/kml_read.c lento/kml_apply.c lento/resolve.c \
-	lento/worker.c lento/fault.c protocol/lproto.c protocol/kml.c
+	lento/quarantine.c lento/worker.c lento/fault.c protocol/lproto.c protocol/kml.c
 LENTO_HDR := $(wildcard lento/*.h) protocol/lproto.h protocol/lento_types.h \
 	protocol/presto_genl.h protocol/kml.h protocol/presto_kml.h
 LENTO_LIBS := -luring $$(pkg-config --cflags --libs sqlite3 libzstd) $(NL_FLAGS)

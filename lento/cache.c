@@ -78,6 +78,9 @@ enum stmt {
 	S_QUAR_PUT,
 	S_QUAR_COUNT,
 	S_QUAR_LAST,
+	S_QUAR_EACH,
+	S_QUAR_HAS,
+	S_QUAR_DEL,
 	S_COUNT
 };
 
@@ -181,6 +184,14 @@ static const char *const sql[S_COUNT] = {
 	[S_QUAR_COUNT] = "SELECT count(*) FROM kml_quarantine WHERE volume = ?1",
 	[S_QUAR_LAST] = "SELECT seq, why FROM kml_quarantine WHERE volume = ?1 "
 			"ORDER BY seq DESC LIMIT 1",
+	/* ?1 < 0: every volume's (CACHE_QUAR_ALL). */
+	[S_QUAR_EACH] = "SELECT volume, seq, op, err, why, at_ms, "
+			"length(record) FROM kml_quarantine WHERE ?1 < 0 OR "
+			"volume = ?1 ORDER BY volume, seq",
+	[S_QUAR_HAS] = "SELECT count(*) FROM kml_quarantine WHERE volume = ?1 "
+		       "AND seq = ?2",
+	[S_QUAR_DEL] = "DELETE FROM kml_quarantine WHERE volume = ?1 AND "
+		       "seq = ?2",
 };
 
 static const char schema[] =
@@ -1237,6 +1248,232 @@ int cache_quarantine_count(struct cache *c, uint32_t volume, uint64_t *n,
 	}
 	reset(c, S_QUAR_LAST);
 	return sql_err(rc);
+}
+
+int cache_quarantine_each(struct cache *c, int64_t volume, cache_quar_fn fn,
+			  void *arg)
+{
+	sqlite3_stmt *st = stmt(c, S_QUAR_EACH);
+	int rc, err = 0;
+
+	sqlite3_bind_int64(st, 1, volume);
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *why = sqlite3_column_text(st, 4);
+		struct cache_quar q = {
+			.volume = (uint32_t)sqlite3_column_int64(st, 0),
+			.seq = (uint64_t)sqlite3_column_int64(st, 1),
+			.op = (uint16_t)sqlite3_column_int(st, 2),
+			.err = sqlite3_column_int(st, 3),
+			.why = why ? (const char *)why : "",
+			.at_ms = sqlite3_column_int64(st, 5),
+			.len = (size_t)sqlite3_column_int64(st, 6),
+		};
+
+		err = fn(arg, &q);
+	}
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, S_QUAR_EACH);
+	return err;
+}
+
+/* "VOLUME.SEQ." and a number of 32 bits, NUL: a kept file's name. */
+#define QUAR_NAME_MAX	48
+
+/* A file kept for a record set aside: its name, its I, its size. */
+struct quar_file {
+	char name[QUAR_NAME_MAX];
+	uint32_t i;
+	uint64_t size;
+};
+
+struct quar_files {
+	struct quar_file *f;
+	size_t n, cap;
+};
+
+/*
+ * Is @name exactly @prefix ("VOLUME.SEQ.") then I, a number as
+ * keep_aside() writes it (decimal digits, no sign, no leading zero, 32
+ * bits)? I in *@i. "12.2.0", "1.20.0" and "1.2.x" are not 1.2's.
+ */
+static bool quar_name_is(const char *name, const char *prefix, size_t plen,
+			 uint32_t *i)
+{
+	const char *p = name + plen;
+	uint64_t v = 0;
+
+	if (strncmp(name, prefix, plen) || !*p || (p[0] == '0' && p[1]))
+		return false;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+		if (v > UINT32_MAX)
+			return false;
+	}
+	*i = (uint32_t)v;
+	return true;
+}
+
+static int quar_add(struct quar_files *fl, const char *name, uint32_t i,
+		    uint64_t size)
+{
+	size_t len = strlen(name);
+	struct quar_file *f;
+
+	if (len >= sizeof(f->name))	/* quar_name_is() bounds it */
+		return -ENAMETOOLONG;
+	if (fl->n == fl->cap) {
+		size_t cap = fl->cap ? 2 * fl->cap : 8;
+
+		f = realloc(fl->f, cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		fl->f = f;
+		fl->cap = cap;
+	}
+	f = &fl->f[fl->n++];
+	memcpy(f->name, name, len + 1);
+	f->i = i;
+	f->size = size;
+	return 0;
+}
+
+static int quar_by_i(const void *a, const void *b)
+{
+	const struct quar_file *x = a, *y = b;
+
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The files of @d (the quarantine directory) kept for @seq of @volume. */
+static int quar_scan(DIR *d, uint32_t volume, uint64_t seq,
+		     struct quar_files *fl)
+{
+	char prefix[QUAR_NAME_MAX];
+	size_t plen = (size_t)snprintf(prefix, sizeof(prefix), "%" PRIu32
+				       ".%" PRIu64 ".", volume, seq);
+	struct dirent *de;
+	int err = 0;
+
+	errno = 0;
+	while (!err && (de = readdir(d))) {
+		struct stat sb;
+		uint32_t i;
+
+		if (!quar_name_is(de->d_name, prefix, plen, &i))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW))
+			err = errno == ENOENT ? 0 : -errno;
+		else
+			err = quar_add(fl, de->d_name, i, (uint64_t)sb.st_size);
+		errno = 0;
+	}
+	if (!err && errno)
+		err = -errno;
+	if (!err && fl->n)
+		qsort(fl->f, fl->n, sizeof(*fl->f), quar_by_i);
+	return err;
+}
+
+/* CACHE_QUARANTINE_DIR, to read: 0 and *@d, or -errno. */
+static int quar_open(struct cache *c, DIR **d)
+{
+	int fd = cache_open_obj(c, CACHE_QUARANTINE_DIR,
+				O_RDONLY | O_DIRECTORY, 0);
+
+	if (fd < 0)
+		return fd;
+	*d = fdopendir(fd);
+	if (!*d) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return 0;
+}
+
+int cache_quarantine_files(struct cache *c, uint32_t volume, uint64_t seq,
+			   cache_quar_file_fn fn, void *arg)
+{
+	struct quar_files fl = { 0 };
+	DIR *d;
+	int err = quar_open(c, &d);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	err = quar_scan(d, volume, seq, &fl);
+	closedir(d);
+	for (size_t k = 0; !err && k < fl.n; k++)
+		err = fn(arg, fl.f[k].name, fl.f[k].size);
+	free(fl.f);
+	return err;
+}
+
+/* The files kept for @seq of @volume unlinked, for good (the dir synced). */
+static int quar_unlink(struct cache *c, uint32_t volume, uint64_t seq,
+		       unsigned int *n)
+{
+	struct quar_files fl = { 0 };
+	DIR *d;
+	int err = quar_open(c, &d);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	err = quar_scan(d, volume, seq, &fl);
+	for (size_t k = 0; !err && k < fl.n; k++) {
+		if (!unlinkat(dirfd(d), fl.f[k].name, 0))
+			(*n)++;
+		else if (errno != ENOENT)
+			err = -errno;
+	}
+	if (!err && *n && fsync(dirfd(d)))
+		err = -errno;
+	closedir(d);
+	free(fl.f);
+	return err;
+}
+
+/*
+ * The files go first, the row after. A crash (or a failure) between the
+ * two leaves the row without its files: cache_quarantine_each() still
+ * shows it, and a drop again removes it. The other order would leave
+ * files no row names, which no listing shows and no drop reaches.
+ */
+int cache_quarantine_drop(struct cache *c, uint32_t volume, uint64_t seq,
+			  unsigned int *nfiles)
+{
+	sqlite3_stmt *st = stmt(c, S_QUAR_HAS);
+	int64_t has = 0;
+	int err;
+
+	*nfiles = 0;
+	if (seq > INT64_MAX)
+		return -ENOENT;
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)seq);
+	err = count(c, S_QUAR_HAS, &has);
+	if (err)
+		return err;
+	if (!has)
+		return -ENOENT;
+	err = quar_unlink(c, volume, seq, nfiles);
+	if (err)
+		return err;
+	err = cache_begin(c);
+	if (err)
+		return err;
+	st = stmt(c, S_QUAR_DEL);
+	sqlite3_bind_int64(st, 1, volume);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)seq);
+	err = run(c, S_QUAR_DEL);
+	if (err) {
+		cache_rollback(c);
+		return err;
+	}
+	return cache_commit(c);
 }
 
 /* ------------------------------------------------------------- volumes */

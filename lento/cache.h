@@ -208,6 +208,46 @@ int cache_quarantine_put(struct cache *c, uint32_t volume, uint64_t seq,
 int cache_quarantine_count(struct cache *c, uint32_t volume, uint64_t *n,
 			   uint64_t *last_seq, char *why, size_t why_size);
 
+/* A record set aside, as cache_quarantine_each() gives it. */
+struct cache_quar {
+	uint32_t volume;
+	uint64_t seq;
+	uint16_t op;		/* enum presto_kml_op */
+	int err;		/* the errno, positive */
+	const char *why;	/* valid until the callback returns */
+	int64_t at_ms;		/* when, wall clock */
+	size_t len;		/* the record's bytes */
+};
+typedef int (*cache_quar_fn)(void *arg, const struct cache_quar *q);
+#define CACHE_QUAR_ALL	(-1)	/* every volume's, to cache_quarantine_each */
+/*
+ * Every record set aside of @volume (a volume id, or CACHE_QUAR_ALL), in
+ * (volume, seq) order; @fn's non-zero return stops it and is returned.
+ * @fn may read the cache (cache_quarantine_files(), cache_vol_get()) but
+ * not call this again nor change the table.
+ */
+int cache_quarantine_each(struct cache *c, int64_t volume, cache_quar_fn fn,
+			  void *arg);
+/*
+ * The files kept for record @seq of @volume (kml_apply.h): the entries
+ * of CACHE_QUARANTINE_DIR named exactly VOLUME.SEQ.I, I a number (as
+ * written: decimal, no leading zero), in I order; @name is the entry's,
+ * @size from lstat. None if the directory is missing. @fn's non-zero
+ * return stops it and is returned.
+ */
+typedef int (*cache_quar_file_fn)(void *arg, const char *name,
+				  uint64_t size);
+int cache_quarantine_files(struct cache *c, uint32_t volume, uint64_t seq,
+			   cache_quar_file_fn fn, void *arg);
+/*
+ * A person has dealt with record @seq of @volume: its kept files (as
+ * cache_quarantine_files() lists them) are unlinked, then its row is
+ * deleted, durably. -ENOENT if there is no such row, and nothing is
+ * removed. In *@nfiles, the files unlinked. Outside a transaction.
+ */
+int cache_quarantine_drop(struct cache *c, uint32_t volume, uint64_t seq,
+			  unsigned int *nfiles);
+
 /* ------------------------------------------------------------ volumes */
 
 struct cache_vol {

@@ -962,6 +962,10 @@ static const struct ctl_cmd client_cmds[] = {
 	{ "resolve", "VOLUME local|server|both", "settle the volume's "
 	  "conflict: keep this client's version, the server's, or both", 2,
 	  2, cmd_resolve },
+	{ "quarantine", "[VOLUME]", "journal records set aside, and the files "
+	  "kept for them", 0, 1, cmd_quarantine },
+	{ "quarantine-drop", "VOLUME SEQ", "forget a record set aside (dealt "
+	  "with): its row and its kept files", 2, 2, cmd_quarantine_drop },
 	{ "ls", "PATH", "list a directory (VOLUME/path)", 1, 1, cmd_ls },
 	{ "cat", "PATH", "a file's content, fetched if need be", 1, 1,
 	  cmd_cat },

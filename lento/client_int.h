@@ -441,6 +441,11 @@ int cmd_sync(struct ctl_req *r, void *ctx, int argc, char **argv);
 /* resolve.c: lentoctl resolve VOLUME local|server|both */
 int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv);
 
+/* quarantine.c: the journal records set aside, listed and dropped */
+int cmd_quarantine(struct ctl_req *r, void *ctx, int argc, char **argv);
+int cmd_quarantine_drop(struct ctl_req *r, void *ctx, int argc,
+			char **argv);
+
 /* What -ESTALE means where a name of the rows was checked. */
 #define STALE_SAID "its name in the cache is another file's now (changed " \
 		   "behind lento's back; the journal will say how)"

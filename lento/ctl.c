@@ -125,9 +125,21 @@ static const struct ctl_cmd *ctl_find(const struct ctl_cmd *cmds,
 	return NULL;
 }
 
+/* The widest command name, for help's columns: 12 at least. */
+static int ctl_name_width(const struct ctl_cmd *cmds)
+{
+	size_t width = 12;
+
+	for (; cmds->name; cmds++)
+		if (strlen(cmds->name) > width)
+			width = strlen(cmds->name);
+	return (int)width;
+}
+
 static int ctl_help(struct ctl_req *r, const struct ctl_cmd *cmds)
 {
 	struct jw *w = &r->out;
+	int width = ctl_name_width(cmds);
 
 	if (r->json)
 		jw_arr_begin(w);
@@ -142,7 +154,7 @@ static int ctl_help(struct ctl_req *r, const struct ctl_cmd *cmds)
 			jw_str(w, cmds->help);
 			jw_obj_end(w);
 		} else {
-			jw_printf(w, "  %-12s %-24s %s\n", cmds->name,
+			jw_printf(w, "  %-*s %-24s %s\n", width, cmds->name,
 				  cmds->args ? cmds->args : "", cmds->help);
 		}
 	}

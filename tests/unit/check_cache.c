@@ -2,7 +2,8 @@
 /*
  * The lento client's cache (lento/cache.c): its tables -- volumes,
  * objects and their state, listings and paths, shipped numbers, LRU and
- * statistics, handles -- and materialising objects on the disk.
+ * statistics, handles, records set aside -- and materialising objects on
+ * the disk.
  */
 #include <check.h>
 #include <errno.h>
@@ -1221,6 +1222,209 @@ START_TEST(xattrs_read_fd)
 }
 END_TEST
 
+/* ---------------------------------------------------------- quarantine */
+
+/* A file @name of @size bytes in the quarantine directory. */
+static void quar_file(const char *name, size_t size)
+{
+	char path[256], buf[64];
+	int fd;
+
+	memset(buf, 'q', sizeof(buf));
+	snprintf(path, sizeof(path), "%s/" CACHE_QUARANTINE_DIR "/%s", dir,
+		 name);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_lt(size, sizeof(buf));
+	ck_assert_int_eq(write(fd, buf, size), (ssize_t)size);
+	close(fd);
+}
+
+static bool quar_exists(const char *name)
+{
+	char path[256];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/" CACHE_QUARANTINE_DIR "/%s", dir,
+		 name);
+	return lstat(path, &sb) == 0;
+}
+
+/* What cache_quarantine_each() and cache_quarantine_files() gave. */
+struct quar_seen {
+	struct cache_quar q[8];
+	char why[8][64];
+	int n;
+	char files[512];	/* "NAME:SIZE " each */
+};
+
+static int quar_row(void *arg, const struct cache_quar *q)
+{
+	struct quar_seen *s = arg;
+
+	ck_assert_int_lt(s->n, 8);
+	s->q[s->n] = *q;
+	snprintf(s->why[s->n], sizeof(s->why[0]), "%s", q->why);
+	s->q[s->n].why = s->why[s->n];
+	s->n++;
+	return 0;
+}
+
+static int quar_kept(void *arg, const char *name, uint64_t size)
+{
+	struct quar_seen *s = arg;
+	size_t len = strlen(s->files);
+
+	snprintf(s->files + len, sizeof(s->files) - len, "%s:%llu ", name,
+		 (unsigned long long)size);
+	return 0;
+}
+
+static struct quar_seen quar_list(struct cache *c, int64_t volume)
+{
+	struct quar_seen s;
+
+	memset(&s, 0, sizeof(s));
+	ck_assert_int_eq(cache_quarantine_each(c, volume, quar_row, &s), 0);
+	return s;
+}
+
+static const char *quar_files_of(struct cache *c, uint32_t volume,
+				 uint64_t seq, struct quar_seen *s)
+{
+	s->files[0] = 0;
+	ck_assert_int_eq(cache_quarantine_files(c, volume, seq, quar_kept, s),
+			 0);
+	return s->files;
+}
+
+/* Names near 1.2.I that are not record 2 of volume 1's files. */
+static const char *const quar_decoys[] = {
+	"12.2.0", "1.20.0", "1.2.x", "1.2.01", "1.2.", "1.2.0.0", "1.2",
+	"x1.2.0", "1.2.4294967296",
+};
+#define NDECOYS	(sizeof(quar_decoys) / sizeof(quar_decoys[0]))
+
+/*
+ * Records set aside, listed (all, or one volume's) with their kept files,
+ * and dropped: the row and exactly the files VOLUME.SEQ.I of the record;
+ * a second drop, or one of a record that is not there, is -ENOENT and
+ * removes nothing.
+ */
+START_TEST(quarantine_list_drop)
+{
+	struct cache *c = open_cache();
+	struct quar_seen s, f;
+	unsigned int nfiles = 99;
+	uint64_t n, last;
+	char why[64];
+
+	ck_assert_int_eq(cache_quarantine_put(c, 12, 2, 8, -ENOENT, "twelve",
+					      1700000000123, "abc", 3), 0);
+	ck_assert_int_eq(cache_quarantine_put(c, 1, 2, 12, EEXIST, "one",
+					      1700000000456, "abcdef", 6), 0);
+	quar_file("1.2.3", 3);
+	quar_file("1.2.10", 10);
+	quar_file("1.2.0", 1);
+	for (size_t k = 0; k < NDECOYS; k++)
+		quar_file(quar_decoys[k], 7);
+
+	s = quar_list(c, CACHE_QUAR_ALL);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_uint_eq(s.q[0].volume, 1);
+	ck_assert_uint_eq(s.q[0].seq, 2);
+	ck_assert_uint_eq(s.q[0].op, 12);
+	ck_assert_int_eq(s.q[0].err, EEXIST);
+	ck_assert_str_eq(s.q[0].why, "one");
+	ck_assert_int_eq(s.q[0].at_ms, 1700000000456);
+	ck_assert_uint_eq(s.q[0].len, 6);
+	ck_assert_uint_eq(s.q[1].volume, 12);
+	ck_assert_int_eq(s.q[1].err, ENOENT);
+	ck_assert_str_eq(s.q[1].why, "twelve");
+	s = quar_list(c, 12);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.q[0].volume, 12);
+	ck_assert_int_eq(quar_list(c, 3).n, 0);
+	/* By I as a number: 10 after 3. */
+	ck_assert_str_eq(quar_files_of(c, 1, 2, &f), "1.2.0:1 1.2.3:3 "
+			 "1.2.10:10 ");
+	ck_assert_str_eq(quar_files_of(c, 12, 2, &f), "12.2.0:7 ");
+	ck_assert_str_eq(quar_files_of(c, 1, 20, &f), "1.20.0:7 ");
+	ck_assert_str_eq(quar_files_of(c, 2, 1, &f), "");
+
+	ck_assert_int_eq(cache_quarantine_drop(c, 1, 2, &nfiles), 0);
+	ck_assert_uint_eq(nfiles, 3);
+	ck_assert(!quar_exists("1.2.0") && !quar_exists("1.2.3") &&
+		  !quar_exists("1.2.10"));
+	for (size_t k = 0; k < NDECOYS; k++)
+		ck_assert_msg(quar_exists(quar_decoys[k]), "%s went",
+			      quar_decoys[k]);
+	s = quar_list(c, CACHE_QUAR_ALL);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.q[0].volume, 12);
+	ck_assert_int_eq(cache_quarantine_count(c, 1, &n, &last, why,
+						sizeof(why)), 0);
+	ck_assert_uint_eq(n, 0);
+
+	/* Again, and a record with a file but no row: nothing goes. */
+	ck_assert_int_eq(cache_quarantine_drop(c, 1, 2, &nfiles), -ENOENT);
+	ck_assert_uint_eq(nfiles, 0);
+	ck_assert_int_eq(cache_quarantine_drop(c, 1, 20, &nfiles), -ENOENT);
+	ck_assert_int_eq(cache_quarantine_drop(c, 12, 3, &nfiles), -ENOENT);
+	for (size_t k = 0; k < NDECOYS; k++)
+		ck_assert_msg(quar_exists(quar_decoys[k]), "%s went",
+			      quar_decoys[k]);
+	ck_assert_int_eq(quar_list(c, CACHE_QUAR_ALL).n, 1);
+
+	/* Durable: as it was after a reopen. */
+	cache_close(c);
+	c = open_cache();
+	s = quar_list(c, CACHE_QUAR_ALL);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.q[0].volume, 12);
+	ck_assert_int_eq(cache_quarantine_drop(c, 12, 2, &nfiles), 0);
+	ck_assert_uint_eq(nfiles, 1);
+	ck_assert(!quar_exists("12.2.0") && quar_exists("1.20.0"));
+	ck_assert_int_eq(quar_list(c, CACHE_QUAR_ALL).n, 0);
+	cache_close(c);
+}
+END_TEST
+
+/*
+ * A drop cut short between its two steps (the COMMIT that deletes the row
+ * fails): the files are gone, the row is still listed, and a second drop
+ * removes it. Nothing is left that no listing shows.
+ */
+START_TEST(quarantine_drop_cut_short)
+{
+	struct cache *c;
+	struct quar_seen f;
+	unsigned int nfiles;
+	char faults[192];
+	FILE *fp;
+
+	snprintf(faults, sizeof(faults), "%s/faults", dir);
+	setenv("LENTO_TEST_FAULTS", faults, 1);
+	c = open_cache();
+	ck_assert_int_eq(cache_quarantine_put(c, 1, 2, 8, EINVAL, "why", 1,
+					      "r", 1), 0);
+	quar_file("1.2.0", 4);
+	fp = fopen(faults, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("cache-commit", fp);
+	fclose(fp);
+	ck_assert_int_eq(cache_quarantine_drop(c, 1, 2, &nfiles), -EIO);
+	ck_assert(!quar_exists("1.2.0"));
+	ck_assert_int_eq(quar_list(c, 1).n, 1);
+	ck_assert_str_eq(quar_files_of(c, 1, 2, &f), "");
+	ck_assert_int_eq(cache_quarantine_drop(c, 1, 2, &nfiles), 0);
+	ck_assert_uint_eq(nfiles, 0);
+	ck_assert_int_eq(quar_list(c, 1).n, 0);
+	cache_close(c);
+	unsetenv("LENTO_TEST_FAULTS");
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -1247,6 +1451,8 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, placeholder_identity);
 	tcase_add_test(tc, replace_only_own);
 	tcase_add_test(tc, xattrs_read_fd);
+	tcase_add_test(tc, quarantine_list_drop);
+	tcase_add_test(tc, quarantine_drop_cut_short);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -109,6 +109,7 @@ static const struct ctl_cmd cmds[] = {
 	{ "sync", NULL, "answers later", 0, 0, cmd_later },
 	{ "big", NULL, "a long answer", 0, 0, cmd_big },
 	{ "groups", "MAX", "the asker's groups", 1, 1, cmd_groups },
+	{ "a-long-command-name", "X", "a long name", 1, 1, cmd_echo },
 	{ 0 }
 };
 
@@ -236,6 +237,9 @@ START_TEST(usage_errors)
 	ck_assert_int_eq(lentoctl(out, sizeof(out), help), 0);
 	ck_assert_ptr_nonnull(strstr(out, "echo"));
 	ck_assert_ptr_nonnull(strstr(out, "answers later"));
+	/* The columns as wide as the longest name. */
+	ck_assert_ptr_eq(strstr(out, "  echo                WORD...  "), out);
+	ck_assert_ptr_nonnull(strstr(out, "\n  a-long-command-name X        "));
 }
 END_TEST
 
