@@ -2175,14 +2175,30 @@ static int reint_copy(struct reint_in *ri, struct lp_list *l)
 	for (i = 0; i < ri->n; i++) {
 		struct lento_rec *r = &ri->recs[i];
 
+		size_t glen;
+		uint8_t *p;
+
 		if (lp_next_rec(l, r) != 1)
 			return -EBADMSG;
+		/*
+		 * The frame goes before the batch is applied (its bodies
+		 * come after it; a pipelined one waits): its data and
+		 * groups are copied, into one block the batch owns.
+		 */
+		glen = 4 * (size_t)r->ngroups;
+		if (!r->data_len && !glen)
+			continue;
+		p = malloc(r->data_len + glen);
+		if (!p)
+			return -ENOMEM;
+		ri->data[i] = p;
 		if (r->data_len) {
-			ri->data[i] = malloc(r->data_len);
-			if (!ri->data[i])
-				return -ENOMEM;
-			memcpy(ri->data[i], r->data, r->data_len);
-			r->data = ri->data[i];
+			memcpy(p, r->data, r->data_len);
+			r->data = p;
+		}
+		if (glen) {
+			memcpy(p + r->data_len, r->groups, glen);
+			r->groups = p + r->data_len;
 		}
 	}
 	return 0;

@@ -2880,6 +2880,16 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 	return ret;
 }
 
+/* Is @mode @was with one or both set-id bits taken away, and no more? */
+static bool privs_dropped(uint32_t was, uint32_t mode)
+{
+	uint32_t setid = S_ISUID | S_ISGID;
+
+	was &= 07777;
+	return mode != was && (mode & ~was) == 0 &&
+	       (mode & ~setid) == (was & ~setid);
+}
+
 static int op_setattr(struct batch *b, const struct lento_rec *r)
 {
 	const struct lento_attr *a = &r->attr;
@@ -2903,9 +2913,18 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 			return bfail(b, -EINVAL, &o.fid, "mode %#" PRIo32
 				     " has more than permission bits",
 				     a->mode);
-		if (!owner(&o, r))
+		/*
+		 * A write by anyone who may write drops set-id bits
+		 * (Linux's file_remove_privs()): the client logs that as a
+		 * mode change of the writer's.
+		 */
+		if (!owner(&o, r) && !privs_dropped(o.mode, a->mode))
 			return bfail(b, -EPERM, &o.fid, "only the owner "
 				     "changes the mode");
+		if (!owner(&o, r))
+			ret = may(b, &o, MAY_W, "drop the set-id bits of");
+		if (ret)
+			return ret;
 	}
 	if (a->valid & LENTO_A_UID && a->uid != o.uid && r->uid)
 		return bfail(b, -EPERM, &o.fid, "only root changes the owner");
@@ -2942,7 +2961,7 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 	if (a->valid & LENTO_A_MODE) {
 		o.mode = a->mode;
 		/* As chmod: the setgid bit goes if not in the group. */
-		if (r->uid && !in_groups(r, o.gid) && o.type != LENTO_T_DIR)
+		if (r->uid && !in_groups(r, o.gid))
 			o.mode &= ~(uint32_t)S_ISGID;
 	} else if (ids_changed && o.type != LENTO_T_DIR) {
 		/* As chown: set-id bits go. */
@@ -3043,7 +3062,7 @@ static int op_xattr(struct batch *b, const struct lento_rec *r)
 		if (acl_mode(r->data, r->data_len, &perm))
 			return bfail(b, -EINVAL, &o.fid, "not a POSIX ACL");
 		o.mode = (o.mode & ~0777u) | perm;
-		if (r->uid && !in_groups(r, o.gid) && o.type != LENTO_T_DIR)
+		if (r->uid && !in_groups(r, o.gid))
 			o.mode &= ~(uint32_t)S_ISGID;
 	}
 	o.ctime = r->time_ns;

@@ -217,7 +217,7 @@ static const char *check_recovery(struct kml_record *r)
 	}
 	if (!recovered)
 		return "recovery record without the RECOVERED flag";
-	if (r->flags != PRESTO_KML_F_RECOVERED)
+	if ((r->flags & ~PRESTO_KML_F_GROUPS_CUT) != PRESTO_KML_F_RECOVERED)
 		return "recovery record with flags other than RECOVERED";
 	if (r->name2_len)
 		return "recovery record with a second name";

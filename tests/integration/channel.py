@@ -978,12 +978,16 @@ def case_warm_remount(ext, mnt):
 def case_hints_full_batch(ext, mnt):
     """A second of opens past the batch's capacity: a full batch of 256
     handles reaches lento whole in one message, the rest are dropped (hints
-    are lossy), and a later open is hinted again."""
+    are lossy), and a later open is hinted again. The 300 opens must all
+    fall within the batch's delay (a second): a round whose opens took
+    longer (a slow emulator) is taken again with 300 other files, three
+    times at most."""
     m = Mount(ext, mnt)
-    os.makedirs(m.lp("many"))
-    for i in range(300):
-        with open(m.lp("many/%03d" % i), "w") as f:
-            f.write("x")
+    for r in range(3):
+        os.makedirs(m.lp("many%d" % r))
+        for i in range(300):
+            with open(m.lp("many%d/%03d" % (r, i)), "w") as f:
+                f.write("x")
     m.warm_all(EPOCH)
     m.mount()
     l = genl.Lento()
@@ -991,17 +995,30 @@ def case_hints_full_batch(ext, mnt):
     try:
         check(l.call("SET_EPOCH", m.name, genl.a_u64(A["EPOCH"], EPOCH)) == 0,
               "SET_EPOCH")
-        for i in range(300):
-            with open(m.mp("many/%03d" % i)) as f:
-                f.read()
-        msg = l.next_msg(5, "ACCESS")
-        check(msg, "no hints")
-        data = msg.attrs[A["HANDLES"]]
+        took = []
+        for r in range(3):
+            names = ["many%d/%03d" % (r, i) for i in range(300)]
+            t0 = time.monotonic()
+            for n in names:
+                os.close(os.open(m.mp(n), os.O_RDONLY))
+            took.append(time.monotonic() - t0)
+            msg = l.next_msg(5, "ACCESS")
+            check(msg, "no hints")
+            data = msg.attrs[A["HANDLES"]]
+            if took[-1] < 0.8:
+                break
+            while l.next_msg(2, "ACCESS"):      # the round's rest
+                pass
+        else:
+            print("  # 300 opens took %s s: too slow here to fill a batch "
+                  "within its delay; not judged" %
+                  ", ".join("%.2f" % t for t in took))
+            return
         check(len(data) == 256 * 16, "a batch of %d bytes" % len(data))
         hinted = {struct.unpack_from("=QI", data, i)
                   for i in range(0, len(data), 16)}
         check(len(hinted) == 256, "%d distinct handles" % len(hinted))
-        files = {m.handle("many/%03d" % i) for i in range(300)}
+        files = {m.handle(n) for n in names}
         check(hinted <= files, "hints of files not opened")
         check(not l.next_msg(2, "ACCESS"), "the dropped hints came after all")
         late = sorted(files - hinted)[0]

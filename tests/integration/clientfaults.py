@@ -229,6 +229,18 @@ def case_set_aside_keeps_content(s):
           (qdir, os.listdir(qdir)))
     check("set aside" in journal(a)["quarantine_last"],
           "status: %r" % journal(a)["quarantine_last"])
+    # lentoctl lists it with its kept file, and drops both on request.
+    listed = a.ctl("quarantine")
+    mine = [e for e in listed
+            if any(f["name"] in kept for f in e["files"])]
+    check(mine, "lentoctl quarantine does not show %s: %r" % (kept, listed))
+    e = mine[0]
+    a.ctl("quarantine-drop", e["volume"], e["seq"])
+    left = [f["name"] for f in e["files"]
+            if os.path.exists(os.path.join(qdir, f["name"]))]
+    check(not left, "quarantine-drop left %s" % left)
+    check(all(x["seq"] != e["seq"] for x in a.ctl("quarantine", e["volume"])),
+          "record %d still listed after its drop" % e["seq"])
 
 
 def case_broken_journal_holds_permit(s):

@@ -821,6 +821,23 @@ def case_groups_count(srv):
                                    groups=groups), 1)
         assert code == want, "groups %s: code %d" % (groups, code)
     assert applied == 2 and f in vers, (applied, vers)
+    # A STORE by a member of the file's group, with a body that comes
+    # after the batch (so the batch is applied after its frame is gone).
+    g = fid(vol, cid, 3)
+    applied, code, vers = reintegrate(
+        c, vol, cid, 3, record(3, OP_CREATE, d, g, 1, 0x1 | 0x4, 0o660, 0,
+                               b"g", attr_ids=(0, 2000)), 1)
+    assert (applied, code) == (3, 0), (applied, code)
+    body = os.urandom(256 << 10)
+    for groups, want in (((1, 2, 2000), 0), ((3000,), 13)):
+        applied, code, vers2 = reintegrate(
+            c, vol, cid, applied + 1,
+            record(applied + 1, OP_STORE, bytes(16), g, 0, 0x8, 0,
+                   len(body), b"", base_obj=vers[g], uid=1000, gid=1000,
+                   groups=groups), 1, body)
+        assert code == want, "STORE with groups %s: code %d" % (groups,
+                                                                code)
+        vers.update(vers2)
     c.close()
 
 

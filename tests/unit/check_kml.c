@@ -399,6 +399,22 @@ START_TEST(resync_longest_xattr_name)
 }
 END_TEST
 
+/* Recovery by a mounter in more groups than a record holds: cut, read. */
+START_TEST(recovered_with_groups_cut)
+{
+	struct kml_record r;
+	const char *why;
+	uint32_t len = encode_resync_dir(buf, 8, 2);
+
+	len = add_groups(len, PRESTO_KML_GROUPS_MAX, PRESTO_KML_F_GROUPS_CUT);
+	ck_assert_int_eq(decode(len, 8, &r, &why), KML_OK);
+	ck_assert_uint_eq(r.flags,
+			  PRESTO_KML_F_RECOVERED | PRESTO_KML_F_GROUPS_CUT);
+	ck_assert_uint_eq(r.entries, 2);
+	ck_assert_uint_eq(r.ngroups, PRESTO_KML_GROUPS_MAX);
+}
+END_TEST
+
 START_TEST(resync_dir_round_trip)
 {
 	struct kml_record r;
@@ -830,6 +846,7 @@ static Suite *kml_suite(void)
 	tcase_add_test(tc, resync_round_trip);
 	tcase_add_test(tc, resync_longest_xattr_name);
 	tcase_add_test(tc, resync_dir_round_trip);
+	tcase_add_test(tc, recovered_with_groups_cut);
 	tcase_add_test(tc, dirent_round_trip);
 	tcase_add_test(tc, recovered_setxattr_and_store);
 	tcase_add_loop_test(tc, recovered_refused_on_changes, 1,

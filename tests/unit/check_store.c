@@ -2194,6 +2194,32 @@ START_TEST(permissions_groups)
 	setattr(&u, a, &at);
 	SEND_OK(&u);
 	ck_assert_uint_eq(getattr(a).attr.mode, 0750);
+
+	/*
+	 * A write by a member of the group drops a root file's set-id
+	 * bits: the mode change that says so is the writer's...
+	 */
+	at.valid = LENTO_A_MODE;
+	at.mode = 06770;
+	setattr(&c, shared, &at);
+	SEND_OK(&c);
+	at.mode = 00770;
+	tc_groups(&u, gbuf, devs, 1);
+	setattr(&u, shared, &at);
+	SEND_OK(&u);
+	ck_assert_uint_eq(getattr(shared).attr.mode, 0770);
+	/* ... but no other change of it, nor by one who may not write. */
+	at.mode = 06770;
+	setattr(&c, shared, &at);
+	SEND_OK(&c);
+	at.mode = 06750;
+	setattr(&u, shared, &at);
+	ck_assert_int_eq(send(&u), -EPERM);
+	at.mode = 02770;
+	tc_groups(&u, gbuf, devs, 0);
+	setattr(&u, shared, &at);
+	ck_assert_int_eq(send(&u), -EACCES);
+	ck_assert_uint_eq(getattr(shared).attr.mode, 06770);
 }
 END_TEST
 
