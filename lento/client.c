@@ -182,6 +182,7 @@ void client_sync_want(struct client *cl)
 
 static void op_free(struct op *op)
 {
+	op_body_drop(op);
 	for (int i = 0; i < op->argc; i++)
 		free(op->argv[i]);
 	free(op->argv);
@@ -208,6 +209,7 @@ static void op_rerun(struct op *op)
 	op->wait_job = 0;
 	op->wait_vol = 0;
 	op->wait_reint = false;
+	op->wait_body = false;
 	if (++op->steps > OP_STEPS_MAX) {
 		ctl_error(op->r, "gave up after %d attempts: what it needs "
 			  "keeps changing at the server", OP_STEPS_MAX);
@@ -357,6 +359,16 @@ void op_wake_volume(struct client *cl, uint32_t volume)
 void op_wake_reint(struct client *cl)
 {
 	op_wake(cl, match_reint, NULL);
+}
+
+static bool match_body(const struct op *op, const void *key)
+{
+	return op == key && op->wait_body;
+}
+
+void op_wake_body(struct client *cl, struct op *op)
+{
+	op_wake(cl, match_body, op);
 }
 
 /* Ops whose lentoctl gave up (its --timeout) go. */
@@ -575,6 +587,8 @@ static int on_up(void *arg, const struct lp_hello_reply *r)
 	client_lookup_configured(cl);
 	kclient_conn_up(cl);
 	reint_kick(cl);
+	/* Syncs that waited for the connection look again. */
+	op_wake_reint(cl);
 	return 0;
 }
 

@@ -15,8 +15,8 @@
  * rename's target) waits in .lento/tmp until the COMMIT and is put back
  * if it fails. A COMMIT that went in stands, though the sync after it
  * fails (the error is reported, and the cache refuses to go on).
- * A file's new content is written to a temporary file, synced, and
- * renamed into place.
+ * A file's new content is written to a temporary file and synced, on
+ * the worker's thread (see Bodies below), then renamed into place.
  *
  * Records name, per object, the server's version this client knows of it
  * (the cache's vv, which local changes leave alone): cml.h's base rule.
@@ -36,11 +36,15 @@
 
 #include "client_int.h"
 #include "cml.h"
+#include "fault.h"
 #include "log.h"
+#include "vv.h"
+#include "worker.h"
 
 #define DIR_MODE	0755
 #define FILE_MODE	0644
-#define WRITE_MAX	(1ull << 30)	/* write @FILE: content read at once */
+/* A test's slow disk: longer than a host test's heartbeat timeout. */
+#define BODY_SLOW_MS	2000
 
 static int64_t now_ns(void)
 {
@@ -435,63 +439,193 @@ int cmd_symlink(struct ctl_req *r, void *ctx, int argc, char **argv)
 
 /* ---------------------------------------------------------------- write */
 
-/* The content to write: TEXT, or @FILE's content. */
-static int content(struct op *op, char **buf, size_t *len)
-{
-	const char *arg = op->argv[1];
-	struct stat sb;
-	ssize_t n;
-	int fd, err = 0;
+/* ------------------------------------------------------------- bodies */
 
-	*buf = NULL;
-	if (arg[0] != '@') {
-		*len = strlen(arg);
-		*buf = strdup(arg);
-		return *buf ? 0 : -ENOMEM;
+/*
+ * Bodies. A change's new content -- a write's bytes, a file cut or stretched to
+ * a new size -- goes into a synced temporary file on the worker's thread
+ * (worker.h): copying and syncing a large file takes seconds on a busy
+ * disk, and meanwhile the loop answers the kernel's upcalls and the
+ * server's heartbeats (a server takes a client silent for three of them
+ * for gone). The op waits for its body and owns it; an op that goes
+ * first (its asker gone, lento stopping) leaves the job to remove the
+ * file when it is done.
+ */
+struct op_body {
+	struct wk_job wk;	/* first: the job is the body */
+	struct client *cl;
+	struct op *op;		/* NULL once the op is gone */
+	int in, out;		/* the source (-1: text), the new file */
+	char *text;		/* or the bytes themselves */
+	uint64_t len;		/* bytes of the source */
+	uint64_t size;		/* the body's size: len, cut or stretched */
+	/* A new size: the object, and the version, it was made from. */
+	struct lento_fid fid;
+	struct lento_vv vv;
+	bool ready;		/* made, or failed (err) */
+	int err;
+	char tmp[CACHE_PATH_MAX];	/* "" once installed or removed */
+};
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t k = write(fd, p, len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		p += k;
+		len -= (size_t)k;
 	}
-	fd = open(arg + 1, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &sb))
-		err = -errno;
-	else if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > WRITE_MAX)
-		err = S_ISREG(sb.st_mode) ? -EFBIG : -EINVAL;
-	else if (!(*buf = malloc(sb.st_size ? sb.st_size : 1)))
-		err = -ENOMEM;
-	else if ((n = read(fd, *buf, sb.st_size)) != sb.st_size)
-		err = n < 0 ? -errno : -EIO;
-	if (fd >= 0)
-		close(fd);
-	if (err) {
-		free(*buf);
-		*buf = NULL;
-		return fail(op, err, "%s", arg + 1);
-	}
-	*len = (size_t)sb.st_size;
 	return 0;
 }
 
-/* @len bytes into a new synced temporary file. */
-static int write_tmp(struct client *cl, const char *buf, size_t len,
-		     char *tmp)
+/* On the worker: nothing of the loop's is touched. */
+static void body_run(struct wk_job *wk)
 {
-	int fd = cache_tmpfile(cl->cache, tmp), err = 0;
-	size_t off = 0;
+	struct op_body *b = (struct op_body *)wk;
+	int err;
 
-	if (fd < 0)
-		return fd;
-	while (!err && off < len) {
-		ssize_t k = write(fd, buf + off, len - off);
-
-		if (k < 0 && errno != EINTR)
-			err = -errno;
-		else if (k > 0)
-			off += k;
-	}
-	if (!err && fsync(fd))
+	fault_hold("body-slow", BODY_SLOW_MS);	/* a disk slow to take it */
+	err = b->in >= 0 ? cache_copy_fd(b->in, b->out, (off_t)b->len) :
+			   write_all(b->out, b->text, b->len);
+	if (!err && b->size != b->len && ftruncate(b->out, (off_t)b->size))
 		err = -errno;
-	close(fd);
-	if (err)
-		cache_unlink(cl->cache, tmp, 0);
-	return err;
+	if (!err && fsync(b->out))
+		err = -errno;
+	b->err = err;
+}
+
+static void body_free(struct op_body *b)
+{
+	if (b->tmp[0])
+		cache_unlink(b->cl->cache, b->tmp, 0);
+	free(b->text);
+	free(b);
+}
+
+static void body_done(struct wk_job *wk, bool ran)
+{
+	struct op_body *b = (struct op_body *)wk;
+
+	if (b->in >= 0)
+		close(b->in);
+	close(b->out);
+	b->in = b->out = -1;
+	if (!ran && !b->err)
+		b->err = -ECANCELED;
+	b->ready = true;
+	if (!b->op)
+		body_free(b);
+	else
+		op_wake_body(b->cl, b->op);
+}
+
+void op_body_drop(struct op *op)
+{
+	struct op_body *b = op->body;
+
+	if (!b)
+		return;
+	op->body = NULL;
+	if (b->ready)
+		body_free(b);
+	else
+		b->op = NULL;	/* body_done() frees it */
+}
+
+/*
+ * Start making @op's body: @len bytes of @in (taken; -1: of @text, not
+ * taken), cut or stretched to @size. OP_WAIT, or -errno with @in closed.
+ */
+static int body_start(struct op *op, int in, const char *text, uint64_t len,
+		      uint64_t size)
+{
+	struct op_body *b;
+	int err;
+
+	op_body_drop(op);	/* one made from what is gone */
+	b = calloc(1, sizeof(*b));
+	err = b ? 0 : -ENOMEM;
+
+	if (!err && text && !(b->text = malloc(len ? len : 1)))
+		err = -ENOMEM;
+	if (!err) {
+		b->out = cache_tmpfile(op->cl->cache, b->tmp);
+		err = b->out < 0 ? b->out : 0;
+		if (err)
+			b->tmp[0] = 0;
+	}
+	if (err) {
+		if (in >= 0)
+			close(in);
+		if (b)
+			free(b->text);
+		free(b);
+		return fail(op, err, "%s: its new content", op->argv[0]);
+	}
+	if (text)
+		memcpy(b->text, text, len);
+	b->wk.run = body_run;
+	b->wk.done = body_done;
+	b->cl = op->cl;
+	b->op = op;
+	b->in = in;
+	b->len = len;
+	b->size = size;
+	op->body = b;
+	op->wait_body = true;
+	wk_submit(op->cl->wk, &b->wk);
+	return OP_WAIT;
+}
+
+/*
+ * The op's body once made: 0 (its file in b->tmp), OP_WAIT while it is
+ * being made, -errno if it could not be.
+ */
+static int body_ready(struct op *op, const char *what)
+{
+	if (!op->body->ready) {
+		op->wait_body = true;
+		return OP_WAIT;
+	}
+	return op->body->err ? fail(op, op->body->err, "%s", what) : 0;
+}
+
+/* ---------------------------------------------------------------- write */
+
+/*
+ * The content to write, TEXT or @FILE's, into the op's body: checked
+ * before anything is changed, so that a bad @FILE leaves no file made.
+ */
+static int write_body_start(struct op *op)
+{
+	const char *arg = op->argv[1];
+	struct stat sb;
+	int fd, err = 0;
+
+	if (arg[0] != '@')
+		return body_start(op, -1, arg, strlen(arg), strlen(arg));
+	/* lento reads it, from its own directory: no guessing. */
+	if (arg[1] != '/') {
+		ctl_error(op->r, "%s: @FILE is an absolute path", arg + 1);
+		return -EINVAL;
+	}
+	/* Not waiting for a writer: a fifo is refused below, not opened. */
+	fd = open(arg + 1, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb))
+		err = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		err = S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+	if (err) {
+		if (fd >= 0)
+			close(fd);
+		return fail(op, err, "%s", arg + 1);
+	}
+	return body_start(op, fd, NULL, (uint64_t)sb.st_size,
+			  (uint64_t)sb.st_size);
 }
 
 /*
@@ -561,36 +695,40 @@ static int replace_body(struct op *op, struct resolved *res, const char *tmp,
 	return cache_sync(cl->cache);
 }
 
-static int store(struct op *op, struct resolved *res, const char *buf,
-		 size_t len)
+/* The op's body in place as @res's content, with its STORE record. */
+static int store(struct op *op, struct resolved *res)
 {
-	char tmp[CACHE_PATH_MAX];
+	struct op_body *b = op->body;
 	struct cache_obj *o = &res->obj;
 	struct lento_rec r;
-	int err = write_tmp(op->cl, buf, len, tmp);
+	int err;
 
-	if (err)
-		return err;
 	rec_init(&r, op, LENTO_OP_STORE);
 	r.obj = o->fid;
 	r.base_obj = o->vv;
-	o->attr.size = len;
+	o->attr.size = b->size;
 	o->attr.mtime_ns = o->attr.ctime_ns = r.time_ns;
 	o->data = o->dirty = true;
 	o->used_ms = wall_ms();
 	r.attr.valid = LENTO_A_SIZE | LENTO_A_MTIME | LENTO_A_CTIME;
-	r.attr.size = len;
+	r.attr.size = b->size;
 	r.attr.mtime_ns = r.attr.ctime_ns = r.time_ns;
-	return replace_body(op, res, tmp, &r, len);
+	err = replace_body(op, res, b->tmp, &r, b->size);
+	b->tmp[0] = 0;		/* installed, or removed */
+	return err;
 }
 
 static int write_step(struct op *op)
 {
 	struct resolved res;
-	char *buf = NULL;
-	size_t len = 0;
-	int err = resolve(op, op->argv[0], false, &res);
+	int err;
 
+	/* The content first: a bad @FILE changes nothing. */
+	if (!op->body)
+		return write_body_start(op);
+	err = body_ready(op, op->argv[1][0] == '@' ? op->argv[1] + 1 :
+			 op->argv[0]);
+	err = err ?: resolve(op, op->argv[0], false, &res);
 	err = err ?: need_permit(op, res.vol);
 	if (err)
 		return err;
@@ -605,11 +743,7 @@ static int write_step(struct op *op)
 		ctl_error(op->r, "%s: not a regular file", op->argv[0]);
 		return res.obj.type == LENTO_T_DIR ? -EISDIR : -EINVAL;
 	}
-	err = content(op, &buf, &len);
-	if (err)
-		return err;
-	err = store(op, &res, buf, len);
-	free(buf);
+	err = store(op, &res);
 	if (err)
 		return fail(op, err, "%s", op->argv[0]);
 	return done_out(op);
@@ -692,34 +826,37 @@ static int parse_attrs(struct op *op, struct lento_attr *a)
 		      LENTO_A_ATIME | LENTO_A_MTIME)
 
 /*
- * @path's content cut or stretched to @size, into a new synced temporary
- * file @tmp: a truncate in place could not be undone if its record
- * failed to go in.
+ * @res's content cut or stretched to @size, into the op's body: a new
+ * file, as a truncate in place could not be undone if its record failed
+ * to go in. Made from the object's version now, which it remembers.
  */
-static int resized_tmp(struct client *cl, const char *path, uint64_t size,
-		       char *tmp)
+static int resize_body_start(struct op *op, const struct resolved *res,
+			     uint64_t size)
 {
-	int out = cache_tmpfile(cl->cache, tmp), in, err;
+	int in = cache_open_obj(op->cl->cache, res->path, O_RDONLY, 0), rc;
 	struct stat sb;
 
-	if (out < 0)
-		return out;
-	in = cache_open_obj(cl->cache, path, O_RDONLY, 0);
-	if (in < 0)
-		err = in;
-	else if (fstat(in, &sb))
-		err = -errno;
-	else
-		err = cache_copy_fd(in, out, (uint64_t)sb.st_size < size ?
-					     sb.st_size : (off_t)size);
-	if (!err && (ftruncate(out, (off_t)size) || fsync(out)))
-		err = -errno;
-	if (in >= 0)
+	if (in >= 0 && fstat(in, &sb)) {
+		rc = -errno;
 		close(in);
-	close(out);
-	if (err)
-		cache_unlink(cl->cache, tmp, 0);
-	return err;
+		in = rc;
+	}
+	if (in < 0)
+		return fail(op, in, "%s", op->argv[0]);
+	rc = body_start(op, in, NULL, (uint64_t)sb.st_size < size ?
+			(uint64_t)sb.st_size : size, size);
+	if (rc == OP_WAIT) {
+		op->body->fid = res->obj.fid;
+		op->body->vv = res->obj.vv;
+	}
+	return rc;
+}
+
+/* Whether the op's body was made from @o as it is now. */
+static bool body_of(const struct op *op, const struct cache_obj *o)
+{
+	return op->body && lento_fid_eq(&op->body->fid, &o->fid) &&
+	       lento_vv_eq(&op->body->vv, &o->vv);
 }
 
 /* @o's attributes as @a sets them; @r's record of it. */
@@ -764,7 +901,6 @@ static int attrs_as_now(int fd, struct cache_obj *o)
 static int setattr_step(struct op *op)
 {
 	struct client *cl = op->cl;
-	char tmp[CACHE_PATH_MAX];
 	struct cache_obj was = { 0 }, *o;
 	struct lento_attr a;
 	struct resolved res;
@@ -788,12 +924,18 @@ static int setattr_step(struct op *op)
 		return connected(cl) ?
 		       op_need(op, J_FETCH, 0, &o->fid, NULL) :
 		       fail(op, -ENOTCONN, "%s: not cached", op->argv[0]);
+	/* Made again if the object moved on while it was being made. */
+	if ((a.valid & LENTO_A_SIZE) && !body_of(op, o))
+		return resize_body_start(op, &res, a.size);
+	err = (a.valid & LENTO_A_SIZE) ? body_ready(op, op->argv[0]) : 0;
+	if (err)
+		return err;
 	rec_init(&r, op, LENTO_OP_SETATTR);
 	valid = o->attr.valid;
 	setattr_apply(o, &a, &r);
 	if (a.valid & LENTO_A_SIZE) {
-		err = resized_tmp(cl, res.path, a.size, tmp);
-		err = err ?: replace_body(op, &res, tmp, &r, 0);
+		err = replace_body(op, &res, op->body->tmp, &r, 0);
+		op->body->tmp[0] = 0;	/* installed, or removed */
 		return err ? fail(op, err, "%s", op->argv[0]) : done_out(op);
 	}
 	/*

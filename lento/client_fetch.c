@@ -910,7 +910,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		err = err ?: cache_path_is_fd(cl->cache, path, fd);
 		/* A test's window: the name changes here (fault.h). */
 		if (!err)
-			fault_hold("listing-made");
+			fault_hold("listing-made", FAULT_HOLD_MS);
 		/* A directory changed keeps its inode: not its flags. */
 		if (!err && have && !same && o.type == LENTO_T_DIR)
 			kclient_clear_flags(cl, o.fid.volume, path);

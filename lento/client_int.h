@@ -153,6 +153,13 @@ struct op {
 	uint64_t wait_job;	/* the job it waits for, 0 none */
 	uint32_t wait_vol;	/* or a volume's permit/reintegration */
 	bool wait_reint;	/* or any reintegration's end (sync) */
+	bool wait_body;		/* or its body, made on the worker */
+	/*
+	 * A change's new content (write, a new size), made into a synced
+	 * temporary file on the worker's thread: the op's own until it
+	 * goes (client_change.c).
+	 */
+	struct op_body *body;
 	int steps;
 	uint64_t woken;		/* the last op_wake() that ran it */
 	int next_arg;		/* commands of several paths: done so far */
@@ -246,6 +253,8 @@ int64_t wall_ms(void);
 void op_wake_job(struct client *cl, struct job *j);
 void op_wake_volume(struct client *cl, uint32_t volume);
 void op_wake_reint(struct client *cl);
+/* @op's body is made (or failed): it runs again. */
+void op_wake_body(struct client *cl, struct op *op);
 int op_start(struct client *cl, struct ctl_req *r, int argc, char **argv,
 	     int (*step)(struct op *op));
 void permit_lost(struct client *cl, struct vol *v, const char *why);
@@ -328,6 +337,8 @@ int cmd_symlink(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_link(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_setxattr(struct ctl_req *r, void *ctx, int argc, char **argv);
 int cmd_removexattr(struct ctl_req *r, void *ctx, int argc, char **argv);
+/* The op's body goes with it: its file removed, or left to its job. */
+void op_body_drop(struct op *op);
 
 /*
  * client_kernel.c: presto's filesets (--fileset). Each does nothing

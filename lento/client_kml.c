@@ -265,7 +265,7 @@ static void flags_of_made(struct client *cl, struct fset *fs)
 
 	/* A test's window: the names change here (fault.h). */
 	if (ka->nmade)
-		fault_hold("made-flags");
+		fault_hold("made-flags", FAULT_HOLD_MS);
 	rd = fs->epoch && ka->nmade && cache_read_begin(cl->cache);
 
 	for (size_t i = 0; fs->epoch && i < ka->nmade; i++) {

@@ -133,6 +133,11 @@ const char *conn_last_error(const struct conn *c)
 	return c->last_error;
 }
 
+bool conn_failing(const struct conn *c)
+{
+	return c->failing;
+}
+
 uint64_t conn_retry_at(const struct conn *c)
 {
 	return c->retry_at;
@@ -497,6 +502,7 @@ static void try_connect(struct conn *c, uint64_t now)
 		c->retry_at = now + c->backoff_ms;
 		c->backoff_ms = c->backoff_ms * 2 > CONN_BACKOFF_MAX_MS ?
 				CONN_BACKOFF_MAX_MS : c->backoff_ms * 2;
+		c->ops->down(c->arg, e, c->last_error);
 		return;
 	}
 	c->state = CONN_CONNECTING;

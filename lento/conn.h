@@ -53,7 +53,10 @@ struct conn_ops {
 	 * Returns 0, or -errno to drop the connection (why logged by it).
 	 */
 	int (*up)(void *arg, const struct lp_hello_reply *r);
-	/* The connection went (was READY or not); requests already failed. */
+	/*
+	 * The connection went (was READY or not), or an attempt failed;
+	 * requests already failed.
+	 */
 	void (*down)(void *arg, int err, const char *why);
 	/* A push: BREAK, BREAK_VOLUME, PERMIT_REVOKE. -EBADMSG closes. */
 	int (*push)(void *arg, const struct lp_frame *f, const char **why);
@@ -102,6 +105,11 @@ const char *conn_state_name(enum conn_state s);
 const char *conn_addr(const struct conn *c);
 /* The last reason a connection went or an attempt failed ("" if none). */
 const char *conn_last_error(const struct conn *c);
+/*
+ * Whether the last attempt to connect failed (the server unreachable), as
+ * against a connection that went and is being made again.
+ */
+bool conn_failing(const struct conn *c);
 /* When the next attempt is due (IDLE), in lo_now_ms() time. */
 uint64_t conn_retry_at(const struct conn *c);
 uint32_t conn_heartbeat_ms(const struct conn *c);

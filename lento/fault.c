@@ -2,6 +2,7 @@
 /* Failures injected by tests (fault.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
@@ -9,18 +10,22 @@
 
 #include "fault.h"
 
+static const char *file;
+static pthread_once_t looked = PTHREAD_ONCE_INIT;
+
+static void look(void)
+{
+	file = getenv("LENTO_TEST_FAULTS");
+}
+
+/* From any thread: the worker's jobs have points too. */
 bool fault_at(const char *point)
 {
-	static const char *file;
-	static bool looked;
 	char armed[64];
 	ssize_t n;
 	int fd;
 
-	if (!looked) {
-		file = getenv("LENTO_TEST_FAULTS");
-		looked = true;
-	}
+	pthread_once(&looked, look);
 	if (!file)
 		return false;
 	fd = open(file, O_RDONLY | O_CLOEXEC);
@@ -37,10 +42,9 @@ bool fault_at(const char *point)
 	return unlink(file) == 0;	/* once: a race lost is not ours */
 }
 
-void fault_hold(const char *point)
+void fault_hold(const char *point, unsigned int ms)
 {
-	struct timespec ts = { FAULT_HOLD_MS / 1000,
-			       (FAULT_HOLD_MS % 1000) * 1000000L };
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	if (!fault_at(point))
 		return;

@@ -15,12 +15,13 @@
 
 bool fault_at(const char *point);
 /*
- * A window instead of a failure: at an armed @point lento stops for
- * FAULT_HOLD_MS (once; the whole thread, a test hook only), long enough
- * for a test that saw the file go to change the cache's tree behind its
- * back there, short of a server's heartbeat timeout.
+ * A window instead of a failure: at an armed @point the thread stops for
+ * @ms (once; a test hook only) -- long enough, say, for a test that saw
+ * the file go to change the cache's tree behind lento's back there.
+ * FAULT_HOLD_MS, on the loop's thread, is short of a server's heartbeat
+ * timeout.
  */
 #define FAULT_HOLD_MS	500
-void fault_hold(const char *point);
+void fault_hold(const char *point, unsigned int ms);
 
 #endif /* LENTO_FAULT_H */

@@ -1464,7 +1464,12 @@ static int sync_volume(struct op *op, struct vol *v)
 			  v->last.msg, v->backoff_ms / 1000);
 		return -lp_err_to_errno(v->last.code);
 	}
-	if (!connected(cl)) {
+	/*
+	 * A connection that went is made again at once (conn.h): the sync
+	 * waits for that attempt, and a batch it cut short goes again. Only
+	 * a server that cannot be reached -- an attempt failed -- ends it.
+	 */
+	if (!connected(cl) && conn_failing(cl->conn)) {
 		ctl_error(op->r, "volume %s: %" PRIu64 " records not "
 			  "reintegrated: disconnected from %s (%s)", v->cv.name,
 			  cs.records, conn_addr(cl->conn),

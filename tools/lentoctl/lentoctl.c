@@ -135,6 +135,26 @@ timeout:
 	return NULL;
 }
 
+/*
+ * write's @FILE is read by lento, from its own directory: a relative one
+ * is made absolute here, from the caller's. 0, or -1 said.
+ */
+static int absolute_at(const char *w, char *out, size_t size)
+{
+	char cwd[4096];
+
+	if (!getcwd(cwd, sizeof(cwd))) {
+		fprintf(stderr, "lentoctl: the current directory: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	if ((size_t)snprintf(out, size, "@%s/%s", cwd, w + 1) >= size) {
+		fprintf(stderr, "lentoctl: %s: path too long\n", w + 1);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -146,7 +166,7 @@ int main(int argc, char **argv)
 	};
 	const char *sock = getenv("LENTO_SOCKET");
 	int json = 0, timeout_s = DEFAULT_TIMEOUT, fd, c, status, i;
-	char req[REQ_MAX], *resp, *body, *end;
+	char req[REQ_MAX], at[4096 + 8], *resp, *body, *end;
 	size_t n = 0, len;
 
 	if (!sock || !*sock)
@@ -182,7 +202,15 @@ int main(int argc, char **argv)
 	/* The request: format, command, arguments, each NUL-ended; a NUL. */
 	for (i = optind - 1; i < argc; i++) {
 		const char *w = i < optind ? (json ? "json" : "text") : argv[i];
-		size_t wl = strlen(w) + 1;
+		size_t wl;
+
+		if (i == optind + 2 && !strcmp(argv[optind], "write") &&
+		    w[0] == '@' && w[1] != '/') {
+			if (absolute_at(w, at, sizeof(at)))
+				return 2;
+			w = at;
+		}
+		wl = strlen(w) + 1;
 
 		if (wl == 1 || n + wl + 1 > sizeof(req)) {
 			fprintf(stderr, "lentoctl: %s\n", wl == 1 ?
