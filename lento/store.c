@@ -2245,8 +2245,8 @@ static int acl_mode(const uint8_t *v, size_t len, uint32_t *perm)
  * (the owning group's and named ones): one granting it all (masked), or
  * none; else others'. The mask, the owning group's entry of an ACL
  * without one, and others' entry are taken from the mode, which Linux
- * keeps equal to them (chmod rewrites them): a SETATTR of the mode does
- * not rewrite the server's copy of the ACL.
+ * keeps equal to them (chmod rewrites them; acl_chmod() here): a copy
+ * stored before that rewrite counts as the mode says.
  */
 static bool acl_may(const struct obj *o, const struct lento_rec *r,
 		    const uint8_t *v, size_t len, unsigned int want)
@@ -2281,6 +2281,65 @@ static bool acl_may(const struct obj *o, const struct lento_rec *r,
 	if (found)
 		return granted && (mask & want) == want;
 	return (o->mode & want) == want;
+}
+
+/*
+ * A chmod of an object with an access ACL rewrites the ACL's owner, mask
+ * (else owning group) and other entries to the new mode, as Linux's
+ * posix_acl_chmod does -- and logs no SETXATTR for it, so the server
+ * does it here: a client fetching the object gets the ACL its mode says.
+ * An ACL that is not one's shape is left for acl_stored_may() to report.
+ */
+static int acl_chmod(struct batch *b, const struct obj *o)
+{
+	sqlite3_stmt *st = b->s->q[Q_XATTR_GET];
+	uint8_t *v = NULL;
+	size_t len = 0;
+	bool has_mask = false;
+	long n = -1;
+	int ret;
+
+	bind_fid(st, 1, &o->fid);
+	bind_bytes(st, 4, ACL_ACCESS, strlen(ACL_ACCESS));
+	ret = row(b->s, st);
+	if (ret == 1) {
+		len = (size_t)sqlite3_column_bytes(st, 0);
+		n = acl_count(sqlite3_column_blob(st, 0), len);
+		v = n >= 0 ? malloc(len) : NULL;
+		if (v)
+			memcpy(v, sqlite3_column_blob(st, 0), len);
+	}
+	sqlite3_reset(st);
+	if (ret <= 0 || n < 0)
+		return ret < 0 ? bsql(b, ret) : 0;
+	if (!v)
+		return bfail(b, -ENOMEM, &o->fid, "no memory for its access "
+			     "ACL");
+	for (long i = 0; i < n; i++)
+		has_mask |= acl_ent(v, (size_t)i).tag == ACL_MASK;
+	for (long i = 0; i < n; i++) {
+		uint8_t *p = v + 4 + 8 * i;
+		uint16_t tag = (uint16_t)(p[0] | p[1] << 8);
+		int shift = -1;
+
+		if (tag == ACL_USER_OBJ)
+			shift = 6;
+		else if (tag == (has_mask ? ACL_MASK : ACL_GROUP_OBJ))
+			shift = 3;
+		else if (tag == ACL_OTHER)
+			shift = 0;
+		if (shift >= 0) {
+			p[2] = (uint8_t)((o->mode >> shift) & 7);
+			p[3] = 0;
+		}
+	}
+	st = b->s->q[Q_XATTR_SET];
+	bind_fid(st, 1, &o->fid);
+	bind_bytes(st, 4, ACL_ACCESS, strlen(ACL_ACCESS));
+	bind_bytes(st, 5, v, len);
+	ret = done(b->s, st);
+	free(v);
+	return ret ? bsql(b, ret) : 0;
 }
 
 /* Without an access ACL: the owner's, the group's or others' bits. */
@@ -2963,6 +3022,9 @@ static int op_setattr(struct batch *b, const struct lento_rec *r)
 		/* As chmod: the setgid bit goes if not in the group. */
 		if (r->uid && !in_groups(r, o.gid))
 			o.mode &= ~(uint32_t)S_ISGID;
+		ret = acl_chmod(b, &o);
+		if (ret)
+			return ret;
 	} else if (ids_changed && o.type != LENTO_T_DIR) {
 		/* As chown: set-id bits go. */
 		o.mode &= ~(uint32_t)S_ISUID;

@@ -311,6 +311,47 @@ static struct lento_rec *set_acl(struct tc *c, struct lento_fid o,
 	return r;
 }
 
+static int acl_cb(void *arg, const char *name, const void *value,
+		  size_t len)
+{
+	static const char *const tags[] = { [A_UOBJ] = "u", [A_USER] = "u",
+		[A_GOBJ] = "g", [A_GROUP] = "g", [A_MASK] = "m",
+		[A_OTHER] = "o" };
+	const uint8_t *v = value;
+	char *out = arg;
+
+	if (strcmp(name, "system.posix_acl_access"))
+		return 0;
+	for (size_t i = 4; i + 8 <= len; i += 8) {
+		unsigned int tag = v[i], perm = v[i + 2];
+		uint32_t id = (uint32_t)v[i + 4] | (uint32_t)v[i + 5] << 8 |
+			      (uint32_t)v[i + 6] << 16 |
+			      (uint32_t)v[i + 7] << 24;
+		char one[32];
+
+		ck_assert_uint_le(tag, A_OTHER);
+		if (id == A_NOID)
+			snprintf(one, sizeof(one), "%s%s::%u", *out ? " " : "",
+				 tags[tag], perm);
+		else
+			snprintf(one, sizeof(one), "%s%s:%u:%u",
+				 *out ? " " : "", tags[tag], id, perm);
+		strcat(out, one);
+	}
+	return 0;
+}
+
+/* @o's stored access ACL, as "u::6 u:1000:6 g::4 m::6 o::0". */
+static const char *stored_acl(struct lento_fid o)
+{
+	static char out[8 * 32];
+	struct lento_status st;
+
+	out[0] = 0;
+	ck_assert_int_eq(store_getattr(s, &o, &st, NULL, 0, acl_cb, out), 0);
+	return out;
+}
+
 /* A PRUNEXATTRS of @o keeping the NUL-terminated names in @len bytes. */
 static struct lento_rec *prune(struct tc *c, struct lento_fid o,
 			       const char *names, uint32_t len)
@@ -2344,6 +2385,33 @@ START_TEST(permissions_acl)
 	u.uid = u.gid = 1000;
 	store_data(&u, f, "data", 4, false);
 	SEND_OK(&u);
+
+	/*
+	 * chmod 0604 rewrites the stored ACL as Linux rewrites its own: the
+	 * owner's entry, the mask (the owning group's entry kept) and
+	 * others'; the named entry stays, masked to nothing now.
+	 */
+	at.valid = LENTO_A_MODE;
+	at.mode = 0604;
+	setattr(&c, f, &at);
+	SEND_OK(&c);
+	ck_assert_str_eq(stored_acl(f), "u::6 u:1000:6 g::4 m::0 o::4");
+	store_data(&u, f, "data", 4, false);
+	ck_assert_int_eq(send(&u), -EACCES);
+	/* Without a mask, the owning group's entry is the group bits. */
+	acl.e[0][1] = 6;
+	acl.e[1][0] = A_GOBJ;
+	acl.e[1][1] = 4;
+	acl.e[1][2] = A_NOID;
+	acl.e[2][0] = A_OTHER;
+	acl.e[2][1] = 4;
+	set_acl(&c, f, &acl, 3);
+	SEND_OK(&c);
+	at.mode = 0750;
+	setattr(&c, f, &at);
+	SEND_OK(&c);
+	ck_assert_uint_eq(getattr(f).attr.mode, 0750);
+	ck_assert_str_eq(stored_acl(f), "u::7 g::5 o::0");
 }
 END_TEST
 
