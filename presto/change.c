@@ -462,6 +462,35 @@ void presto_data_mark_move(struct inode *inode, struct inode *from,
 	presto_mark_put(inode->i_sb, old, 0);
 }
 
+/* @file (open for writing) is the one that writes @inode now. */
+static void presto_store_writer(struct inode *inode, struct file *file)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+	const struct cred *old;
+
+	if (likely(READ_ONCE(pi->writer_cred) == file->f_cred))
+		return;
+	get_cred(file->f_cred);
+	spin_lock(&pi->mark_lock);
+	old = pi->writer_cred;
+	pi->writer_cred = file->f_cred;
+	spin_unlock(&pi->mark_lock);
+	if (old)
+		put_cred(old);
+}
+
+/* The creds of @inode's last writer, referenced; NULL if none wrote. */
+static const struct cred *presto_store_writer_get(struct inode *inode)
+{
+	struct presto_inode *pi = PRESTO_I(inode);
+	const struct cred *cred;
+
+	spin_lock(&pi->mark_lock);
+	cred = pi->writer_cred ? get_cred(pi->writer_cred) : NULL;
+	spin_unlock(&pi->mark_lock);
+	return cred;
+}
+
 /*
  * Room for the STORE that writes through @file (open for writing) owe,
  * made by its opener.
@@ -514,6 +543,7 @@ int presto_store_begin(struct file *file, loff_t pos, struct presto_write *w)
 	err = presto_store_reserve(file);
 	if (err)
 		goto fail;
+	presto_store_writer(inode, file);
 	m = presto_data_mark(file);
 	err = PTR_ERR(m);
 	if (IS_ERR(m))
@@ -568,8 +598,9 @@ void presto_store_mapped(struct file *file, bool hold)
 
 /*
  * Log the STORE @file owes, if the content changed since the last STORE,
- * as its opener's. Unless @closing, reserve again for the writes still to
- * come.
+ * as its opener's -- or, @file open only for reading (an fsync), as the
+ * last writer's opener's. Unless @closing, reserve again for the writes
+ * still to come.
  */
 int presto_store(struct file *file, bool closing)
 {
@@ -590,10 +621,19 @@ int presto_store(struct file *file, bool closing)
 	}
 	if (pf)
 		e = xchg(&pf->store, NULL);
-	/* Owed for a change already made: past the log's limit if need be. */
-	if (!e)
+	/*
+	 * Owed for a change already made: past the log's limit if need be.
+	 * Through a read-only file (an fsync), the writer's.
+	 */
+	if (!e) {
+		const struct cred *writer = pf ? NULL :
+					    presto_store_writer_get(inode);
+
 		e = presto_kml_alloc(inode->i_sb, PRESTO_KML_STORE, 0, 0, 0,
-				     true, file->f_cred);
+				     true, writer ?: file->f_cred);
+		if (writer)
+			put_cred(writer);
+	}
 	if (IS_ERR(e))		/* the log is broken */
 		return PTR_ERR(e);
 	WRITE_ONCE(pi->stored_gen, gen);

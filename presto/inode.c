@@ -57,6 +57,7 @@ struct inode *presto_alloc_inode(struct super_block *sb)
 	spin_lock_init(&pi->mark_lock);
 	pi->data_mark = NULL;
 	pi->writers = 0;
+	pi->writer_cred = NULL;
 	pi->cb_flags = 0;
 	pi->cb_epoch = 0;
 	pi->cb_nlink = 0;
@@ -82,6 +83,8 @@ void presto_evict_inode(struct inode *inode)
 	/* The last close or unmap logged the STORE and let go of it. */
 	if (WARN_ON_ONCE(pi->data_mark || pi->writers))
 		presto_mark_put(inode->i_sb, pi->data_mark, 0);
+	if (pi->writer_cred)
+		put_cred(pi->writer_cred);
 	dput(pi->neg_lower);
 	iput(pi->lower);
 }

@@ -90,6 +90,12 @@ struct presto_inode {
 	spinlock_t mark_lock;
 	struct presto_mark *data_mark;
 	unsigned int writers;
+	/*
+	 * The opener's creds of the file that last wrote (referenced):
+	 * a STORE logged by an fsync through a file open only for reading
+	 * is theirs, not the reader's, who may not write. Under mark_lock.
+	 */
+	const struct cred *writer_cred;
 	/* Kernel callbacks (callback.c); under vfs_inode.i_lock. */
 	u32 cb_flags;			/* PRESTO_CB_* */
 	u64 cb_epoch;			/* they count in; 0: none */

@@ -583,6 +583,40 @@ def store_carries_the_openers_creds(s0):
 
 
 @case
+def readers_fsync_logs_the_writers_store(s0):
+    """fsync through a file open only for reading (coreutils' sync FILE)
+    logs the STORE a writer owes as the writer's: the reader, who may
+    not write the file, made none of it."""
+    d = shared_dir()
+    a, b = socket.socketpair()
+    s1 = last_seq()
+
+    def user_writes():      # and hands the open file to root, who keeps it
+        fd = os.open(f"{d}/f", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"written")
+        socket.send_fds(a, [b"f"], [fd])
+        os.close(fd)
+    as_user(user_writes)
+    _, (fd,), _, _ = socket.recv_fds(b, 1, 1)
+
+    def reader_syncs():
+        r = os.open(f"{d}/f", os.O_RDONLY)
+        os.fsync(r)
+        os.close(r)
+    as_user(reader_syncs, uid=1001, gid=1001, groups=())
+    recs = records_after(s1)
+    check(ops(recs) == ["CREATE", "STORE"], ops(recs))
+    for r in recs:
+        check(by(r, 1000, 1000, [2001, 2002], []), r)
+    check(recs[1]["attr"]["size"] == 7, recs[1])
+    os.close(fd)        # nothing written since: no second STORE
+    a.close()
+    b.close()
+    check(ops(records_after(s1)) == ["CREATE", "STORE"],
+          ops(records_after(s1)))
+
+
+@case
 def tmpfile_xattrs_carry_the_callers_creds(s0):
     """An O_TMPFILE's xattrs are read under presto's own creds when it is
     linked in; their records are still the caller's."""
