@@ -459,9 +459,15 @@ struct op_body {
 	char *text;		/* or the bytes themselves */
 	uint64_t len;		/* bytes of the source */
 	uint64_t size;		/* the body's size: len, cut or stretched */
-	/* A new size: the object, and the version, it was made from. */
+	/*
+	 * A new size: the object, the version and the cache's file (inode,
+	 * ctime: a local write moves them, not the version) it was made
+	 * from.
+	 */
 	struct lento_fid fid;
 	struct lento_vv vv;
+	ino_t ino;
+	struct timespec ctime;
 	bool ready;		/* made, or failed (err) */
 	int err;
 	char tmp[CACHE_PATH_MAX];	/* "" once installed or removed */
@@ -848,15 +854,34 @@ static int resize_body_start(struct op *op, const struct resolved *res,
 	if (rc == OP_WAIT) {
 		op->body->fid = res->obj.fid;
 		op->body->vv = res->obj.vv;
+		op->body->ino = sb.st_ino;
+		op->body->ctime = sb.st_ctim;
 	}
 	return rc;
 }
 
-/* Whether the op's body was made from @o as it is now. */
-static bool body_of(const struct op *op, const struct cache_obj *o)
+/*
+ * Whether the op's body was made from @res's object as it is now: its
+ * version, and its file in the cache not written nor replaced since.
+ */
+static bool body_of(const struct op *op, const struct resolved *res)
 {
-	return op->body && lento_fid_eq(&op->body->fid, &o->fid) &&
-	       lento_vv_eq(&op->body->vv, &o->vv);
+	const struct op_body *b = op->body;
+	struct stat sb;
+	bool same;
+	int fd;
+
+	if (!b || !lento_fid_eq(&b->fid, &res->obj.fid) ||
+	    !lento_vv_eq(&b->vv, &res->obj.vv))
+		return false;
+	fd = cache_open_obj(op->cl->cache, res->path, O_PATH, 0);
+	if (fd < 0)
+		return false;
+	same = !fstat(fd, &sb) && sb.st_ino == b->ino &&
+	       sb.st_ctim.tv_sec == b->ctime.tv_sec &&
+	       sb.st_ctim.tv_nsec == b->ctime.tv_nsec;
+	close(fd);
+	return same;
 }
 
 /* @o's attributes as @a sets them; @r's record of it. */
@@ -925,7 +950,7 @@ static int setattr_step(struct op *op)
 		       op_need(op, J_FETCH, 0, &o->fid, NULL) :
 		       fail(op, -ENOTCONN, "%s: not cached", op->argv[0]);
 	/* Made again if the object moved on while it was being made. */
-	if ((a.valid & LENTO_A_SIZE) && !body_of(op, o))
+	if ((a.valid & LENTO_A_SIZE) && !body_of(op, &res))
 		return resize_body_start(op, &res, a.size);
 	err = (a.valid & LENTO_A_SIZE) ? body_ready(op, op->argv[0]) : 0;
 	if (err)

@@ -304,8 +304,11 @@ static int on_hello_reply(struct conn *c, const struct lp_frame *f,
 	c->last_error[0] = 0;
 	c->pinged_ms = lo_now_ms();
 	err = c->ops->up(c->arg, &r);
-	if (err)
+	if (err) {
+		/* Never ready after all: an attempt that failed (failing). */
+		c->state = CONN_HANDSHAKE;
 		drop(c, err, "the client refused the handshake");
+	}
 	return 0;
 }
 
