@@ -78,7 +78,10 @@ suite() {
 	else
 		[ "$f" != 0 ] || FAILED=$((FAILED + 1))
 		echo "not ok - $name ($line, exit $rc) [$(_took)]"
-		grep '^not ok' "$LOGDIR/$name.log" | sed 's/^/  | /'
+		# Each failure with the reasons it gives under it ("  # ").
+		awk '/^not ok/ { n = 12; print; next }
+		     n && /^  # / { n--; print; next } { n = 0 }' \
+			"$LOGDIR/$name.log" | sed 's/^/  | /'
 	fi
 }
 
