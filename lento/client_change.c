@@ -437,19 +437,17 @@ int cmd_symlink(struct ctl_req *r, void *ctx, int argc, char **argv)
 	return op_start(ctx, r, argc, argv, symlink_step);
 }
 
-/* ---------------------------------------------------------------- write */
-
 /* ------------------------------------------------------------- bodies */
 
 /*
- * Bodies. A change's new content -- a write's bytes, a file cut or stretched to
- * a new size -- goes into a synced temporary file on the worker's thread
- * (worker.h): copying and syncing a large file takes seconds on a busy
- * disk, and meanwhile the loop answers the kernel's upcalls and the
- * server's heartbeats (a server takes a client silent for three of them
- * for gone). The op waits for its body and owns it; an op that goes
- * first (its asker gone, lento stopping) leaves the job to remove the
- * file when it is done.
+ * Bodies. A change's new content -- a write's bytes, a file cut or
+ * stretched to a new size -- goes into a synced temporary file on the
+ * worker's thread (worker.h): copying and syncing a large file takes
+ * seconds on a busy disk, and meanwhile the loop answers the kernel's
+ * upcalls and the server's heartbeats (a server takes a client silent
+ * for three of them for gone). The op waits for its body and owns it;
+ * an op that goes first (its asker gone, lento stopping) leaves the job
+ * to remove the file when it is done.
  */
 struct op_body {
 	struct wk_job wk;	/* first: the job is the body */

@@ -2303,11 +2303,13 @@ static int acl_chmod(struct batch *b, const struct obj *o)
 	bind_bytes(st, 4, ACL_ACCESS, strlen(ACL_ACCESS));
 	ret = row(b->s, st);
 	if (ret == 1) {
+		const void *stored = sqlite3_column_blob(st, 0);
+
 		len = (size_t)sqlite3_column_bytes(st, 0);
-		n = acl_count(sqlite3_column_blob(st, 0), len);
+		n = acl_count(stored, len);
 		v = n >= 0 ? malloc(len) : NULL;
 		if (v)
-			memcpy(v, sqlite3_column_blob(st, 0), len);
+			memcpy(v, stored, len);
 	}
 	sqlite3_reset(st);
 	if (ret <= 0 || n < 0)
@@ -2318,8 +2320,8 @@ static int acl_chmod(struct batch *b, const struct obj *o)
 	for (long i = 0; i < n; i++)
 		has_mask |= acl_ent(v, (size_t)i).tag == ACL_MASK;
 	for (long i = 0; i < n; i++) {
-		uint8_t *p = v + 4 + 8 * i;
-		uint16_t tag = (uint16_t)(p[0] | p[1] << 8);
+		uint8_t *p = v + 4 + 8 * i;	/* its perm at p[2], a u16 */
+		uint16_t tag = acl_ent(v, (size_t)i).tag;
 		int shift = -1;
 
 		if (tag == ACL_USER_OBJ)
