@@ -529,25 +529,32 @@ def records_carry_the_callers_groups(s0):
         check(by(r, 0, 0, []), r)
 
 
-@case
-def store_carries_the_openers_creds(s0):
-    """A STORE is the opener's, whoever writes and whoever closes."""
-    d = shared_dir()
+def written_by_user(path, data):
+    """@path made and written with @data by the user (as_user's), its
+    file still open for writing and handed to root: the descriptor."""
     a, b = socket.socketpair()
-    s1 = last_seq()
 
-    def user_opens_and_writes():    # then hands the file to root
-        fd = os.open(f"{d}/f", os.O_CREAT | os.O_WRONLY, 0o644)
-        os.write(fd, b"x")
+    def user_opens_and_writes():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, data)
         socket.send_fds(a, [b"f"], [fd])
         os.close(fd)
     as_user(user_opens_and_writes)
     _, (fd,), _, _ = socket.recv_fds(b, 1, 1)
+    a.close()
+    b.close()
+    return fd
+
+
+@case
+def store_carries_the_openers_creds(s0):
+    """A STORE is the opener's, whoever writes and whoever closes."""
+    d = shared_dir()
+    s1 = last_seq()
+    fd = written_by_user(f"{d}/f", b"x")
     os.write(fd, b"y")
     check(ops(records_after(s1)) == ["CREATE"], "no STORE before the close")
     os.close(fd)        # root closes the last copy: the STORE is logged
-    a.close()
-    b.close()
     recs = records_after(s1)
     check(ops(recs) == ["CREATE", "STORE"], ops(recs))
     for r in recs:
@@ -588,16 +595,8 @@ def readers_fsync_logs_the_writers_store(s0):
     logs the STORE a writer owes as the writer's: the reader, who may
     not write the file, made none of it."""
     d = shared_dir()
-    a, b = socket.socketpair()
     s1 = last_seq()
-
-    def user_writes():      # and hands the open file to root, who keeps it
-        fd = os.open(f"{d}/f", os.O_CREAT | os.O_WRONLY, 0o644)
-        os.write(fd, b"written")
-        socket.send_fds(a, [b"f"], [fd])
-        os.close(fd)
-    as_user(user_writes)
-    _, (fd,), _, _ = socket.recv_fds(b, 1, 1)
+    fd = written_by_user(f"{d}/f", b"written")      # root keeps it open
 
     def reader_syncs():
         r = os.open(f"{d}/f", os.O_RDONLY)
@@ -610,8 +609,6 @@ def readers_fsync_logs_the_writers_store(s0):
         check(by(r, 1000, 1000, [2001, 2002], []), r)
     check(recs[1]["attr"]["size"] == 7, recs[1])
     os.close(fd)        # nothing written since: no second STORE
-    a.close()
-    b.close()
     check(ops(records_after(s1)) == ["CREATE", "STORE"],
           ops(records_after(s1)))
 
