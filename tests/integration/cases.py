@@ -8,11 +8,13 @@
 
     sys.exit(cases.finish())
 
-Each case prints "ok - NAME" or "not ok - NAME" with its traceback, and
-finish() prints the closing line "N passed, N failed" that the suite
+Each case prints "ok - NAME (T s)" or "not ok - NAME (T s)" with its
+traceback; T is how long it took, setup and cleanup included. finish()
+prints the closing line "N passed, N failed" that the suite
 (tests/integration/lib.sh) reads, and returns the exit status.
 """
 import sys
+import time
 import traceback
 
 
@@ -28,6 +30,7 @@ class Cases:
         self.passed = self.failed = 0
 
     def __call__(self, fn):
+        t0 = time.monotonic()
         try:
             arg = self.before() if self.before else None
             if arg is None:
@@ -35,10 +38,10 @@ class Cases:
             else:
                 fn(arg)
             self.passed += 1
-            print(f"ok - {fn.__name__}")
+            print(f"ok - {fn.__name__} ({time.monotonic() - t0:.1f} s)")
         except Exception:
             self.failed += 1
-            print(f"not ok - {fn.__name__}")
+            print(f"not ok - {fn.__name__} ({time.monotonic() - t0:.1f} s)")
             for line in traceback.format_exc().splitlines():
                 print("  | " + line)
         finally:
