@@ -619,6 +619,7 @@ static int on_push(void *arg, const struct lp_frame *f, const char **why)
 	if (f->type == LP_BREAK) {
 		if (lp_decode_fid(f, &fid, why))
 			return -EBADMSG;
+		cl->st.breaks++;
 		jobs_break_fid(cl, &fid);
 		/* Not in the cache (any more) is fine: nothing to break. */
 		if (!cache_obj_get(cl->cache, &fid, &o, NULL, 0) && o.valid)
@@ -637,6 +638,7 @@ static int on_push(void *arg, const struct lp_frame *f, const char **why)
 	if (f->type == LP_BREAK_VOLUME) {
 		/* No per-object break comes after this one: revalidate. */
 		v->validated = false;
+		cl->st.volume_breaks++;
 		jobs_break_volume(cl, volume);
 		kclient_break_volume(cl, v);
 		log_debug("volume %s: every callback broken", v->cv.name);
@@ -949,6 +951,9 @@ static int cmd_cache(struct ctl_req *r, void *ctx, int argc, char **argv)
 	kv_uint(w, "fetches", cl->st.fetches);
 	kv_uint(w, "fetched_bytes", cl->st.fetched_bytes);
 	kv_uint(w, "listings", cl->st.listings);
+	kv_uint(w, "listing_steps", cl->st.listing_steps);
+	kv_uint(w, "breaks", cl->st.breaks);
+	kv_uint(w, "volume_breaks", cl->st.volume_breaks);
 	kv_uint(w, "evictions", cl->st.evictions);
 	kv_uint(w, "xattrs_skipped", cl->st.xattrs_skipped);
 	kv_uint(w, "size_counts", cl->st.size_counts);

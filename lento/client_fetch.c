@@ -10,7 +10,9 @@
  * files as sparse placeholders of their size until their content is
  * fetched) and removes what went. Entries and objects with local changes
  * not yet reintegrated (dirty) are left as they are: the log wins locally
- * until the server has taken it or refused it.
+ * until the server has taken it or refused it; in a complete directory
+ * changed here, so do its names (listing_begin()). A big listing is
+ * applied in steps, the loop turning between them (listing_step()).
  *
  * A body arrives in DATA chunks, each written through the ring as it
  * comes and held in memory only until written; past FETCH_MEM_MAX of
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client_int.h"
@@ -141,11 +144,16 @@ void job_end(struct job *j, int err)
 	job_free_if_idle(j);
 }
 
+static void listing_heard_break(struct job *j, const struct lento_fid *fid);
+
 void jobs_break_fid(struct client *cl, const struct lento_fid *fid)
 {
-	for (struct job *j = cl->jobs; j; j = j->next)
+	for (struct job *j = cl->jobs; j; j = j->next) {
 		if (lento_fid_eq(&j->fid, fid))
 			j->broken = true;
+		else if (j->kind == J_READDIR && j->volume == fid->volume)
+			listing_heard_break(j, fid);
+	}
 }
 
 void jobs_break_volume(struct client *cl, uint32_t volume)
@@ -522,7 +530,46 @@ struct listing {
 	struct lp_list dir_xattrs;
 	uint32_t dir_nxattr;
 	uint32_t skipped;	/* xattrs the cache could not take */
+	uint32_t next;		/* entries applied so far (listing_step) */
+	/*
+	 * Objects broken since the reply, while the listing is applied in
+	 * steps: the listing's status of them is older than that news.
+	 */
+	struct lento_fid *broken;
+	size_t nbroken, capbroken;
+	uint32_t steps;		/* committed before the one under way */
+	bool keep_names;	/* the directory's names are the log's */
 };
+
+/* A BREAK of @fid, heard between two steps of listing job @j. */
+static void listing_heard_break(struct job *j, const struct lento_fid *fid)
+{
+	struct listing *li = j->priv;
+
+	if (!li || !li->next || j->done)
+		return;		/* not applying yet: nothing older to fear */
+	if (li->nbroken == li->capbroken) {
+		size_t cap = li->capbroken ? 2 * li->capbroken : 16;
+		struct lento_fid *p = realloc(li->broken, cap * sizeof(*p));
+
+		if (!p) {	/* then every entry from here on */
+			j->broken = true;
+			return;
+		}
+		li->broken = p;
+		li->capbroken = cap;
+	}
+	li->broken[li->nbroken++] = *fid;
+}
+
+static bool listing_was_broken(const struct listing *li,
+			       const struct lento_fid *fid)
+{
+	for (size_t i = 0; i < li->nbroken; i++)
+		if (lento_fid_eq(&li->broken[i], fid))
+			return true;
+	return false;
+}
 
 static void listing_free(struct job *j)
 {
@@ -536,6 +583,7 @@ static void listing_free(struct job *j)
 	free(li->targets);
 	free(li->e);
 	free(li->ev);
+	free(li->broken);
 	free(li);
 }
 
@@ -849,6 +897,9 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		    lento_vv_eq(&old.vv, &e->de.st.vv);
 	int fd = -1, err;
 
+	if (li->keep_names && !same_name)
+		return 0;	/* the log's names (listing_begin()) */
+
 	/*
 	 * The name is another object's here, one with changes not yet
 	 * reintegrated (under it, for a directory): it keeps the name
@@ -869,12 +920,18 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 					    PRESTO_EV_CREATE);
 	if (err)
 		return err;
-	if (have && old.dirty)
+	/*
+	 * Changed here, or newer here than the listing: news that came
+	 * after it (between two of its steps) -- a reintegration's answer,
+	 * a fetched body -- is not undone by it.
+	 */
+	if (have && (old.dirty ||
+		     lento_vv_cmp(&old.vv, &e->de.st.vv) == LENTO_VV_AFTER))
 		return same_name ? 0 :
 		       cache_dirent_put(cl->cache, dir, e->de.name,
 					&e->de.st.fid);
 	obj_from_status(&o, &e->de.st);
-	o.valid = !j->broken;
+	o.valid = !j->broken && !listing_was_broken(li, &o.fid);
 	/* Symlinks, fifos, sockets and devices are complete as made. */
 	o.data = (same && old.data) || (o.type != LENTO_T_REG &&
 					o.type != LENTO_T_DIR);
@@ -996,25 +1053,22 @@ static int listing_types(struct client *cl, const struct listing *li)
 	return err;
 }
 
-static int listing_apply(struct job *j)
+/*
+ * The first step of applying a listing: the checks, the directory's
+ * own status, the names that went. 0 or -errno.
+ */
+static int listing_begin(struct job *j, const struct cache_obj *d,
+			 const char *dirpath)
 {
 	struct listing *li = j->priv;
 	struct client *cl = j->cl;
-	char dirpath[CACHE_PATH_MAX];
 	struct old_list ol = { 0 };
-	struct cache_obj d, nd = { 0 };
+	struct cache_obj nd = { 0 };
 	struct cache_xattr x[LENTO_XATTRS_MAX];
 	struct cache_xattrs xa;
 	struct cache_at at = listing_at(cl, &j->fid);
-	int err;
+	int err = listing_sort(li);
 
-	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
-	if (err || d.dirty)	/* gone, or changed here meanwhile */
-		return err == -ENOENT ? 0 : err;
-	err = cache_path(cl->cache, &j->fid, dirpath, sizeof(dirpath));
-	if (err == -ENOENT)
-		return 0;	/* not reachable any more */
-	err = err ?: listing_sort(li);
 	err = err ?: listing_types(cl, li);
 	if (err == -EBADMSG)
 		log_err("volume %" PRIu32 ": the server listed a directory with "
@@ -1023,32 +1077,113 @@ static int listing_apply(struct job *j)
 	if (err)
 		return err;
 	/* A first listing is no news: the names were there all along. */
-	li->tell = d.data;
+	li->tell = d->data;
+	/*
+	 * Changed here, its own status is the log's until reintegrated.
+	 * Complete, its names are the log's too: the listing refreshes the
+	 * status of the entries the cache has under the same names, and no
+	 * more -- a name removed here is not brought back, one made here is
+	 * not dropped. Never complete, it has no name changed here (a name
+	 * changes after a lookup, which needs the listing): it goes in whole.
+	 */
+	li->keep_names = d->dirty && d->data;
+	if (!d->dirty) {
+		obj_from_status(&nd, &li->dir);
+		/* Kept if there, if it is this directory; xattrs by inode. */
+		err = xattrs_decode(li, li->dir_xattrs, li->dir_nxattr, x,
+				    &xa);
+		err = err ?: cache_placeholder_fd(cl->cache, dirpath, &nd,
+						  NULL, &xa, &at, NULL);
+	}
+	if (!li->keep_names)
+		err = err ?: cache_readdir(cl->cache, &j->fid, collect_old,
+					   &ol);
+	for (size_t i = 0; !err && i < ol.n; i++)
+		if (!listed(li, &ol.e[i]))
+			err = drop_entry(cl, li, dirpath, &j->fid, &ol.e[i]);
+	free(ol.e);
+	/* Complete again once every entry is in (listing_step). */
+	if (!err && d->data && !li->keep_names)
+		err = cache_obj_set_state(cl->cache, &j->fid, d->valid, false);
+	return err;
+}
+
+/*
+ * Apply the listing's next entries, for about a step of the loop
+ * (LO_STEP_MS): a directory of 100,000 entries takes seconds, or tens
+ * of them on a slow disk, and meanwhile the loop answers the server's
+ * heartbeats and presto's upcalls. Each step is a transaction of its
+ * own; the directory is complete (data) from the last one on, and until
+ * then lookups in it ask for its listing, and join this job. 1: more to
+ * do, 0 done, -errno.
+ */
+static int listing_step(struct job *j)
+{
+	struct listing *li = j->priv;
+	struct client *cl = j->cl;
+	char dirpath[CACHE_PATH_MAX];
+	struct cache_obj d, nd = { 0 };
+	uint64_t t0 = lo_now_ms();
+	int err;
+
+	/*
+	 * Gone. Changed here, before the listing or between two of its
+	 * steps, it is applied as listing_begin() says; take_entry() leaves
+	 * what changed here alone.
+	 */
+	err = cache_obj_get(cl->cache, &j->fid, &d, NULL, 0);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	err = cache_path(cl->cache, &j->fid, dirpath, sizeof(dirpath));
+	if (err == -ENOENT)
+		return 0;	/* not reachable any more */
+	if (!err && !li->next)
+		err = listing_begin(j, &d, dirpath);
+	if (err)
+		return err;
+	/* Every new name is in this directory: one fsync of it a step. */
+	cache_defer_dirsync(cl->cache, true);
+	while (!err && li->next < li->n) {
+		uint32_t i = li->next++;
+
+		err = take_entry(cl, j, dirpath, &j->fid, &li->e[i],
+				 li->targets[i]);
+		if (!(i % 16)) {
+			kclient_progress(cl);	/* presto waits on this */
+			if (lo_now_ms() - t0 >= LO_STEP_MS ||
+			    fault_armed("listing-paused"))
+				break;
+		}
+	}
+	cache_defer_dirsync(cl->cache, false);
+	err = err ?: cache_sync_dir(cl->cache, dirpath);
+	if (err)
+		return err;
+	if (li->next < li->n) {
+		/*
+		 * presto's lookups in it come to lento until it is complete,
+		 * and join this job: not answered from a half-applied tree.
+		 */
+		if (!li->steps++)
+			kclient_clear_flags(cl, j->fid.volume, dirpath);
+		return 1;
+	}
+	/*
+	 * Changed here meanwhile: its row is the log's, complete now. Or
+	 * newer than the listing (this client's change reintegrated between
+	 * two steps): its status stands, a break since it was had counts.
+	 */
+	if (d.dirty)
+		return cache_obj_set_state(cl->cache, &j->fid, !j->broken,
+					   true);
+	if (lento_vv_cmp(&d.vv, &li->dir.vv) == LENTO_VV_AFTER)
+		return cache_obj_set_state(cl->cache, &j->fid,
+					   d.valid && !j->broken, true);
 	obj_from_status(&nd, &li->dir);
 	nd.valid = !j->broken;
 	nd.data = true;
 	nd.used_ms = wall_ms();
-	/* Kept if there, if it is this directory; its xattrs by its inode. */
-	err = err ?: xattrs_decode(li, li->dir_xattrs, li->dir_nxattr, x, &xa);
-	err = err ?: cache_placeholder_fd(cl->cache, dirpath, &nd, NULL, &xa,
-					  &at, NULL);
-	err = err ?: cache_readdir(cl->cache, &j->fid, collect_old, &ol);
-	for (size_t i = 0; !err && i < ol.n; i++)
-		if (!listed(li, &ol.e[i]))
-			err = drop_entry(cl, li, dirpath, &j->fid, &ol.e[i]);
-	/* Every new name is in this directory: one fsync of it at the end. */
-	cache_defer_dirsync(cl->cache, true);
-	for (uint32_t i = 0; !err && i < li->n; i++) {
-		err = take_entry(cl, j, dirpath, &j->fid, &li->e[i],
-				 li->targets[i]);
-		if (!(i % 16))
-			kclient_progress(cl);	/* presto waits on this */
-	}
-	cache_defer_dirsync(cl->cache, false);
-	err = err ?: cache_sync_dir(cl->cache, dirpath);
-	err = err ?: cache_obj_put(cl->cache, &nd, NULL, 0);
-	free(ol.e);
-	return err;
+	return cache_obj_put(cl->cache, &nd, NULL, 0);
 }
 
 static int listing_add(struct listing *li, const struct lp_dirent *d)
@@ -1116,12 +1251,12 @@ static int readdir_frame(struct job *j, const struct lp_frame *f,
 	return err;
 }
 
+static void listing_next(struct job *j, int err);
+
 static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 			 const char **why)
 {
 	struct job *j = arg;
-	struct client *cl = j->cl;
-	struct listing *li = j->priv;
 
 	reply_over(j, f, err);
 	if (err)
@@ -1137,16 +1272,49 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 		return err;
 	if (!err && (f->flags & LP_F_MORE))
 		return 0;
-	if (!err) {
-		err = cache_begin(cl->cache);
-		err = err ?: listing_apply(j);
-		err = err ?: cache_commit(cl->cache);
-		if (err)
-			cache_rollback(cl->cache);
+	listing_next(j, err);
+	return 0;
+}
+
+static void listing_later(void *arg, int res);
+
+/* A step in a transaction of its own: 1 more to do, 0 done, -errno. */
+static int listing_turn(struct job *j)
+{
+	struct cache *c = j->cl->cache;
+	int rc = cache_begin(c), e;
+
+	rc = rc ?: listing_step(j);
+	e = rc < 0 ? rc : cache_commit(c);
+	if (e)
+		cache_rollback(c);
+	return e ?: rc;
+}
+
+/*
+ * A step of applying the listing (@err: the reply failed), then the
+ * next after a turn of the loop, or the job's end.
+ */
+static void listing_next(struct job *j, int err)
+{
+	struct client *cl = j->cl;
+	struct listing *li = j->priv;
+
+	err = err ?: listing_turn(j);
+	if (err == 1 && !lo_later(cl->loop, listing_later, j)) {
+		j->io++;
+		cl->st.listing_steps++;
+		return;
 	}
+	/* No room on the ring for the turn: the rest at once. */
+	while (err == 1)
+		err = listing_turn(j);
 	if (err) {
 		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
 			err == -ESTALE ? STALE_SAID : cache_strerror(err));
+		/* Steps committed before the failure changed names. */
+		if (li->steps)
+			kclient_notify(cl, &j->fid, li->ev, li->nev);
 	} else {
 		cl->st.listings++;
 		kclient_notify(cl, &j->fid, li->ev, li->nev);
@@ -1158,7 +1326,25 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 			FIDARG(&j->fid), li->skipped);
 	}
 	job_end(j, err);
-	return 0;
+}
+
+static void listing_later(void *arg, int res)
+{
+	struct job *j = arg;
+	const struct timespec nap = { 0, 20 * 1000000L };
+
+	j->io--;
+	if (j->done)		/* ended meanwhile (lento stopping) */
+		return job_free_if_idle(j);
+	/* A test's window between two steps: the loop turns on meanwhile. */
+	if (!res && fault_armed("listing-paused")) {
+		nanosleep(&nap, NULL);
+		if (!lo_later(j->cl->loop, listing_later, j)) {
+			j->io++;
+			return;
+		}
+	}
+	listing_next(j, res);
 }
 
 static int readdir_start(struct job *j)
@@ -2123,6 +2309,17 @@ static int stat_step(struct op *op)
 
 	if (err)
 		return err;
+	/*
+	 * Changed at the server since (its callback broken): its status
+	 * comes again with its directory's listing, as for presto's
+	 * FETCH_ATTR; once (a listing of a directory changed here may not
+	 * have it). A root's came with its own.
+	 */
+	if (!res.obj.valid && !res.obj.dirty && res.name[0] &&
+	    connected(op->cl) && !op->relisted) {
+		op->relisted = true;
+		return op_need(op, J_READDIR, 0, &res.parent, NULL);
+	}
 	if (ctl_json(op->r)) {
 		status_json(w, res.name[0] ? res.name : res.vol->cv.name,
 			    &res.obj);

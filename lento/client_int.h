@@ -171,12 +171,16 @@ struct op {
 	uint16_t ngroups;
 	uint8_t groups[4 * LENTO_GROUPS_MAX];
 	bool kml_synced;	/* sync: presto's journals asked (KML_SYNC) */
+	/* An object's parent listed again for its status (stat). */
+	bool relisted;
 	int64_t started_ms;	/* wall clock */
 };
 
 struct client_stats {
 	uint64_t hits, misses, fetches, fetched_bytes, evictions;
 	uint64_t listings;
+	uint64_t listing_steps;		/* turns a listing's apply yielded */
+	uint64_t breaks, volume_breaks;	/* callback breaks heard */
 	uint64_t xattrs_skipped;	/* the cache could not take them */
 	uint64_t size_counts;		/* evict_check()'s scans of the cache */
 	/* Chunks of bodies in memory at most, and the input held for them. */

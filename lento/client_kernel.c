@@ -72,6 +72,7 @@ struct upcall {
 	uint32_t flags;		/* what the answer sets */
 	bool wait_kml;		/* for the journal to be consumed */
 	bool wait_vol;		/* for the volume's permit to settle */
+	bool relisted;		/* FETCH_ATTR: the parent listed again */
 };
 
 #define BUSY_MS		10000		/* not asked again for this long */
@@ -736,15 +737,19 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 	uint64_t epoch = 0;
 	int fd, err;
 
-	if (!o->valid && !o->dirty) {
+	if (!o->valid && !o->dirty && !uc->relisted) {
 		if (!connected(cl))
 			return -ENOTCONN;
-		/* Its status comes with its directory's listing. */
+		/*
+		 * Its status comes with its directory's listing; once (the
+		 * listing of a directory changed here may not have it).
+		 */
 		err = cache_name_of(cl->cache, &o->fid, &dir, name);
 		if (err == -ENOENT)
 			dir = o->fid;	/* a root */
 		else if (err)
 			return err;
+		uc->relisted = true;
 		return uc_need(uc, J_READDIR, 0, &dir, NULL);
 	}
 	/* The object presto asked about, not another under its name. */
@@ -759,8 +764,9 @@ static int fill_attr(struct upcall *uc, const struct cache_obj *o,
 		flags &= PRESTO_CB_DATA;
 	else
 		flags = 0;
-	uc->flags = PRESTO_CB_ATTR;
-	flags |= PRESTO_CB_ATTR;
+	/* Not current (yet): presto asks again next time. */
+	uc->flags = o->valid || o->dirty ? PRESTO_CB_ATTR : 0;
+	flags |= uc->flags;
 	err = flags_write_fd(fd, flags, nlink_of(o, flags), uc->fs->epoch);
 out:
 	close(fd);

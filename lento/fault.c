@@ -19,7 +19,7 @@ static void look(void)
 }
 
 /* From any thread: the worker's jobs have points too. */
-bool fault_at(const char *point)
+bool fault_armed(const char *point)
 {
 	char armed[64];
 	ssize_t n;
@@ -37,9 +37,13 @@ bool fault_at(const char *point)
 		return false;
 	armed[n] = 0;
 	armed[strcspn(armed, "\n")] = 0;
-	if (strcmp(armed, point))
-		return false;
-	return unlink(file) == 0;	/* once: a race lost is not ours */
+	return !strcmp(armed, point);
+}
+
+bool fault_at(const char *point)
+{
+	/* Once: a race lost to another taker is not ours. */
+	return fault_armed(point) && unlink(file) == 0;
 }
 
 void fault_hold(const char *point, unsigned int ms)

@@ -23,5 +23,11 @@ bool fault_at(const char *point);
  */
 #define FAULT_HOLD_MS	500
 void fault_hold(const char *point, unsigned int ms);
+/*
+ * True while @point is armed, which it stays until the test disarms it:
+ * for a window held open as long as a test needs (the caller waits
+ * between looks without holding anything up).
+ */
+bool fault_armed(const char *point);
 
 #endif /* LENTO_FAULT_H */

@@ -120,6 +120,7 @@ struct lo_file {
 	struct lo_file *prev, *next;	/* loop->files */
 	int fd;
 	bool fsync;
+	bool nop;			/* lo_later(): a turn of the loop */
 	uint8_t *rbuf;			/* a read's: one read, not continued */
 	const uint8_t *buf;
 	size_t len, done;
@@ -1119,7 +1120,9 @@ static int lo_file_arm(struct lo_loop *loop, struct lo_file *f)
 
 	if (!sqe)
 		return -EAGAIN;
-	if (f->fsync)
+	if (f->nop)
+		io_uring_prep_nop(sqe);
+	else if (f->fsync)
 		io_uring_prep_fsync(sqe, f->fd, 0);
 	else if (f->rbuf)
 		io_uring_prep_read(sqe, f->fd, f->rbuf, (unsigned int)f->len,
@@ -1182,9 +1185,33 @@ int lo_file_read(struct lo_loop *loop, int fd, void *buf, size_t len,
 	return lo_file_add(loop, fd, false, buf, NULL, len, off, fn, arg);
 }
 
+int lo_later(struct lo_loop *loop, lo_file_fn fn, void *arg)
+{
+	struct lo_file *f = calloc(1, sizeof(*f));
+	int err;
+
+	if (!f)
+		return -ENOMEM;
+	f->op.kind = K_FILE;
+	f->fd = -1;
+	f->nop = true;
+	f->fn = fn;
+	f->arg = arg;
+	err = lo_file_arm(loop, f);
+	if (err) {
+		free(f);
+		return err;
+	}
+	f->next = loop->files;
+	if (loop->files)
+		loop->files->prev = f;
+	loop->files = f;
+	return 0;
+}
+
 static void lo_file_done(struct lo_loop *loop, struct lo_file *f, int res)
 {
-	if (f->rbuf) {
+	if (f->rbuf || f->nop) {
 		/* A read says how much it read: the owner reads on. */
 		lo_file_unlink(loop, f);
 		f->fn(f->arg, res);

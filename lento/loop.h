@@ -215,6 +215,14 @@ int lo_file_read(struct lo_loop *loop, int fd, void *buf, size_t len,
 		 uint64_t off, lo_file_fn fn, void *arg);
 
 /*
+ * @fn(@arg, 0) after a turn of the loop (a NOP through the ring): what
+ * completed meanwhile -- input, timers -- is handled first. For long work
+ * done in steps. Freed with the loop first: @fn(@arg, -ECANCELED). 0 or
+ * -errno (@fn is not called).
+ */
+int lo_later(struct lo_loop *loop, lo_file_fn fn, void *arg);
+
+/*
  * Watch @fd for input: @fn runs from the loop each time it is readable
  * (@res 0), or with -errno if the poll failed (-EAGAIN: the ring was
  * full and the watch stopped; the owner starts a new one). The owner
