@@ -603,6 +603,11 @@ static void on_down(void *arg, int err, const char *why)
 		v->validated = false;
 		v->acquiring = v->renewing = v->releasing = false;
 	}
+	/*
+	 * What a reply applied from now on says (a listing's later steps)
+	 * is not promised any more: no BREAK would follow it.
+	 */
+	jobs_break_all(cl);
 	reint_conn_down(cl);
 	/* Syncs learn that they cannot finish now. */
 	op_wake_reint(cl);

@@ -38,6 +38,7 @@
 #include "client_kernel.h"
 #include "cml.h"
 #include "fault.h"
+#include "fidset.h"
 #include "log.h"
 #include "presto_genl.h"
 #include "vv.h"
@@ -161,6 +162,12 @@ void jobs_break_volume(struct client *cl, uint32_t volume)
 	for (struct job *j = cl->jobs; j; j = j->next)
 		if (j->volume == volume)
 			j->broken = true;
+}
+
+void jobs_break_all(struct client *cl)
+{
+	for (struct job *j = cl->jobs; j; j = j->next)
+		j->broken = true;
 }
 
 void jobs_free(struct client *cl)
@@ -395,9 +402,14 @@ static int validate_reply(void *arg, const struct lp_frame *f, int err,
 			valid = false;
 		changed += !valid;
 		err = cache_obj_set_state(cl->cache, &o.fid, valid, o.data);
-		/* presto's flags of it go too: the epoch may stay. */
-		if (!err && !valid)
+		/*
+		 * presto's flags of it go too (the epoch may stay), and a
+		 * listing under way learns it.
+		 */
+		if (!err && !valid) {
 			kclient_break_fid(cl, &o.fid);
+			jobs_break_fid(cl, &o.fid);
+		}
 	}
 	err = err ?: cache_commit(cl->cache);
 	if (err) {
@@ -518,9 +530,10 @@ static int validate_start(struct job *j)
 struct listing {
 	struct lento_status dir;
 	uint32_t total;
+	bool begun;		/* the first frame came */
 	struct lp_dirent *e;
 	char **targets;		/* owned copies, NUL-ended, or NULL */
-	uint32_t n;		/* entries kept */
+	uint32_t n, cap;	/* entries kept, room for */
 	uint32_t seen;		/* entries received (.presto is not kept) */
 	/* Names that came and went since a complete listing, for NOTIFY. */
 	struct name_event *ev;
@@ -532,43 +545,25 @@ struct listing {
 	uint32_t skipped;	/* xattrs the cache could not take */
 	uint32_t next;		/* entries applied so far (listing_step) */
 	/*
-	 * Objects broken since the reply, while the listing is applied in
-	 * steps: the listing's status of them is older than that news.
+	 * Objects of the volume broken since the READDIR went: the
+	 * listing's status of them may be older than that news (a BREAK
+	 * may pass the frames of a reply, and a listing is applied in
+	 * steps).
 	 */
-	struct lento_fid *broken;
-	size_t nbroken, capbroken;
+	struct fidset broken;
 	uint32_t steps;		/* committed before the one under way */
 	bool keep_names;	/* the directory's names are the log's */
 };
 
-/* A BREAK of @fid, heard between two steps of listing job @j. */
+/* A BREAK of @fid, heard while listing job @j lives. */
 static void listing_heard_break(struct job *j, const struct lento_fid *fid)
 {
 	struct listing *li = j->priv;
 
-	if (!li || !li->next || j->done)
-		return;		/* not applying yet: nothing older to fear */
-	if (li->nbroken == li->capbroken) {
-		size_t cap = li->capbroken ? 2 * li->capbroken : 16;
-		struct lento_fid *p = realloc(li->broken, cap * sizeof(*p));
-
-		if (!p) {	/* then every entry from here on */
-			j->broken = true;
-			return;
-		}
-		li->broken = p;
-		li->capbroken = cap;
-	}
-	li->broken[li->nbroken++] = *fid;
-}
-
-static bool listing_was_broken(const struct listing *li,
-			       const struct lento_fid *fid)
-{
-	for (size_t i = 0; i < li->nbroken; i++)
-		if (lento_fid_eq(&li->broken[i], fid))
-			return true;
-	return false;
+	if (!li || j->done)
+		return;
+	if (fidset_add(&li->broken, fid) < 0)
+		j->broken = true;	/* then every entry from here on */
 }
 
 static void listing_free(struct job *j)
@@ -583,7 +578,7 @@ static void listing_free(struct job *j)
 	free(li->targets);
 	free(li->e);
 	free(li->ev);
-	free(li->broken);
+	fidset_free(&li->broken);
 	free(li);
 }
 
@@ -931,7 +926,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		       cache_dirent_put(cl->cache, dir, e->de.name,
 					&e->de.st.fid);
 	obj_from_status(&o, &e->de.st);
-	o.valid = !j->broken && !listing_was_broken(li, &o.fid);
+	o.valid = !j->broken && !fidset_has(&li->broken, &o.fid);
 	/* Symlinks, fifos, sockets and devices are complete as made. */
 	o.data = (same && old.data) || (o.type != LENTO_T_REG &&
 					o.type != LENTO_T_DIR);
@@ -1000,7 +995,8 @@ static int listing_sort(struct listing *li)
 {
 	for (uint32_t i = 0; i < li->n; i++)
 		li->e[i].target = li->targets[i];	/* travels with it */
-	qsort(li->e, li->n, sizeof(*li->e), ent_cmp);
+	if (li->n)
+		qsort(li->e, li->n, sizeof(*li->e), ent_cmp);
 	for (uint32_t i = 0; i < li->n; i++) {
 		li->targets[i] = (char *)li->e[i].target;
 		li->e[i].target = NULL;
@@ -1102,10 +1098,22 @@ static int listing_begin(struct job *j, const struct cache_obj *d,
 		if (!listed(li, &ol.e[i]))
 			err = drop_entry(cl, li, dirpath, &j->fid, &ol.e[i]);
 	free(ol.e);
-	/* Complete again once every entry is in (listing_step). */
-	if (!err && d->data && !li->keep_names)
-		err = cache_obj_set_state(cl->cache, &j->fid, d->valid, false);
 	return err;
+}
+
+/*
+ * Is a listing of @dir being applied (in steps)? Its rows are then half
+ * the old listing's and half the new one's: a lookup in it joins the
+ * listing's job (need_listing(), presto's FETCH_DIR), whatever the row
+ * says. The row itself keeps saying whether the directory was complete
+ * before: a directory never complete has no name changed here.
+ */
+bool listing_applying(struct client *cl, const struct lento_fid *dir)
+{
+	struct job *j = job_find(cl, J_READDIR, dir->volume, dir, NULL);
+	const struct listing *li = j && !j->done ? j->priv : NULL;
+
+	return li && li->next;
 }
 
 /*
@@ -1113,9 +1121,8 @@ static int listing_begin(struct job *j, const struct cache_obj *d,
  * (LO_STEP_MS): a directory of 100,000 entries takes seconds, or tens
  * of them on a slow disk, and meanwhile the loop answers the server's
  * heartbeats and presto's upcalls. Each step is a transaction of its
- * own; the directory is complete (data) from the last one on, and until
- * then lookups in it ask for its listing, and join this job. 1: more to
- * do, 0 done, -errno.
+ * own; until the last, lookups in the directory join this job
+ * (listing_applying()). 1: more to do, 0 done, -errno.
  */
 static int listing_step(struct job *j)
 {
@@ -1139,6 +1146,13 @@ static int listing_step(struct job *j)
 		return 0;	/* not reachable any more */
 	if (!err && !li->next)
 		err = listing_begin(j, &d, dirpath);
+	/*
+	 * Changed here between two steps (lento consumed presto's journal
+	 * meanwhile), a complete directory's names are the log's from now
+	 * on, as if so from the start.
+	 */
+	else if (!err && d.dirty && d.data)
+		li->keep_names = true;
 	if (err)
 		return err;
 	/* Every new name is in this directory: one fsync of it a step. */
@@ -1162,7 +1176,8 @@ static int listing_step(struct job *j)
 	if (li->next < li->n) {
 		/*
 		 * presto's lookups in it come to lento until it is complete,
-		 * and join this job: not answered from a half-applied tree.
+		 * and join this job (listing_applying()): not answered from
+		 * a half-applied tree.
 		 */
 		if (!li->steps++)
 			kclient_clear_flags(cl, j->fid.volume, dirpath);
@@ -1186,11 +1201,39 @@ static int listing_step(struct job *j)
 	return cache_obj_put(cl->cache, &nd, NULL, 0);
 }
 
+/*
+ * Room for one more entry: grown as they come, not by the total the
+ * first frame announces (up to 2^32 - 1 from a server gone wrong).
+ */
+static int listing_room(struct listing *li)
+{
+	uint32_t cap;
+	void *p;
+
+	if (li->n < li->cap)
+		return 0;
+	/* The decoder checks the totals frame by frame: n < total. */
+	cap = li->cap < li->total / 2 ? li->cap * 2 : li->total;
+	if (cap < 64)
+		cap = li->total < 64 ? li->total : 64;
+	p = reallocarray(li->e, cap, sizeof(*li->e));
+	if (!p)
+		return -ENOMEM;
+	li->e = p;
+	p = reallocarray(li->targets, cap, sizeof(*li->targets));
+	if (!p)
+		return -ENOMEM;
+	li->targets = p;
+	li->cap = cap;
+	return 0;
+}
+
 static int listing_add(struct listing *li, const struct lp_dirent *d)
 {
 	uint32_t n = li->n;
 
-	/* The encoder's totals are checked frame by frame: n < total. */
+	if (listing_room(li))
+		return -ENOMEM;
 	li->e[n] = *d;
 	li->e[n].target = NULL;
 	li->targets[n] = NULL;
@@ -1207,18 +1250,15 @@ static int listing_add(struct listing *li, const struct lp_dirent *d)
 	return 0;
 }
 
-/* The first frame: the listing's size is known; room for all of it. */
+/* The first frame: the directory's status and the listing's size. */
 static int listing_init(struct listing *li, const struct lp_readdir_reply *m)
 {
+	li->begun = true;
 	li->dir = m->dir;
 	li->total = m->total;
 	li->dir_xattrs = m->dir_xattrs;
 	li->dir_nxattr = m->dir_nxattr;
-	if (list_keep(&li->dir_xattrs))
-		return -ENOMEM;
-	li->e = calloc(m->total ? m->total : 1, sizeof(*li->e));
-	li->targets = calloc(m->total ? m->total : 1, sizeof(char *));
-	return li->e && li->targets ? 0 : -ENOMEM;
+	return list_keep(&li->dir_xattrs) ? -ENOMEM : 0;
 }
 
 static int readdir_frame(struct job *j, const struct lp_frame *f,
@@ -1231,9 +1271,9 @@ static int readdir_frame(struct job *j, const struct lp_frame *f,
 
 	if (lp_decode_readdir_reply(f, &m, why))
 		return -EBADMSG;
-	if (!li->e && !m.first)
+	if (!li->begun && !m.first)
 		err = listing_init(li, &m);
-	else if (!li->e || m.first != li->seen || m.total != li->total) {
+	else if (!li->begun || m.first != li->seen || m.total != li->total) {
 		*why = "READDIR_REPLY: frames that do not follow one another";
 		return -EBADMSG;
 	}
@@ -1278,17 +1318,45 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 
 static void listing_later(void *arg, int res);
 
-/* A step in a transaction of its own: 1 more to do, 0 done, -errno. */
+/*
+ * A step in a transaction of its own: 1 more to do, 0 done, -errno. A
+ * step rolled back takes its events with it.
+ */
 static int listing_turn(struct job *j)
 {
 	struct cache *c = j->cl->cache;
+	struct listing *li = j->priv;
+	size_t nev = li->nev;
 	int rc = cache_begin(c), e;
 
 	rc = rc ?: listing_step(j);
 	e = rc < 0 ? rc : cache_commit(c);
-	if (e)
+	if (e) {
 		cache_rollback(c);
+		li->nev = nev;
+	}
 	return e ?: rc;
+}
+
+/*
+ * A listing that failed after some of its steps: the directory's rows
+ * are half old, half new. Not current, it is listed again before it is
+ * trusted (unless changed here: then its names are the log's anyway).
+ */
+static void listing_abandon(struct job *j)
+{
+	struct cache *c = j->cl->cache;
+	struct cache_obj d;
+	int err = cache_begin(c);
+
+	err = err ?: cache_obj_get(c, &j->fid, &d, NULL, 0);
+	err = err ?: cache_obj_set_state(c, &j->fid, false, d.data);
+	err = err ?: cache_commit(c);
+	if (err)
+		cache_rollback(c);
+	if (err && err != -ENOENT)
+		job_msg(j, "listing " FIDFMT ": marking it not current: %s",
+			FIDARG(&j->fid), cache_strerror(err));
 }
 
 /*
@@ -1313,8 +1381,10 @@ static void listing_next(struct job *j, int err)
 		job_msg(j, "listing " FIDFMT ": %s", FIDARG(&j->fid),
 			err == -ESTALE ? STALE_SAID : cache_strerror(err));
 		/* Steps committed before the failure changed names. */
-		if (li->steps)
+		if (li->steps) {
+			listing_abandon(j);
 			kclient_notify(cl, &j->fid, li->ev, li->nev);
+		}
 	} else {
 		cl->st.listings++;
 		kclient_notify(cl, &j->fid, li->ev, li->nev);
@@ -1351,9 +1421,12 @@ static int readdir_start(struct job *j)
 {
 	struct conn *c = j->cl->conn;
 
-	j->priv = calloc(1, sizeof(struct listing));
-	if (!j->priv)
+	struct listing *li = calloc(1, sizeof(*li));
+
+	if (!li)
 		return -ENOMEM;
+	fidset_init(&li->broken);
+	j->priv = li;
 	j->free_priv = listing_free;
 	return lp_encode_fid(conn_buf(c), LP_READDIR, j->tag, &j->fid) ?:
 	       start_request(j, LP_READDIR, readdir_reply);
@@ -1984,7 +2057,7 @@ int need_listing(struct op *op, const struct lento_fid *dir)
 		ctl_error(op->r, "not a directory");
 		return -ENOTDIR;
 	}
-	if (usable(cl, &o))
+	if (usable(cl, &o) && !listing_applying(cl, dir))
 		return 0;
 	cl->st.misses++;
 	return op_need(op, J_READDIR, 0, dir, NULL);

@@ -294,6 +294,10 @@ int op_need(struct op *op, enum job_kind k, uint32_t volume,
 void job_end(struct job *j, int err);
 void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
 void jobs_break_volume(struct client *cl, uint32_t volume);
+/* The connection went, and with it every promise the server made. */
+void jobs_break_all(struct client *cl);
+/* A listing of @dir is being applied: lookups in it wait for it. */
+bool listing_applying(struct client *cl, const struct lento_fid *dir);
 void jobs_free(struct client *cl);
 /*
  * From the tick, at most once a second: count the cache's size if it may

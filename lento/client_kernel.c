@@ -681,7 +681,7 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 
 	if (o->type != LENTO_T_DIR)
 		return -EIO;
-	if (!usable(cl, o)) {
+	if (!usable(cl, o) || listing_applying(cl, &o->fid)) {
 		if (!connected(cl))
 			return -ENOTCONN;
 		cl->st.misses++;
