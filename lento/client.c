@@ -607,7 +607,7 @@ static void on_down(void *arg, int err, const char *why)
 	 * What a reply applied from now on says (a listing's later steps)
 	 * is not promised any more: no BREAK would follow it.
 	 */
-	jobs_break_all(cl);
+	jobs_conn_lost(cl);
 	reint_conn_down(cl);
 	/* Syncs learn that they cannot finish now. */
 	op_wake_reint(cl);

@@ -120,6 +120,30 @@ struct job *job_find(struct client *cl, enum job_kind k, uint32_t volume,
 	return NULL;
 }
 
+/*
+ * @j cached what the server said before the connection went, with no
+ * promise left behind it. Not marked stale (offline it is all there is,
+ * as for everything else cached): its volume is validated again. Not
+ * yet validated since, the next validation covers it; validated since
+ * (before @j's last entries were in), the volume's stamp is newer than
+ * what @j cached, so the objects are checked one by one.
+ */
+static void job_revalidate(struct job *j)
+{
+	struct client *cl = j->cl;
+	struct vol *v = vol_by_id(cl, j->volume);
+
+	if (!v || !v->validated)
+		return;
+	v->validated = false;
+	v->cv.stamp = 0;
+	log_info("volume %s: validated again: the connection went while a "
+		 "reply was applied", v->cv.name);
+	/* presto serves hits without asking: now, not lazily. */
+	if (fset_by_volume(cl, v->cv.name))
+		job_start(cl, J_VALIDATE, v->cv.id, NULL, NULL, NULL);
+}
+
 void job_end(struct job *j, int err)
 {
 	struct client *cl = j->cl;
@@ -140,6 +164,8 @@ void job_end(struct job *j, int err)
 	if (j->inflight && cl->conn)
 		conn_forget(cl->conn, j->tag);
 	j->inflight = false;
+	if (j->conn_lost && !err && j->kind != J_VALIDATE)
+		job_revalidate(j);
 	op_wake_job(cl, j);
 	kclient_job_ended(cl, j);
 	job_free_if_idle(j);
@@ -164,11 +190,12 @@ void jobs_break_volume(struct client *cl, uint32_t volume)
 			j->broken = true;
 }
 
-void jobs_break_all(struct client *cl)
+void jobs_conn_lost(struct client *cl)
 {
 	for (struct job *j = cl->jobs; j; j = j->next)
-		j->broken = true;
+		j->conn_lost = true;
 }
+
 
 void jobs_free(struct client *cl)
 {
@@ -1142,8 +1169,9 @@ static int listing_step(struct job *j)
 	if (err)
 		return err == -ENOENT ? 0 : err;
 	err = cache_path(cl->cache, &j->fid, dirpath, sizeof(dirpath));
-	if (err == -ENOENT)
-		return 0;	/* not reachable any more */
+	/* Not reachable any more; half applied, a failure (abandoned). */
+	if (err == -ENOENT && !li->next)
+		return 0;
 	if (!err && !li->next)
 		err = listing_begin(j, &d, dirpath);
 	/*

@@ -134,6 +134,11 @@ struct job {
 	uint32_t tag;		/* the request in flight; 0 none */
 	bool inflight;		/* its request awaits (more of) a reply */
 	bool broken;		/* a break came while it was in flight */
+	/*
+	 * The connection went while it was under way, and with it the
+	 * server's promises: what it cached is validated again (job_end()).
+	 */
+	bool conn_lost;
 	bool done;		/* ended; freed once its I/O is done too */
 	int io;			/* file writes and fsyncs in flight */
 	uint64_t sent_ms;	/* when its request went */
@@ -295,7 +300,7 @@ void job_end(struct job *j, int err);
 void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
 void jobs_break_volume(struct client *cl, uint32_t volume);
 /* The connection went, and with it every promise the server made. */
-void jobs_break_all(struct client *cl);
+void jobs_conn_lost(struct client *cl);
 /* A listing of @dir is being applied: lookups in it wait for it. */
 bool listing_applying(struct client *cl, const struct lento_fid *dir);
 void jobs_free(struct client *cl);

@@ -681,7 +681,10 @@ static int fill_dir(struct upcall *uc, const struct cache_obj *o,
 
 	if (o->type != LENTO_T_DIR)
 		return -EIO;
-	if (!usable(cl, o) || listing_applying(cl, &o->fid)) {
+	/* Joined even disconnected: the listing goes on without the server. */
+	if (listing_applying(cl, &o->fid))
+		return uc_need(uc, J_READDIR, 0, &o->fid, NULL);
+	if (!usable(cl, o)) {
 		if (!connected(cl))
 			return -ENOTCONN;
 		cl->st.misses++;
