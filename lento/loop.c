@@ -1136,12 +1136,27 @@ static int lo_file_arm(struct lo_loop *loop, struct lo_file *f)
 	return 0;
 }
 
+/* Arm @f and keep it on the loop's list; freed if it cannot be armed. */
+static int lo_file_start(struct lo_loop *loop, struct lo_file *f)
+{
+	int err = lo_file_arm(loop, f);
+
+	if (err) {
+		free(f);
+		return err;
+	}
+	f->next = loop->files;
+	if (loop->files)
+		loop->files->prev = f;
+	loop->files = f;
+	return 0;
+}
+
 static int lo_file_add(struct lo_loop *loop, int fd, bool fsync,
 		       uint8_t *rbuf, const void *buf, size_t len,
 		       uint64_t off, lo_file_fn fn, void *arg)
 {
 	struct lo_file *f = calloc(1, sizeof(*f));
-	int err;
 
 	if (!f)
 		return -ENOMEM;
@@ -1154,16 +1169,7 @@ static int lo_file_add(struct lo_loop *loop, int fd, bool fsync,
 	f->off = off;
 	f->fn = fn;
 	f->arg = arg;
-	err = lo_file_arm(loop, f);
-	if (err) {
-		free(f);
-		return err;
-	}
-	f->next = loop->files;
-	if (loop->files)
-		loop->files->prev = f;
-	loop->files = f;
-	return 0;
+	return lo_file_start(loop, f);
 }
 
 int lo_file_write(struct lo_loop *loop, int fd, const void *buf, size_t len,
@@ -1188,7 +1194,6 @@ int lo_file_read(struct lo_loop *loop, int fd, void *buf, size_t len,
 int lo_later(struct lo_loop *loop, lo_file_fn fn, void *arg)
 {
 	struct lo_file *f = calloc(1, sizeof(*f));
-	int err;
 
 	if (!f)
 		return -ENOMEM;
@@ -1197,16 +1202,7 @@ int lo_later(struct lo_loop *loop, lo_file_fn fn, void *arg)
 	f->nop = true;
 	f->fn = fn;
 	f->arg = arg;
-	err = lo_file_arm(loop, f);
-	if (err) {
-		free(f);
-		return err;
-	}
-	f->next = loop->files;
-	if (loop->files)
-		loop->files->prev = f;
-	loop->files = f;
-	return 0;
+	return lo_file_start(loop, f);
 }
 
 static void lo_file_done(struct lo_loop *loop, struct lo_file *f, int res)
