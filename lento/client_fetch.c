@@ -196,7 +196,6 @@ void jobs_conn_lost(struct client *cl)
 		j->conn_lost = true;
 }
 
-
 void jobs_free(struct client *cl)
 {
 	while (cl->jobs) {
@@ -1231,7 +1230,7 @@ static int listing_step(struct job *j)
 
 /*
  * Room for one more entry: grown as they come, not by the total the
- * first frame announces (up to 2^32 - 1 from a server gone wrong).
+ * first frame announces (up to LP_DIR_MAX from a server gone wrong).
  */
 static int listing_room(struct listing *li)
 {
@@ -1346,6 +1345,15 @@ static int readdir_reply(void *arg, const struct lp_frame *f, int err,
 
 static void listing_later(void *arg, int res);
 
+/* listing_later() after a turn of the loop: false if the ring is full. */
+static bool listing_yield(struct job *j)
+{
+	if (lo_later(j->cl->loop, listing_later, j))
+		return false;
+	j->io++;
+	return true;
+}
+
 /*
  * A step in a transaction of its own: 1 more to do, 0 done, -errno. A
  * step rolled back takes its events with it.
@@ -1397,8 +1405,7 @@ static void listing_next(struct job *j, int err)
 	struct listing *li = j->priv;
 
 	err = err ?: listing_turn(j);
-	if (err == 1 && !lo_later(cl->loop, listing_later, j)) {
-		j->io++;
+	if (err == 1 && listing_yield(j)) {
 		cl->st.listing_steps++;
 		return;
 	}
@@ -1437,10 +1444,8 @@ static void listing_later(void *arg, int res)
 	/* A test's window between two steps: the loop turns on meanwhile. */
 	if (!res && fault_armed("listing-paused")) {
 		nanosleep(&nap, NULL);
-		if (!lo_later(j->cl->loop, listing_later, j)) {
-			j->io++;
+		if (listing_yield(j))
 			return;
-		}
 	}
 	listing_next(j, res);
 }
@@ -1448,7 +1453,6 @@ static void listing_later(void *arg, int res)
 static int readdir_start(struct job *j)
 {
 	struct conn *c = j->cl->conn;
-
 	struct listing *li = calloc(1, sizeof(*li));
 
 	if (!li)
