@@ -671,7 +671,7 @@ static bool on_busy(void *arg)
 {
 	struct client *cl = arg;
 
-	if (cl->fetch_mem < FETCH_MEM_MAX)
+	if (cl->fetch_mem < cl->fetch_mem_max)
 		return false;
 	cl->st.fetch_holds++;
 	return true;
@@ -1216,6 +1216,7 @@ int client_main(const struct client_opts *o)
 	cl.age_ms = o->age_ms ? o->age_ms : CLIENT_AGE_MS;
 	cl.watch_ms = o->watch_ms_set ? o->watch_ms : CLIENT_WATCH_MS;
 	cl.cache_size = o->cache_size ? o->cache_size : CLIENT_CACHE_SIZE;
+	cl.fetch_mem_max = o->fetch_memory ?: CLIENT_FETCH_MEMORY;
 	cl.evict_changes = -1;
 	/* A batch holds a descriptor for each body: a quarter at most. */
 	cl.batch_records = (o->fds ? o->fds : 1024) / 4;

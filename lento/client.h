@@ -18,6 +18,14 @@
 /* A watched fileset is revalidated this long after a volume break. */
 #define CLIENT_WATCH_MS		5000
 #define CLIENT_CACHE_SIZE	(1ull << 30)	/* bytes of cached content */
+/*
+ * Fetched bodies' chunks in memory, on their way to a disk slower than
+ * the line: the server's frames are left unread above this, read again
+ * below half of it. At least two DATA chunks (LP_CHUNK_MAX).
+ */
+#define CLIENT_FETCH_MEMORY	(32ull << 20)
+#define CLIENT_FETCH_MEMORY_MIN	(2ull << 20)
+#define CLIENT_FETCH_MEMORY_MAX	(4ull << 30)
 
 struct client_opts {
 	const char *cache;		/* the cache directory */
@@ -32,6 +40,7 @@ struct client_opts {
 	uint32_t watch_ms;		/* if watch_ms_set; else CLIENT_WATCH_MS */
 	bool watch_ms_set;
 	uint64_t cache_size;		/* 0: CLIENT_CACHE_SIZE */
+	uint64_t fetch_memory;		/* 0: CLIENT_FETCH_MEMORY */
 	unsigned int fds;		/* descriptors it may open (0: 1024) */
 };
 

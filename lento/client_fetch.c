@@ -15,14 +15,13 @@
  * applied in steps, the loop turning between them (listing_step()).
  *
  * A body arrives in DATA chunks, each written through the ring as it
- * comes and held in memory only until written; past FETCH_MEM_MAX of
+ * comes and held in memory only until written; past --fetch-memory of
  * them the server's frames wait unread. The last one is followed by an
- * fsync. A new
- * version goes into a temporary file renamed onto the object's path, so a
- * reader that has the old file open keeps the old inode. A placeholder is
- * filled where it is: nobody can have read it, and its inode, which stat
- * has shown and other names may share, stays the file's (tar, rsync -H and
- * git go by inode numbers).
+ * fsync. A new version goes into a temporary file renamed onto the
+ * object's path, so a reader that has the old file open keeps the old
+ * inode. A placeholder is filled where it is: nobody can have read it, and
+ * its inode, which stat has shown and other names may share, stays the
+ * file's (tar, rsync -H and git go by inode numbers).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1738,7 +1737,7 @@ static void chunk_written(void *arg, int res)
 	struct client *cl = j->cl;
 
 	cl->fetch_mem -= w->len;
-	if (cl->fetch_mem <= FETCH_MEM_MAX / 2 && cl->conn)
+	if (cl->fetch_mem <= cl->fetch_mem_max / 2 && cl->conn)
 		conn_resume(cl->conn);
 	free(w->buf);
 	free(w);

@@ -55,12 +55,6 @@
 #define BATCH_RECORDS_MIN	8	/* however few descriptors it may open */
 #define BATCH_BYTES_MAX		(16ull << 20)	/* bodies included */
 #define BODY_QUEUE_LOW		(4u << 20)	/* queue more DATA below */
-/*
- * Fetched bodies' chunks in memory, on their way to a disk slower than
- * the line: the server's frames are left unread above this, read again
- * below half of it.
- */
-#define FETCH_MEM_MAX		(32u << 20)
 #define OP_WAIT			1	/* a step's "parked, run me later" */
 #define TOUCH_MAX		256	/* uses kept before they are written */
 
@@ -209,6 +203,7 @@ struct client {
 	uint32_t age_ms;
 	uint32_t watch_ms;	/* a watched fileset revalidated after (0: no) */
 	uint64_t cache_size;
+	uint64_t fetch_mem_max;	/* --fetch-memory (CLIENT_FETCH_MEMORY) */
 	uint32_t batch_records;	/* records a batch carries at most */
 	struct vol *vols;
 	struct job *jobs;
@@ -217,7 +212,7 @@ struct client {
 	struct batch *batch;	/* the REINTEGRATE on the wire, if any */
 	struct worker *wk;	/* file work off the loop (worker.h) */
 	void *zd;		/* bodies' ZSTD_DCtx (lp_zd_free) */
-	size_t fetch_mem;	/* chunks being written (FETCH_MEM_MAX) */
+	uint64_t fetch_mem;	/* chunks being written (fetch_mem_max) */
 	struct client_stats st;
 	bool full_of_dirty;	/* reported once per episode */
 	/* Uses for the LRU, written once a tick: not an fsync per read. */

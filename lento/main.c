@@ -8,7 +8,7 @@
  *   lento client --cache DIR --server ADDR [--control PATH]
  *                [--volume NAME]... [--fileset VOLUME[:NAME]]... [--age-ms N]
  *                [--watch-ms N]
- *                [--cache-size SIZE]
+ *                [--cache-size SIZE] [--fetch-memory SIZE]
  *                [--log FILE] [--debug]
  *
  * See docs/man/lento.8.
@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"usage: lento client --cache DIR --server ADDR [--control PATH]\n"
 		"                    [--volume NAME]... [--fileset VOLUME[:NAME]]...\n"
 		"                    [--age-ms N] [--watch-ms N] [--cache-size SIZE]\n"
-		"                    [--log FILE] [--debug]\n"
+		"                    [--fetch-memory SIZE] [--log FILE] [--debug]\n"
 		"  --cache DIR        the cache (made if missing); DIR/.lento holds\n"
 		"                     the database, DIR/VOLUME each volume's tree\n"
 		"  --server ADDR      the server, HOST:PORT or [IPv6]:PORT\n"
@@ -64,6 +64,9 @@ static void usage(FILE *f)
 		"                     this long after the server broke its volume, so they\n"
 		"                     hear of the changes (default 5000; 0: at next use)\n"
 		"  --cache-size SIZE  bytes of file content kept (default 1G; K, M, G, T)\n"
+		"  --fetch-memory SIZE  bytes of fetched content held in memory on\n"
+		"                     their way to a slower disk before the server is\n"
+		"                     left waiting (default 32M; 2M to 4G)\n"
 		"  --log FILE         log there instead of standard error\n"
 		"  --debug            log more\n");
 }
@@ -264,6 +267,7 @@ static int client_cmd(int argc, char **argv)
 		{ "age-ms", required_argument, NULL, 'a' },
 		{ "watch-ms", required_argument, NULL, 'w' },
 		{ "cache-size", required_argument, NULL, 'z' },
+		{ "fetch-memory", required_argument, NULL, 'm' },
 		{ "log", required_argument, NULL, 'o' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -307,6 +311,16 @@ static int client_cmd(int argc, char **argv)
 		case 'z':
 			if (parse_size(optarg, &o.cache_size))
 				return 2;
+			break;
+		case 'm':
+			if (parse_size(optarg, &o.fetch_memory))
+				return 2;
+			if (o.fetch_memory < CLIENT_FETCH_MEMORY_MIN ||
+			    o.fetch_memory > CLIENT_FETCH_MEMORY_MAX) {
+				fprintf(stderr, "lento: --fetch-memory %s: from 2M to 4G\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'o':
 			logfile = optarg;
