@@ -792,6 +792,8 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	bool content = !(flags & O_PATH) &&
 		       (!(flags & O_DIRECTORY) ||
 			(flags & O_TMPFILE) == O_TMPFILE);
+	/* O_CREAT | O_EXCL makes a regular file or fails: nothing to fear. */
+	bool made = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
 	int fd = -1, err;
 
 	/*
@@ -810,7 +812,7 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	 * fifo at once (or fails ENXIO, as a socket does), O_NOCTTY takes
 	 * no terminal, and content_fd() refuses all but a regular file.
 	 */
-	if (!(flags & O_PATH))
+	if (!(flags & O_PATH) && !made)
 		how.flags |= O_NONBLOCK | O_NOCTTY;
 	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
 		how.mode = mode;
@@ -822,7 +824,7 @@ int cache_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	if (fd < 0)
 		return content && errno == ENXIO ? -CACHE_ENOTREG : -errno;
-	if (content && (err = content_fd(fd, flags)))
+	if (content && !made && (err = content_fd(fd, flags)))
 		return err;
 	return fd;
 }
@@ -2337,14 +2339,19 @@ int cache_set_attrs_fd(int fd, const struct cache_obj *o)
 		return -errno;
 	/*
 	 * Never through a symlink: what the cache has may not be what the
-	 * server says it is (a symlink's target is anyone's). By /proc, as
-	 * fchmod() refuses an O_PATH descriptor: the magic link reaches the
-	 * inode itself, and one that is a symlink refuses a mode.
+	 * server says it is (a symlink's target is anyone's). fchmod() on
+	 * a descriptor open for content; by /proc on an O_PATH one, which
+	 * fchmod() refuses (EBADF): the magic link reaches the inode
+	 * itself, and one that is a symlink refuses a mode.
 	 */
-	xattr_fd(fd, p, sizeof(p));
 	if (o->type != LENTO_T_SYMLINK && (a->valid & LENTO_A_MODE) &&
-	    chmod(p, a->mode & 07777))
-		return -errno;
+	    fchmod(fd, a->mode & 07777)) {
+		if (errno != EBADF)
+			return -errno;
+		xattr_fd(fd, p, sizeof(p));
+		if (chmod(p, a->mode & 07777))
+			return -errno;
+	}
 	if (!(a->valid & LENTO_A_ATIME))
 		ts[0].tv_nsec = UTIME_OMIT;
 	if (!(a->valid & LENTO_A_MTIME))
@@ -2476,16 +2483,17 @@ static int replace_at(int tpfd, const char *tname, int pfd, const char *name,
 }
 
 /*
- * cache_install_at(): @tmp gets @o's attributes and @xa's xattrs (if not
- * NULL) and takes @path's name in place of what @at allows there (NULL:
- * whatever it is).
+ * cache_install_at(): @tmp, open as @fd (O_PATH will do; the descriptor
+ * is given, closed or in *@fdp), gets @o's attributes and @xa's xattrs
+ * (if not NULL) and takes @path's name in place of what @at allows there
+ * (NULL: whatever it is).
  */
-static int install(struct cache *c, const char *tmp, const char *path,
-		   const struct cache_obj *o, const struct cache_xattrs *xa,
-		   const struct cache_at *at, int *fdp)
+static int install_open(struct cache *c, int fd, const char *tmp,
+			const char *path, const struct cache_obj *o,
+			const struct cache_xattrs *xa,
+			const struct cache_at *at, int *fdp)
 {
-	/* The inode installed, whatever takes its name after. */
-	int fd = cache_open_obj(c, tmp, O_PATH, 0), err;
+	int err;
 	const char *tname, *name;
 	int tpfd = -1, pfd = -1;
 	struct stat was;
@@ -2515,6 +2523,15 @@ static int install(struct cache *c, const char *tmp, const char *path,
 	else
 		*fdp = fd;
 	return err;
+}
+
+static int install(struct cache *c, const char *tmp, const char *path,
+		   const struct cache_obj *o, const struct cache_xattrs *xa,
+		   const struct cache_at *at, int *fdp)
+{
+	/* The inode installed, whatever takes its name after. */
+	return install_open(c, cache_open_obj(c, tmp, O_PATH, 0), tmp, path,
+			    o, xa, at, fdp);
 }
 
 int cache_install_fd(struct cache *c, const char *tmp, const char *path,
@@ -2612,11 +2629,13 @@ static int placeholder_file(struct cache *c, const char *path,
 
 	if (fd < 0)
 		return fd;
-	if (ftruncate(fd, (off_t)o->attr.size))
+	/* Installed by the descriptor it was made with (empty, as made). */
+	if (o->attr.size && ftruncate(fd, (off_t)o->attr.size)) {
 		err = -errno;
-	close(fd);
-	if (!err)
-		err = install(c, tmp, path, o, xa, at, fdp);
+		close(fd);
+	} else {
+		err = install_open(c, fd, tmp, path, o, xa, at, fdp);
+	}
 	if (err)
 		cache_unlink(c, tmp, 0);
 	return err;

@@ -610,7 +610,8 @@ START_TEST(materialise)
 	int dfd = cache_dirfd(c), fd, old;
 	struct cache_obj d = obj(fid(1, 2), LENTO_T_DIR, 1),
 			 f = obj(fid(1, 3), LENTO_T_REG, 1),
-			 l = obj(fid(1, 4), LENTO_T_SYMLINK, 1);
+			 l = obj(fid(1, 4), LENTO_T_SYMLINK, 1),
+			 e = obj(fid(1, 5), LENTO_T_REG, 1);
 	char tmp[CACHE_PATH_MAX], buf[16], link[16];
 	struct lento_fid back;
 	struct stat sb;
@@ -626,6 +627,14 @@ START_TEST(materialise)
 	ck_assert_int_eq(sb.st_size, 100);
 	ck_assert_int_eq(sb.st_blocks, 0);
 	ck_assert_int_eq(sb.st_mtim.tv_nsec, 123456789);
+	ck_assert_int_eq(sb.st_mode & 07777, f.attr.mode & 07777);
+	/* An empty one: its mode too, though made by its descriptor. */
+	e.attr.size = 0;
+	e.attr.mode = 0604;
+	ck_assert_int_eq(cache_placeholder(c, "vol/d/e", &e, NULL), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/d/e", &sb, 0), 0);
+	ck_assert(S_ISREG(sb.st_mode) && (sb.st_mode & 07777) == 0604);
+	ck_assert_int_eq(sb.st_size, 0);
 	ck_assert_int_eq(cache_placeholder(c, "vol/d/l", &l, "f"), 0);
 	ck_assert_int_eq(readlinkat(dfd, "vol/d/l", link, sizeof(link)), 1);
 	/* A body renamed into place: a reader keeps the old inode. */
