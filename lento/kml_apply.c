@@ -1303,42 +1303,53 @@ static int lose_children(struct kapply *ka, const struct who *w,
  * directory's listing finds the object under its new name and moves it
  * there (listed_known). Removing it here would take its last name at the
  * server, which then has no object for that new name to hold.
+ *
+ * @lo, the lower's answer, is on the heap: a directory's children are lost
+ * by recursion (lose_children()), as deep as a path allows.
  */
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
 		     struct cache_obj *o, int depth)
 {
-	struct lower_of lo = { .ka = ka };
+	struct lower_of *lo = calloc(1, sizeof(*lo));
 	struct lento_fid dir2, there;
 	char *slash;
 	uint32_t nlink;
-	int names = cache_name_count(ka->cache, &o->fid);
-	int err = cache_handles(ka->cache, &o->fid, try_handle, &lo);
+	int names, err;
 
-	if (err < 0 || names < 0)
-		return err < 0 ? err : names;
-	slash = lo.found && lo.path[0] ? strrchr(lo.path, '/') : NULL;
+	if (!lo)
+		return -ENOMEM;
+	lo->ka = ka;
+	names = cache_name_count(ka->cache, &o->fid);
+	err = cache_handles(ka->cache, &o->fid, try_handle, lo);
+	if (err < 0 || names < 0) {
+		err = err < 0 ? err : names;
+		goto out;
+	}
+	slash = lo->found && lo->path[0] ? strrchr(lo->path, '/') : NULL;
 	if (slash) {
 		*slash = 0;
 		/* Its name there, if the cache does not have it yet. */
-		err = dir_at_path(ka, lo.path, &dir2);
+		err = dir_at_path(ka, lo->path, &dir2);
 		if (err == -ENOENT) {	/* moved where the block goes later */
 			said(ka, dir, name, "left as it is: the object lives "
 			     "on as %s, in a directory not known yet",
-			     lo.path);
-			return 0;
+			     lo->path);
+			err = 0;
+			goto out;
 		}
 		if (err)
-			return err;
+			goto out;
 		if (cache_lookup(ka->cache, &dir2, slash + 1, &there) ==
 		    -ENOENT) {
 			struct rename_args a = { .dir = *dir, .dir2 = dir2,
 						 .name = name,
 						 .name2 = slash + 1, .o = o };
 
-			said(ka, dir, name, "moved to %s/%s (RENAME)", lo.path,
-			     slash + 1);
-			return rename_log(ka, w, &a);
+			said(ka, dir, name, "moved to %s/%s (RENAME)",
+			     lo->path, slash + 1);
+			err = rename_log(ka, w, &a);
+			goto out;
 		}
 	}
 	if (o->type == LENTO_T_DIR) {
@@ -1346,13 +1357,16 @@ static int lose_name(struct kapply *ka, const struct who *w,
 		/* Its link count moved. */
 		err = err ?: get(ka, &o->fid, o);
 		if (err)
-			return err;
+			goto out;
 	}
-	nlink = lo.found && lo.sb.st_nlink < (nlink_t)names ?
-		(uint32_t)lo.sb.st_nlink : (uint32_t)names - 1;
+	nlink = lo->found && lo->sb.st_nlink < (nlink_t)names ?
+		(uint32_t)lo->sb.st_nlink : (uint32_t)names - 1;
 	said(ka, dir, name, "gone (%s; %u names left)",
 	     o->type == LENTO_T_DIR ? "RMDIR" : "UNLINK", nlink);
-	return remove_name(ka, w, dir, name, o, nlink);
+	err = remove_name(ka, w, dir, name, o, nlink);
+out:
+	free(lo);
+	return err;
 }
 
 /* A listed entry whose handle lento does not know: a new object. */

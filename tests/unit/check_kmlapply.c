@@ -1022,6 +1022,69 @@ START_TEST(recovery_gone_dir)
 }
 END_TEST
 
+/* The CML's RMDIRs: how many, the first's and the last's objects. */
+struct rmdirs {
+	int n, others;
+	struct lento_fid first, last;
+};
+
+static int count_rmdir(void *arg, const struct lento_rec *r, uint64_t body)
+{
+	struct rmdirs *rd = arg;
+
+	(void)body;
+	if (r->op != LENTO_OP_RMDIR) {
+		rd->others++;
+		return 0;
+	}
+	if (!rd->n++)
+		rd->first = r->obj;
+	rd->last = r->obj;
+	return 0;
+}
+
+/*
+ * A deep tree gone from the lower: each directory removed after what it
+ * held, deepest first, and lento's stack is not what bounds the depth.
+ */
+START_TEST(recovery_gone_deep)
+{
+	enum { DEPTH = 1500 };	/* "d/a/a/...": 3002 bytes of path */
+	struct lento_fid d = { VOL, 0, 3 }, parent = d, f = { 0 };
+	struct rmdirs rd = { 0 };
+	uint64_t n = 1;
+	struct run run;
+
+	for (int i = 0; i < DEPTH; i++) {
+		struct cache_obj o;
+
+		f = (struct lento_fid){ VOL, 0, 100 + (uint64_t)i };
+		o = obj(f, LENTO_T_DIR, 2, 6);
+		ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+		ck_assert_int_eq(cache_dirent_put(c, &parent, "a", &f), 0);
+		parent = f;
+	}
+	{
+		struct lento_fid a = { VOL, 0, 2 };
+		uint8_t b[8];
+
+		/* "a" stays, under a handle no inode has. */
+		kapply_handle(4000000002u, 1, b);
+		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
+						  4000000002u), 0);
+	}
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(4000000002u), "a",
+		  S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	ck_assert_int_ge(cml_list(cache_cml(c), VOL, count_rmdir, &rd), 0);
+	ck_assert_int_eq(rd.n, DEPTH + 1);
+	ck_assert_int_eq(rd.others, 0);
+	ck_assert(lento_fid_eq(&rd.first, &f));
+	ck_assert(lento_fid_eq(&rd.last, &d));
+}
+END_TEST
+
 /* kread_next through the loop: 1 with a record, 0 none, -errno. */
 struct next_wait {
 	struct lo_loop *loop;
@@ -1312,6 +1375,8 @@ static Suite *suite(void)
 	Suite *s = suite_create("kmlapply");
 	TCase *tc = tcase_create("consume");
 
+	/* recovery_gone_deep: 1500 levels, each logged with its path. */
+	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, namespace_and_content);
 	tcase_add_test(tc, attributes_xattrs_renames);
@@ -1324,6 +1389,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, recovery_moved_into_new_dir);
 	tcase_add_test(tc, recovery_removal_lost);
 	tcase_add_test(tc, recovery_gone_dir);
+	tcase_add_test(tc, recovery_gone_deep);
 	tcase_add_test(tc, recovery_moved_beside_a_renamed_dir);
 	tcase_add_test(tc, listing_across_batches);
 	tcase_add_test(tc, batch_ends_at_its_deadline);
