@@ -6,7 +6,7 @@
  * DIR is an empty directory on the file system under test. With --presto,
  * DIR is the root of a presto mount and LOWER its lower directory, and the
  * presto-only cases run too. Every case runs in a child of its own in a
- * fresh directory DIR/NAME; the output is one "ok - NAME" or
+ * fresh directory DIR/NAME; the output is one "ok - NAME (T s)" or
  * "not ok - NAME" per case (failures preceded by "# where: why" lines) and
  * the closing line "N passed, N failed".
  */
@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "posix.h"
 
@@ -159,6 +160,14 @@ static bool run_case(const struct posix_case *c, const char *dir,
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int main(int argc, char **argv)
 {
 	const struct posix_case *tables[] = { ns_cases, data_cases,
@@ -197,13 +206,16 @@ int main(int argc, char **argv)
 				continue;
 			if ((c->flags & CASE_PRESTO_ONLY) && !env.presto)
 				continue;
-			if (run_case(c, dir, env.presto ? lower_root : NULL)) {
+			double t0 = now_s();
+			bool ok = run_case(c, dir,
+					   env.presto ? lower_root : NULL);
+
+			printf("%s - %s (%.1f s)\n", ok ? "ok" : "not ok",
+			       c->name, now_s() - t0);
+			if (ok)
 				passed++;
-				printf("ok - %s\n", c->name);
-			} else {
+			else
 				failed++;
-				printf("not ok - %s\n", c->name);
-			}
 		}
 	}
 	printf("%d passed, %d failed\n", passed, failed);
