@@ -28,6 +28,8 @@ _watchdog() {
 			echo "watchdog: $name still running after $WATCHDOG s; task dump follows" >/dev/console
 			echo w >/proc/sysrq-trigger
 			echo l >/proc/sysrq-trigger
+			# The dumps are below the console's log level.
+			dmesg | tail -n 400 >/dev/console
 			grep -A4 'fstype presto' /proc/self/mountstats >/dev/console
 		fi
 	done
