@@ -553,7 +553,8 @@ int cache_placeholder(struct cache *c, const char *path,
 /*
  * The same, and with the xattrs of @xa (cache_sync_xattrs_fd(); NULL:
  * none set), set before the object takes its name; in *@fdp (if not
- * NULL) the object made or kept, O_PATH. A directory kept must be the
+ * NULL) the object made or kept: O_PATH, or for a regular file the
+ * descriptor it was made with (O_RDWR). A directory kept must be the
  * object's own (cache_fd_is()), but for a volume's root: -ESTALE if it
  * is another. What the name holds is replaced (a directory made in
  * place of a file too) only as @at allows (NULL: whatever it is):

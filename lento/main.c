@@ -71,28 +71,29 @@ static void usage(FILE *f)
 		"  --debug            log more\n");
 }
 
-static int parse_ms(const char *s, uint32_t *out)
+static int parse_ms(const char *opt, const char *s, uint32_t *out)
 {
 	char *end;
 	unsigned long v = strtoul(s, &end, 10);
 
 	if (*end || end == s || v < 100 || v > 86400000) {
-		fprintf(stderr, "lento: %s: a number of milliseconds from 100 to 86400000\n",
-			s);
+		fprintf(stderr, "lento: %s %s: a number of milliseconds from 100 to 86400000\n",
+			opt, s);
 		return -1;
 	}
 	*out = (uint32_t)v;
 	return 0;
 }
 
-static int parse_count(const char *s, unsigned int *out)
+static int parse_count(const char *opt, const char *s, unsigned int *out)
 {
 	char *end;
 	unsigned long v = strtoul(s, &end, 10);
 
 	if (*end || end == s || !isdigit((unsigned char)*s) || v < 1 ||
 	    v > 1000000) {
-		fprintf(stderr, "lento: %s: a number from 1 to 1000000\n", s);
+		fprintf(stderr, "lento: %s %s: a number from 1 to 1000000\n",
+			opt, s);
 		return -1;
 	}
 	*out = (unsigned int)v;
@@ -196,19 +197,20 @@ static int server_cmd(int argc, char **argv)
 			o.control = optarg;
 			break;
 		case 'L':
-			if (parse_ms(optarg, &o.lease_ms))
+			if (parse_ms("--lease-ms", optarg, &o.lease_ms))
 				return 2;
 			break;
 		case 'H':
-			if (parse_ms(optarg, &o.heartbeat_ms))
+			if (parse_ms("--heartbeat-ms", optarg, &o.heartbeat_ms))
 				return 2;
 			break;
 		case 'M':
-			if (parse_count(optarg, &o.clients_max))
+			if (parse_count("--max-clients", optarg, &o.clients_max))
 				return 2;
 			break;
 		case 'I':
-			if (parse_count(optarg, &o.identities_max))
+			if (parse_count("--max-identities", optarg,
+					&o.identities_max))
 				return 2;
 			break;
 		case 'o':
@@ -233,7 +235,7 @@ static int server_cmd(int argc, char **argv)
 	return run_role("server", logfile, level, run_server, &o);
 }
 
-static int parse_size(const char *s, uint64_t *out)
+static int parse_size(const char *opt, const char *s, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -249,7 +251,8 @@ static int parse_size(const char *s, uint64_t *out)
 	}
 	if (errno || end == s || *end || !v || *s == '-' ||
 	    v > (UINT64_MAX >> shift)) {
-		fprintf(stderr, "lento: %s: a size in bytes (K, M, G, T)\n", s);
+		fprintf(stderr, "lento: %s %s: a size in bytes (K, M, G, T)\n",
+			opt, s);
 		return -1;
 	}
 	*out = (uint64_t)v << shift;
@@ -300,20 +303,21 @@ static int client_cmd(int argc, char **argv)
 				return 2;
 			break;
 		case 'a':
-			if (parse_ms(optarg, &o.age_ms))
+			if (parse_ms("--age-ms", optarg, &o.age_ms))
 				return 2;
 			break;
 		case 'w':
-			if (strcmp(optarg, "0") && parse_ms(optarg, &o.watch_ms))
+			if (strcmp(optarg, "0") &&
+			    parse_ms("--watch-ms", optarg, &o.watch_ms))
 				return 2;
 			o.watch_ms_set = true;
 			break;
 		case 'z':
-			if (parse_size(optarg, &o.cache_size))
+			if (parse_size("--cache-size", optarg, &o.cache_size))
 				return 2;
 			break;
 		case 'm':
-			if (parse_size(optarg, &o.fetch_memory))
+			if (parse_size("--fetch-memory", optarg, &o.fetch_memory))
 				return 2;
 			if (o.fetch_memory < CLIENT_FETCH_MEMORY_MIN ||
 			    o.fetch_memory > CLIENT_FETCH_MEMORY_MAX) {

@@ -573,7 +573,6 @@ def case_slow_disk_fetch(s):
     connected, and the file arrives whole. The disk: ext4 on dm-delay
     (writes 300 ms late) with the dirty page cache held to 2 MiB, so that
     writes wait."""
-    print("  TS %.1f" % time.monotonic(), flush=True)
     size = 16 << 20
     bound = 4 << 20
     srv = s.t.server(name="slow-server", heartbeat_ms=3000)
@@ -585,7 +584,6 @@ def case_slow_disk_fetch(s):
         f.write(body)
     pub.ctl("write", VOL + "/huge", "@" + path)
     pub.sync(timeout=600)
-    print("  T0 %.1f" % time.monotonic(), flush=True)
     os.unlink(path)
     want = hashlib.sha256(body).hexdigest()
     del body
@@ -607,7 +605,6 @@ def case_slow_disk_fetch(s):
            % loop)
         sh('dmsetup create rp-slow --table "0 $(blockdev --getsz %s) '
            'delay %s 0 0 %s 0 300"' % (loop, loop, loop))
-        print("  T1 %.1f" % time.monotonic(), flush=True)
         os.makedirs(slow)
         sh("mount /dev/mapper/rp-slow %s" % slow)
         with open("/proc/sys/vm/dirty_bytes", "w") as v:
@@ -622,7 +619,6 @@ def case_slow_disk_fetch(s):
         # dirty pages ahead of it (see the holds printed below).
         f.mount(timeout=30)
         f.ready()
-        print("  T2 %.1f" % time.monotonic(), flush=True)
         t0 = time.monotonic()
         h = hashlib.sha256()
         with open(os.path.join(f.mnt, "huge"), "rb") as r:
@@ -632,7 +628,6 @@ def case_slow_disk_fetch(s):
                     break
                 h.update(chunk)
         took = time.monotonic() - t0
-        print("  T3 %.1f" % time.monotonic(), flush=True)
         check(h.hexdigest() == want, "the body read through F differs")
         st = f.ctl("cache")
         holds = re.findall(r"event loop was held (\d+) ms", f.logtext())
@@ -658,7 +653,6 @@ def case_slow_disk_fetch(s):
         raise Fail("\n".join([str(e)] + ["F: " + w for w in warns[-8:]])) \
             from e
     finally:
-        print("  T4 %.1f" % time.monotonic(), flush=True)
         for k, v in vm.items():
             if k.endswith("bytes") and v.strip() == "0":
                 continue        # set through the ratio below
