@@ -986,30 +986,33 @@ START_TEST(recovery_moved_beside_a_renamed_dir)
 }
 END_TEST
 
+/*
+ * A recovery block listing the root with "a" alone (kept, under a handle
+ * no inode has), so that "d" is gone; consumed.
+ */
+static void root_lists_only_a(struct run *run)
+{
+	struct lento_fid a = { VOL, 0, 2 };
+	uint64_t n = 1;
+
+	handle(&a, 4000000002u);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(4000000002u), "a",
+		  S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, run), 0);
+}
+
 START_TEST(recovery_gone_dir)
 {
 	struct lento_fid d = { VOL, 0, 3 }, x = { VOL, 0, 5 };
 	struct cache_obj o = obj(x, LENTO_T_REG, 1, 6);
-	uint64_t n = 1;
 	struct run run;
 
 	/* d (cached with an entry x) is gone from the lower. */
 	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
 	ck_assert_int_eq(cache_dirent_put(c, &d, "x", &x), 0);
 	handle(&x, 4000000001u);
-	{
-		struct lento_fid a = { VOL, 0, 2 };
-		uint8_t b[8];
-
-		/* "a" stays, under a handle no inode has. */
-		kapply_handle(4000000002u, 1, b);
-		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
-						  4000000002u), 0);
-	}
-	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
-	recovered(PRESTO_KML_DIRENT, root_h, fh(4000000002u), "a",
-		  S_IFREG | 0644, NULL, 0);
-	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	root_lists_only_a(&run);
 	list_cml();
 	/* Its entry first, or the server would refuse the RMDIR. */
 	ck_assert_int_eq(nrecs, 2);
@@ -1052,7 +1055,6 @@ START_TEST(recovery_gone_deep)
 	enum { DEPTH = 1500 };	/* "d/a/a/...": 3002 bytes of path */
 	struct lento_fid d = { VOL, 0, 3 }, parent = d, f = { 0 };
 	struct rmdirs rd = { 0 };
-	uint64_t n = 1;
 	struct run run;
 
 	for (int i = 0; i < DEPTH; i++) {
@@ -1064,19 +1066,7 @@ START_TEST(recovery_gone_deep)
 		ck_assert_int_eq(cache_dirent_put(c, &parent, "a", &f), 0);
 		parent = f;
 	}
-	{
-		struct lento_fid a = { VOL, 0, 2 };
-		uint8_t b[8];
-
-		/* "a" stays, under a handle no inode has. */
-		kapply_handle(4000000002u, 1, b);
-		ck_assert_int_eq(cache_handle_set(c, &a, KAPPLY_HTYPE, b, 8,
-						  4000000002u), 0);
-	}
-	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n, 8);
-	recovered(PRESTO_KML_DIRENT, root_h, fh(4000000002u), "a",
-		  S_IFREG | 0644, NULL, 0);
-	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	root_lists_only_a(&run);
 	ck_assert_int_ge(cml_list(cache_cml(c), VOL, count_rmdir, &rd), 0);
 	ck_assert_int_eq(rd.n, DEPTH + 1);
 	ck_assert_int_eq(rd.others, 0);
