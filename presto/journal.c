@@ -329,11 +329,14 @@ static void presto_journal_make_spare(struct presto_journal *j)
 	presto_journal_update_avail(j);
 	j->want_spare = false;
 	j->spare_err = err;
-	/* A spare already there is no news: room comes from writing. */
-	if (s || err) {
-		j->spare_gen++;
+	/*
+	 * An answer either way. A spare already there is no news for room,
+	 * which then comes from writing (a roll) or from reservations given
+	 * back (presto_journal_reserve() tells which it can wait for).
+	 */
+	j->spare_gen++;
+	if (s || err)
 		j->room_gen++;
-	}
 	spin_unlock(&j->lock);
 	wake_up_all(&j->done);
 }
@@ -707,18 +710,39 @@ static int presto_journal_reserve(struct presto_journal *j, u32 size,
 			j->reserved += size;
 			break;
 		}
-		/* The thread tried to make a spare since we asked, and could not. */
-		err = j->spare_err;
-		if (asked && j->spare_gen != spare_gen && err)
-			break;
+		/* The thread answered since we asked, and made no room. */
+		if (asked && j->spare_gen != spare_gen) {
+			/* It could not make a spare. */
+			err = j->spare_err;
+			if (err)
+				break;
+			/*
+			 * A spare is there and nothing is left to write (nor
+			 * being written, which may roll): the room is all
+			 * promised to changes under way and to the STOREs of
+			 * files open for writing, and comes back only as they
+			 * close. Refused, not left to wait on whoever holds
+			 * them.
+			 */
+			if (!j->queued_bytes) {
+				spin_unlock(&j->lock);
+				pr_warn_ratelimited("presto: %s: the log's room (%llu KiB) is all reserved, by files open for writing and changes under way\n",
+						    presto_sb(j->sb)->lower_name,
+						    j->avail >> 10);
+				return -ENOSPC;
+			}
+		}
 		room_gen = j->room_gen;
 		spare_gen = j->spare_gen;
 		asked = true;
 		j->want_spare = true;
 		spin_unlock(&j->lock);
 		wake_up(&j->wait);
+		/* A log that breaks meanwhile makes no room: its error. */
 		err = wait_event_killable(j->done,
-					  READ_ONCE(j->room_gen) != room_gen);
+					  READ_ONCE(j->room_gen) != room_gen ||
+					  READ_ONCE(j->spare_gen) != spare_gen ||
+					  READ_ONCE(j->error));
 		if (err)
 			return err;
 	}
@@ -1244,6 +1268,32 @@ static int presto_seg_scan(struct presto_journal *j, u64 segno,
 	return err;
 }
 
+/*
+ * The records kept from before this mount are pending until lento
+ * acknowledges them again: the oldest is the first of the oldest segment
+ * (@segno), whose time bounds their age from above. Left unknown (0) if
+ * it cannot be read.
+ */
+static void presto_journal_oldest_kept(struct presto_journal *j, u64 segno)
+{
+	struct presto_kml_rec r;
+	loff_t pos = PRESTO_KML_HDR_SIZE;
+	char name[32];
+	struct file *f;
+
+	presto_seg_name(name, sizeof(name), segno);
+	f = file_open_root(&j->dir, name, O_RDONLY | O_NOATIME | O_LARGEFILE,
+			   0);
+	if (IS_ERR(f))
+		return;
+	if (kernel_read(f, &r, sizeof(r), &pos) == sizeof(r) &&
+	    le64_to_cpu(r.seq) == j->acked_seq + 1) {
+		j->oldest_seq = j->acked_seq + 1;
+		j->oldest_ns = le64_to_cpu(r.time_ns);
+	}
+	fput(f);
+}
+
 static struct presto_kml_seg *presto_seg_old(u64 segno, u64 first_seq,
 					     u64 used)
 {
@@ -1328,6 +1378,8 @@ static int presto_journal_scan(struct presto_journal *j)
 	j->acked_seq = l.count ? list_first_entry(&j->segs,
 						  struct presto_kml_seg,
 						  list)->first_seq - 1 : 0;
+	if (j->acked_seq + 1 < next_seq)
+		presto_journal_oldest_kept(j, l.segnos[0]);
 	if (l.count) {
 		struct file *f;
 		char name[32];
