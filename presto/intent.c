@@ -551,13 +551,18 @@ static void presto_intent_do_sweep(struct presto_intent *in, bool all)
 	if (list_empty(&sweep))
 		return;
 	if (presto_intent_writeback(in)) {
-		/* The marks stay; the next sweep tries again. */
+		/*
+		 * The marks stay; the next sweep tries again. Whoever waits
+		 * for one of them to go takes it as it is, now.
+		 */
 		spin_lock(&in->lock);
 		list_for_each_entry(m, &sweep, sweep) {
 			m->state = PRESTO_MARK_SET;
 			m->idle_since = jiffies;
 		}
+		in->cleared_gen++;
 		spin_unlock(&in->lock);
+		wake_up_all(&in->wait);
 		if (!all)
 			queue_delayed_work(in->wq, &in->sweep_work,
 					   PRESTO_MARK_IDLE);
