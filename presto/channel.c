@@ -786,29 +786,43 @@ void presto_fileset_unregister(struct presto_fileset *fs,
 	presto_fileset_drop_lento(fs, sk, 0);
 }
 
-/* A netlink socket closed: if it was a lento, it is gone at once. */
+/*
+ * A netlink socket closed: if it was a lento, it is gone at once. The
+ * filesets are taken a batch at a time, each batch after the last one's
+ * end (held, it stays in the list): a new socket that took the same port
+ * id and its filesets before this ran keeps them, and must not make
+ * every pass find the same ones again.
+ */
 void presto_lento_closed(u32 portid)
 {
-	struct presto_fileset *fs, *gone[8];
+	struct presto_fileset *fs, *cursor = NULL, *next, *gone[8];
 	int i, nr;
 
 	do {
 		nr = 0;
+		next = NULL;
 		mutex_lock(&presto_filesets_lock);
-		list_for_each_entry(fs, &presto_filesets, node) {
+		fs = list_prepare_entry(cursor, &presto_filesets, node);
+		list_for_each_entry_continue(fs, &presto_filesets, node) {
 			if (READ_ONCE(fs->portid) != portid)
 				continue;
 			kref_get(&fs->ref);
 			gone[nr++] = fs;
-			if (nr == ARRAY_SIZE(gone))
+			if (nr == ARRAY_SIZE(gone)) {
+				next = fs;
+				kref_get(&next->ref);
 				break;
+			}
 		}
 		mutex_unlock(&presto_filesets_lock);
+		if (cursor)
+			presto_fileset_put(cursor);
+		cursor = next;
 		for (i = 0; i < nr; i++) {
 			presto_fileset_drop_lento(gone[i], NULL, portid);
 			presto_fileset_put(gone[i]);
 		}
-	} while (nr == ARRAY_SIZE(gone));
+	} while (cursor);
 }
 
 int presto_filesets_init(void)
