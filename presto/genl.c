@@ -96,6 +96,15 @@ struct sk_buff *presto_genl_new(const char *fileset, size_t size, u8 cmd,
 	return skb;
 }
 
+/*
+ * A string attribute is its bytes and one NUL, nothing after it (the
+ * policy's NLA_NUL_STRING only asks for a NUL somewhere).
+ */
+static bool presto_string_ok(const struct nlattr *nla)
+{
+	return !nla || strnlen(nla_data(nla), nla_len(nla)) + 1 == nla_len(nla);
+}
+
 static int presto_pre_doit(const struct genl_ops *ops, struct sk_buff *skb,
 			   struct genl_info *info)
 {
@@ -111,6 +120,11 @@ static int presto_pre_doit(const struct genl_ops *ops, struct sk_buff *skb,
 			GENL_SET_ERR_MSG(info, "presto: an attribute is missing");
 			return -EINVAL;
 		}
+	}
+	if (!presto_string_ok(info->attrs[PRESTO_A_FILESET]) ||
+	    !presto_string_ok(info->attrs[PRESTO_A_NAME])) {
+		GENL_SET_ERR_MSG(info, "presto: bytes after a string's NUL");
+		return -EINVAL;
 	}
 	name = nla_data(info->attrs[PRESTO_A_FILESET]);
 	if (!presto_fileset_name_ok(name)) {

@@ -592,6 +592,12 @@ def case_refusals(ext, mnt):
              "a 64-byte name"),
             ("REGISTER", [genl.attr(A["FILESET"], b"abc")], errno.EINVAL,
              "a name without NUL"),
+            ("REGISTER", [genl.attr(A["FILESET"], m.name.encode() +
+                                    b"\0junk\0")], errno.EINVAL,
+             "a name with bytes after its NUL"),
+            ("NOTIFY", [F, h, genl.attr(A["NAME"], b"y\0z\0"),
+                        genl.a_u32(A["EVENT"], 1)], errno.EINVAL,
+             "NOTIFY: a NAME with bytes after its NUL"),
             ("REGISTER", [F, genl.attr(99, b"")], errno.EINVAL,
              "an unknown attribute"),
             ("REGISTER", [F, genl.a_handle(A["ROOT"], 1, 1)], errno.EINVAL,
