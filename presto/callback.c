@@ -194,7 +194,14 @@ int presto_cb_purge(struct super_block *sb, const struct presto_handle *h)
 	}
 	presto_journal_state(sb, &st);
 	spin_lock(&inode->i_lock);
-	if (pi->opens || READ_ONCE(pi->last_seq) > st.acked_seq)
+	/*
+	 * Not while open, nor while its last changes are not consumed, nor
+	 * while it has changes no STORE covers (one failed to be logged) or
+	 * a shared writable mapping that can still make some.
+	 */
+	if (pi->opens || READ_ONCE(pi->last_seq) > st.acked_seq ||
+	    atomic64_read(&pi->data_gen) != READ_ONCE(pi->stored_gen) ||
+	    READ_ONCE(pi->writers))
 		err = -EBUSY;
 	else
 		WRITE_ONCE(pi->cb_flags, pi->cb_flags & ~PRESTO_CB_DATA);

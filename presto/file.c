@@ -243,9 +243,12 @@ static int presto_release(struct inode *inode, struct file *file)
 {
 	struct file *lower = presto_lower_file(file);
 
-	presto_cb_close(inode);
 	if (file->f_mode & FMODE_WRITE) {
-		/* The STORE of what this file wrote, if nobody logged it. */
+		/*
+		 * The STORE of what this file wrote, if nobody logged it:
+		 * while the open still counts, so that lento cannot purge
+		 * the content before its STORE is in the log.
+		 */
 		presto_store(file, true);
 		/* None if the file was never used (presto_open_later()). */
 		if (lower)
@@ -254,6 +257,7 @@ static int presto_release(struct inode *inode, struct file *file)
 	} else if (!presto_file_is_shared(file)) {
 		fput(lower);
 	}
+	presto_cb_close(inode);
 	return 0;
 }
 
