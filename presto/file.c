@@ -317,6 +317,28 @@ static ssize_t presto_write_iter(struct kiocb *iocb, struct iov_iter *iter)
 	return ret;
 }
 
+/* The open flags that fcntl(F_SETFL) may change and a write obeys. */
+#define PRESTO_SETFL_MASK	(O_APPEND | O_DIRECT)
+
+/*
+ * Bring @lower, @file's own lower file, to the O_APPEND and O_DIRECT that
+ * fcntl(F_SETFL) left on @file, for a splice or copy_file_range: those go
+ * through the lower file's flags, where read and write pass presto's
+ * kiocb. The VFS judged the change against presto's file, whose inode
+ * flags are the lower's, and ext4 has no check_flags of its own.
+ */
+static void presto_lower_setfl(struct file *file, struct file *lower)
+{
+	unsigned int flags = READ_ONCE(file->f_flags) & PRESTO_SETFL_MASK;
+
+	if (!((flags ^ READ_ONCE(lower->f_flags)) & PRESTO_SETFL_MASK))
+		return;
+	spin_lock(&lower->f_lock);
+	lower->f_flags = (lower->f_flags & ~PRESTO_SETFL_MASK) | flags;
+	lower->f_iocb_flags = iocb_flags(lower);
+	spin_unlock(&lower->f_lock);
+}
+
 /*
  * Calling iter_file_splice_write() on presto's file would take the pipe
  * lock before the lower file's freeze protection, the reverse of a splice
@@ -336,6 +358,7 @@ static ssize_t presto_splice_write(struct pipe_inode_info *pipe,
 	if (ret)
 		return ret;
 	lower = presto_lower_file(out);
+	presto_lower_setfl(out, lower);
 	file_start_write(lower);
 	ret = iter_file_splice_write(pipe, lower, ppos, len, flags);
 	file_end_write(lower);
@@ -570,6 +593,7 @@ static ssize_t presto_copy_file_range(struct file *in, loff_t pos_in,
 	ret = presto_store_begin(out, pos_out, &w);
 	if (ret)
 		return ret;
+	presto_lower_setfl(out, presto_lower_file(out));
 	ret = vfs_copy_file_range(lin, pos_in, presto_lower_file(out), pos_out,
 				  len, flags);
 	if (ret > 0 && lin != in)

@@ -1489,6 +1489,39 @@ static ssize_t cfr(int in, loff_t *off_in, int out, loff_t *off_out,
 		       flags);
 }
 
+/*
+ * sendfile and copy_file_range write where the file's flags of the moment
+ * say, as write does: O_APPEND cleared by fcntl(F_SETFL) writes at the
+ * file position or the offset given; set by it, they are refused.
+ */
+static void setfl_append_splice(void)
+{
+	loff_t off_in = 1, off_out = 3;
+	off_t off = 0;
+	int in, fd;
+
+	write_file("src", "XY", 2, 0644);
+	write_file("f", "abcdef", 6, 0644);
+	in = CHECK_OK(open("src", O_RDONLY));
+	fd = CHECK_OK(open("f", O_WRONLY | O_APPEND));
+	CHECK_OK(fcntl(fd, F_SETFL, 0));
+	CHECK_EQ(lseek(fd, 0, SEEK_SET), 0);
+	CHECK_EQ(sendfile(fd, in, &off, 1), 1);
+	CHECK_EQ(lseek(fd, 0, SEEK_CUR), 1);
+	CHECK_EQ(cfr(in, &off_in, fd, &off_out, 1, 0), 1);
+	CHECK_EQ(off_out, 4);
+	check_content("f", "XbcYef", 6);
+
+	CHECK_OK(fcntl(fd, F_SETFL, O_APPEND));
+	off = 0;
+	CHECK_ERR(sendfile(fd, in, &off, 1), EINVAL);
+	off_in = 0;
+	CHECK_ERR(cfr(in, &off_in, fd, NULL, 1, 0), EBADF);
+	CHECK_OK(close(fd));
+	CHECK_OK(close(in));
+	check_content("f", "XbcYef", 6);
+}
+
 static void copy_file_range_same_fs(void)
 {
 	static char want[XFER], got[XFER];
@@ -3081,6 +3114,7 @@ const struct posix_case data_cases[] = {
 	{ "data-wrong-access-mode", wrong_access_mode, 0 },
 	{ "data-append", append_mode, 0 },
 	{ "data-setfl-append", setfl_append, 0 },
+	{ "data-setfl-append-splice", setfl_append_splice, 0 },
 	{ "data-rwf-flags", rwf_flags, 0 },
 	{ "data-rwf-nowait", rwf_nowait, 0 },
 	{ "data-truncate", truncate_sizes, 0 },
