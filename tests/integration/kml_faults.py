@@ -13,9 +13,12 @@ with "N passed, N failed".
 - a user under RLIMIT_FSIZE: the user's writes stop at the limit, the log
   (written by presto's thread) does not;
 - a frozen lower file system, and a frozen presto: changes wait for the
-  thaw and are logged.
+  thaw and are logged;
+- the log's room all held by files open for writing: changes are refused
+  with ENOSPC, not left waiting for a close.
 """
 import errno
+import json
 import os
 import resource
 import signal
@@ -257,6 +260,82 @@ def frozen_presto_makes_changes_wait_for_the_thaw():
     check(mk.wait(60) == 0, "mkdir done after thaw")
     umount()
     check(names_logged(records(cache), "MKDIR") == {"a", "b"}, "logged")
+    sh(f"rm -rf {cache}")
+
+
+# A user with the most groups a record carries: a STORE of 1 KiB and more.
+HOLDER = r"""
+import json, os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+fds, err, at = [], None, None
+for i in range(n):
+    try:
+        fd = os.open(f"{d}/f{i}", os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as e:
+        err, at = e.errno, "create"
+        break
+    fds.append(fd)
+    try:
+        os.write(fd, b"x")
+    except OSError as e:
+        err, at = e.errno, "write"
+        break
+held = len(fds)
+for fd in fds:
+    os.close(fd)
+after = None
+try:
+    with open(f"{d}/after", "w") as f:
+        f.write("after")
+except OSError as e:
+    after = e.errno
+print(json.dumps({"held": held, "err": err, "at": at, "after": after}))
+"""
+
+
+@case
+def log_room_all_reserved_refuses_rather_than_waits():
+    # Every file open for writing that wrote holds room for its STORE
+    # until it closes. When the room of the current segment and the spare
+    # is all held so, a change is refused with ENOSPC: it used to wait for
+    # a close that the holder, waiting itself, would never make.
+    cache = f"{EXT}/kf-room"
+    sh(f"rm -rf {cache}")
+    mount(cache)
+    os.mkdir(f"{MNT}/u")
+    os.chown(f"{MNT}/u", 1000, 1000)
+    groups = ",".join(str(g) for g in range(2000, 2256))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (20000, max(hard, 20000)))
+    try:
+        out = subprocess.run(
+            ["setpriv", "--reuid", "1000", "--regid", "1000",
+             "--groups", groups, sys.executable, "-c", HOLDER,
+             f"{MNT}/u", "15000"],
+            capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        check(False, "the holder waited for room (killed after 600 s)")
+        return
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    check(out.returncode == 0, out.stderr[-2000:])
+    res = json.loads(out.stdout)
+    check(res["err"] == errno.ENOSPC, res)
+    # Room for about 8 MiB of 1.2 KiB STOREs, less the margin kept.
+    check(4000 < res["held"] < 8000, res)
+    n = res["held"]
+    if res["at"] == "create":
+        check(not os.path.exists(f"{MNT}/u/f{n}"), "refused, not done")
+    else:
+        check(os.path.getsize(f"{MNT}/u/f{n - 1}") == 0, "refused, not done")
+    check(res["after"] is None, "room back once the files closed: %s" % res)
+    check(dmesg_has("is all reserved"), "the kernel log says why")
+    umount()
+    recs = records(cache)
+    stored = sum(1 for r in recs if r["op"] == "STORE")
+    wrote = n if res["at"] == "create" else n - 1
+    check(stored == wrote + 1, "a STORE for each file written: %d, %d" %
+          (stored, wrote))
     sh(f"rm -rf {cache}")
 
 
