@@ -935,6 +935,12 @@ static bool match_vol(const struct upcall *uc, const void *key)
 	return uc->wait_vol && !strcmp(uc->fs->volume, key);
 }
 
+void kclient_fset_woken(struct client *cl, struct fset *fs)
+{
+	if (cl->k)
+		uc_rerun(cl, match_vol, fs->volume);
+}
+
 void kclient_journal_moved(struct client *cl, struct fset *fs)
 {
 	if (cl->k)
@@ -1562,9 +1568,16 @@ static void k_msg(void *arg, const struct kmsg *m)
 				 fs->name, m->mounted ? "mounted" :
 				 "not mounted yet");
 		fs->registered = true;
+		/*
+		 * Again after a loss, the answer may be all that is left of
+		 * an UNMOUNTED that could not be sent: taken as that.
+		 */
+		ours = fs->mounted && fs->root_ok;
 		on_mount_state(cl, fs, m->mounted, m);
 		if (fs->root_ok)
 			kml_log_state(cl, fs, m);
+		else if (!m->mounted && ours)
+			kml_unmounted(cl, fs, m);
 		break;
 	case PRESTO_CMD_MOUNTED:
 		on_mount_state(cl, fs, true, m);

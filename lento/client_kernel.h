@@ -169,6 +169,8 @@ int flags_write_nlink(struct client *cl, const char *path, uint32_t flags,
 struct kchan *kclient_chan(struct client *cl);
 /* Upcalls that waited for the journal to be consumed run again. */
 void kclient_journal_moved(struct client *cl, struct fset *fs);
+/* Upcalls that waited for @fs's permit to be given back run again. */
+void kclient_fset_woken(struct client *cl, struct fset *fs);
 
 /* client_kml.c */
 /* presto said where its log stands (REGISTER's answer, MOUNTED, KML). */

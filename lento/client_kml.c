@@ -509,6 +509,8 @@ static void revoked(struct client *cl, struct fset *fs, const struct kmsg *m)
 
 	j->revoke_req = 0;
 	j->presto_permit = false;
+	/* A PERMIT upcall made meanwhile waited for this answer. */
+	kclient_fset_woken(cl, fs);
 	if (m->errno_) {
 		/*
 		 * Not "every change is at most durable": some may be in no
@@ -553,6 +555,7 @@ static void request_ack(void *arg, int err, const struct kmsg *reply,
 		else
 			log_warn("fileset %s: PERMIT 0: %s", fs->name,
 				 strerror(-err));
+		kclient_fset_woken(j->cl, fs);
 		reint_kick(j->cl);
 		return;
 	}
@@ -572,8 +575,12 @@ static void sync_ack(void *arg, int err, const struct kmsg *reply)
 	request_ack(arg, err, reply, false);
 }
 
-/* KML_SYNC or PERMIT 0 with a new REQ; its number, or 0 if not sent. */
-static uint64_t request(struct client *cl, struct fset *fs, uint8_t cmd)
+/*
+ * KML_SYNC or PERMIT 0 with a new REQ; its number, or 0 if not sent (and
+ * why in *@errp, if given).
+ */
+static uint64_t request(struct client *cl, struct fset *fs, uint8_t cmd,
+			int *errp)
 {
 	struct kcmd c = { .cmd = cmd, .fileset = fs->name, .have = KA(REQ),
 			  .req = ++fs->j.last_req };
@@ -587,9 +594,25 @@ static uint64_t request(struct client *cl, struct fset *fs, uint8_t cmd)
 	if (err) {
 		log_warn("fileset %s: %s: %s", fs->name, kchan_cmd_name(cmd),
 			 strerror(-err));
+		if (errp)
+			*errp = err;
 		return 0;
 	}
 	return c.req;
+}
+
+/*
+ * KML_SYNC asked (again): one that could not be sent is the sync's error,
+ * not a sync answered with nothing new.
+ */
+static void sync_request(struct client *cl, struct fset *fs)
+{
+	int err = 0;
+
+	fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC, &err);
+	fs->j.sync_ms = lo_now_ms();
+	if (!fs->j.sync_req)
+		fs->j.sync_err = err;
 }
 
 static void presto_revoke(struct client *cl, struct fset *fs,
@@ -599,7 +622,7 @@ static void presto_revoke(struct client *cl, struct fset *fs,
 		return;
 	log_info("fileset %s: asking presto for the permit back: %s",
 		 fs->name, why);
-	fs->j.revoke_req = request(cl, fs, PRESTO_CMD_PERMIT);
+	fs->j.revoke_req = request(cl, fs, PRESTO_CMD_PERMIT, NULL);
 	fs->j.revoke_ms = fs->j.log_err_ms = lo_now_ms();
 }
 
@@ -700,10 +723,8 @@ static void requests_again(struct client *cl, struct fset *fs)
 		fs->j.revoke_req = 0;
 		presto_revoke(cl, fs, "asked again: no answer came");
 	}
-	if (fs->j.sync_req && now - fs->j.sync_ms > KML_ANSWER_MS) {
-		fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);
-		fs->j.sync_ms = now;
-	}
+	if (fs->j.sync_req && now - fs->j.sync_ms > KML_ANSWER_MS)
+		sync_request(cl, fs);
 	/* A permit held for a log presto could not sync: is it whole now? */
 	if (fs->j.log_err && !fs->j.revoke_req &&
 	    now - fs->j.log_err_ms > KML_ANSWER_MS)
@@ -789,8 +810,7 @@ static void sync_send(struct client *cl, struct fset *fs)
 	fs->j.sync_err = 0;
 	if (!fset_live(fs) || !fs->j.known)
 		return;
-	fs->j.sync_req = request(cl, fs, PRESTO_CMD_KML_SYNC);
-	fs->j.sync_ms = lo_now_ms();
+	sync_request(cl, fs);
 }
 
 /* One fileset of a sync: 0 consumed, 1 still going, -errno. */
