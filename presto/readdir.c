@@ -32,8 +32,10 @@ static bool presto_filldir(struct dir_context *ctx, const char *name,
 static int presto_iterate(struct file *file, struct dir_context *ctx)
 {
 	struct file *lower = presto_lower_file(file);
+	/* A lower that fails before it reads leaves the position as it was. */
 	struct presto_readdir_ctx rctx = {
 		.ctx.actor = presto_filldir,
+		.ctx.pos = ctx->pos,
 		.caller = ctx,
 		.root = IS_ROOT(file->f_path.dentry),
 	};
