@@ -374,6 +374,13 @@ static int presto_reconfigure(struct fs_context *fc)
 		return invalfc(fc, "fileset cannot be changed by remount");
 	if (ctx->timeout_s && ctx->timeout_s * HZ != sbi->timeout)
 		return invalfc(fc, "timeout cannot be changed by remount");
+	/*
+	 * Read-only from now on, sync(2), syncfs(2) and the umount skip
+	 * presto: the log is made durable now, as the changes' data.
+	 */
+	if ((fc->sb_flags_mask & SB_RDONLY) && (fc->sb_flags & SB_RDONLY) &&
+	    !sb_rdonly(fc->root->d_sb))
+		return sync_filesystem(fc->root->d_sb);
 	return 0;
 }
 

@@ -263,6 +263,25 @@ def frozen_presto_makes_changes_wait_for_the_thaw():
     sh(f"rm -rf {cache}")
 
 
+@case
+def remount_read_only_makes_the_log_durable():
+    # Read-only, the mount is skipped by sync(2), syncfs(2) and its own
+    # umount: its log is made durable at the remount (presto's thread
+    # would have taken up to five seconds).
+    cache = f"{EXT}/kf-ro"
+    sh(f"rm -rf {cache}")
+    mount(cache)
+    os.mkdir(f"{MNT}/a")
+    with open(f"{MNT}/a/f", "w") as f:
+        f.write("f")
+    sh(f"mount -o remount,ro {MNT}")
+    st = state()
+    check(st["durable_seq"] == st["next_seq"] - 1, st)
+    check(open(f"{MNT}/a/f").read() == "f", "read-only still reads")
+    umount()
+    sh(f"rm -rf {cache}")
+
+
 # A user with the most groups a record carries: a STORE of 1 KiB and more.
 HOLDER = r"""
 import json, os, sys
