@@ -373,7 +373,8 @@ int presto_notify_name(struct super_block *sb, const struct presto_handle *h,
 		       const char *name, u32 event);
 
 /* recover.c */
-int presto_recover(struct super_block *sb, unsigned int *anchors);
+int presto_recover(struct super_block *sb,
+		   int (*anchor)(struct super_block *sb, unsigned int n));
 
 /*
  * change.c: the one place every modification goes through. A change is

@@ -37,7 +37,9 @@ struct presto_mark_list {
 	struct dir_context ctx;
 	struct presto_lost_mark *marks;
 	unsigned int count, size;
-	unsigned int anchors;
+	/* The anchors listed but anchor.0 (which stays): their numbers. */
+	unsigned int *anchors;
+	unsigned int nanchors, anchors_size;
 	int bucket;		/* the one being listed, -1: the top */
 	int err;
 };
@@ -64,6 +66,40 @@ struct presto_recovery {
 	unsigned int objects;
 };
 
+/*
+ * Anchor @n, listed as @name: its number kept for its removal, the names
+ * as listed rather than a range guessed from the highest (a name planted
+ * or damaged on the disk could say anchor.4294967295). Not presto's if
+ * not as presto writes it (anchor.01).
+ */
+static bool presto_anchor_found(struct presto_mark_list *l, const char *name,
+				unsigned int n)
+{
+	unsigned int *more;
+	char want[32];
+
+	snprintf(want, sizeof(want), "anchor.%u", n);
+	if (strcmp(want, name)) {
+		pr_warn("presto: unknown entry %s in the intent directory\n",
+			name);
+		return true;
+	}
+	if (!n)
+		return true;	/* anchor.0 stays */
+	if (l->nanchors == l->anchors_size) {
+		l->anchors_size = l->anchors_size ? 2 * l->anchors_size : 8;
+		more = krealloc_array(l->anchors, l->anchors_size,
+				      sizeof(*more), GFP_KERNEL);
+		if (!more) {
+			l->err = -ENOMEM;
+			return false;
+		}
+		l->anchors = more;
+	}
+	l->anchors[l->nanchors++] = n;
+	return true;
+}
+
 static bool presto_mark_filldir(struct dir_context *ctx, const char *name,
 				int len, loff_t pos, u64 ino, unsigned int type)
 {
@@ -81,10 +117,8 @@ static bool presto_mark_filldir(struct dir_context *ctx, const char *name,
 	if (l->bucket < 0 && presto_is_bucket(name, len))
 		return true;	/* listed on its own */
 	if (l->bucket < 0 &&
-	    sscanf(buf, "anchor.%u%n", &n, &end) == 1 && end == len) {
-		l->anchors = max(l->anchors, n + 1);
-		return true;
-	}
+	    sscanf(buf, "anchor.%u%n", &n, &end) == 1 && end == len)
+		return presto_anchor_found(l, buf, n);
 	if (l->count == l->size) {
 		l->size = l->size ? 2 * l->size : 16;
 		more = krealloc_array(l->marks, l->size, sizeof(*more),
@@ -386,10 +420,12 @@ static int presto_recover_marks(struct presto_recovery *r,
 }
 
 /*
- * Log what the marks left in the intent directory name; report the count
- * of anchor files found in *@anchors. Called at mount with the log open.
+ * Log what the marks left in the intent directory name; hand the numbers
+ * of the anchor files found but anchor.0 to @anchor (the intent
+ * directory's, to remove them). Called at mount with the log open.
  */
-int presto_recover(struct super_block *sb, unsigned int *anchors)
+int presto_recover(struct super_block *sb,
+		   int (*anchor)(struct super_block *sb, unsigned int n))
 {
 	struct presto_recovery r = { .sb = sb };
 	struct presto_mark_list l = {};
@@ -399,9 +435,8 @@ int presto_recover(struct super_block *sb, unsigned int *anchors)
 	err = presto_list_marks(sb, &l);
 	if (err)
 		goto out;
-	*anchors = l.anchors;
 	if (!l.count)
-		goto out;
+		goto anchors;
 	err = -ENOMEM;
 	r.buf = kvmalloc(XATTR_SIZE_MAX, GFP_KERNEL);
 	r.names = kvmalloc(XATTR_LIST_MAX, GFP_KERNEL);
@@ -415,10 +450,16 @@ int presto_recover(struct super_block *sb, unsigned int *anchors)
 		pr_notice("presto: %s: recovery: %u intent marks; logged the state of %u objects in %llu records\n",
 			  presto_sb(sb)->lower_name, l.count, r.objects,
 			  r.records);
+	if (err)
+		goto out;
+anchors:
+	for (i = 0; !err && i < l.nanchors; i++)
+		err = anchor(sb, l.anchors[i]);
 out:
 	for (i = 0; i < l.count; i++)
 		dput(l.marks[i].dentry);
 	kfree(l.marks);
+	kfree(l.anchors);
 	kvfree(r.buf);
 	kvfree(r.names);
 	return err;
