@@ -574,6 +574,32 @@ static void presto_journal_retire(struct presto_journal *j)
 	}
 }
 
+/*
+ * A spare is due, or someone waits for room. With the spare there and
+ * nothing queued, what the current segment holds comes back only by
+ * moving on to the spare: do that now if it holds records, rather than
+ * let a change be refused with half of the log's reach spent on them.
+ */
+static int presto_journal_make_room(struct presto_journal *j)
+{
+	bool roll;
+	u64 first;
+	int err;
+
+	spin_lock(&j->lock);
+	roll = j->want_spare && j->spare && !j->queued_bytes &&
+	       j->cur->used > PRESTO_KML_HDR_SIZE;
+	first = j->written_seq + 1;
+	spin_unlock(&j->lock);
+	if (roll) {
+		err = presto_journal_roll(j, first);
+		if (err)
+			return err;
+	}
+	presto_journal_make_spare(j);
+	return 0;
+}
+
 static void presto_journal_fail(struct presto_journal *j, int err)
 {
 	struct presto_kml_entry *e, *next;
@@ -608,8 +634,8 @@ static void presto_journal_work(struct presto_journal *j, bool stop,
 	spin_unlock(&j->lock);
 
 	if (spare)
-		presto_journal_make_spare(j);
-	if (write)
+		err = presto_journal_make_room(j);
+	if (!err && write)
 		err = presto_journal_write(j);
 	/* The segment a mount began is zeroed once the thread runs. */
 	if (!err && !stop && !j->cur->zero_end) {
@@ -717,8 +743,10 @@ static int presto_journal_reserve(struct presto_journal *j, u32 size,
 			if (err)
 				break;
 			/*
-			 * A spare is there and nothing is left to write (nor
-			 * being written, which may roll): the room is all
+			 * A spare is there, nothing is left to write (nor
+			 * being written, which may roll) and the thread moved
+			 * on to the spare if that made room
+			 * (presto_journal_make_room()): the room is all
 			 * promised to changes under way and to the STOREs of
 			 * files open for writing, and comes back only as they
 			 * close. Refused, not left to wait on whoever holds
