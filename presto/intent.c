@@ -613,20 +613,24 @@ void presto_intent_durable(struct super_block *sb, u64 seq)
 	spin_unlock(&in->lock);
 }
 
-/* Recovery found anchor @n (not anchor.0): it goes. */
-static int presto_intent_drop_anchor(struct super_block *sb, unsigned int n)
+/*
+ * Keep anchor.0 (made if missing) and remove the other anchors, the
+ * @n numbered in @anchors that recovery listed.
+ */
+static int presto_intent_reset_anchors(struct presto_intent *in,
+				       const unsigned int *anchors,
+				       unsigned int n)
 {
 	char name[32];
-
-	snprintf(name, sizeof(name), "anchor.%u", n);
-	return presto_private_unlink(&presto_sb(sb)->intent->dir, name);
-}
-
-/* Keep anchor.0, made if missing (the others are gone). */
-static int presto_intent_reset_anchors(struct presto_intent *in)
-{
+	unsigned int i;
 	int err;
 
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "anchor.%u", anchors[i]);
+		err = presto_private_unlink(&in->dir, name);
+		if (err)
+			return err;
+	}
 	err = mnt_want_write(in->dir.mnt);
 	if (err)
 		return err;
@@ -670,6 +674,7 @@ static int presto_intent_buckets(struct presto_intent *in)
 int presto_intent_open(struct super_block *sb)
 {
 	struct presto_intent *in;
+	unsigned int *anchors = NULL, nanchors = 0;
 	struct path private;
 	int err;
 
@@ -702,10 +707,10 @@ int presto_intent_open(struct super_block *sb)
 	err = presto_intent_buckets(in);
 	if (err)
 		return err;
-	err = presto_recover(sb, presto_intent_drop_anchor);
-	if (err)
-		return err;
-	err = presto_intent_reset_anchors(in);
+	err = presto_recover(sb, &anchors, &nanchors);
+	if (!err)
+		err = presto_intent_reset_anchors(in, anchors, nanchors);
+	kfree(anchors);
 	if (err)
 		return err;
 	/* The journal thread reads it (presto_intent_commit()). */

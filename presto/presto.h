@@ -373,8 +373,8 @@ int presto_notify_name(struct super_block *sb, const struct presto_handle *h,
 		       const char *name, u32 event);
 
 /* recover.c */
-int presto_recover(struct super_block *sb,
-		   int (*anchor)(struct super_block *sb, unsigned int n));
+int presto_recover(struct super_block *sb, unsigned int **anchors,
+		   unsigned int *nanchors);
 
 /*
  * change.c: the one place every modification goes through. A change is

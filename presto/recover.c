@@ -420,12 +420,12 @@ static int presto_recover_marks(struct presto_recovery *r,
 }
 
 /*
- * Log what the marks left in the intent directory name; hand the numbers
- * of the anchor files found but anchor.0 to @anchor (the intent
- * directory's, to remove them). Called at mount with the log open.
+ * Log what the marks left in the intent directory name; hand the caller
+ * the numbers of the anchor files found but anchor.0 (*@anchors, to free;
+ * *@nanchors of them). Called at mount with the log open.
  */
-int presto_recover(struct super_block *sb,
-		   int (*anchor)(struct super_block *sb, unsigned int n))
+int presto_recover(struct super_block *sb, unsigned int **anchors,
+		   unsigned int *nanchors)
 {
 	struct presto_recovery r = { .sb = sb };
 	struct presto_mark_list l = {};
@@ -435,8 +435,11 @@ int presto_recover(struct super_block *sb,
 	err = presto_list_marks(sb, &l);
 	if (err)
 		goto out;
+	*anchors = l.anchors;
+	*nanchors = l.nanchors;
+	l.anchors = NULL;
 	if (!l.count)
-		goto anchors;
+		goto out;
 	err = -ENOMEM;
 	r.buf = kvmalloc(XATTR_SIZE_MAX, GFP_KERNEL);
 	r.names = kvmalloc(XATTR_LIST_MAX, GFP_KERNEL);
@@ -450,11 +453,6 @@ int presto_recover(struct super_block *sb,
 		pr_notice("presto: %s: recovery: %u intent marks; logged the state of %u objects in %llu records\n",
 			  presto_sb(sb)->lower_name, l.count, r.objects,
 			  r.records);
-	if (err)
-		goto out;
-anchors:
-	for (i = 0; !err && i < l.nanchors; i++)
-		err = anchor(sb, l.anchors[i]);
 out:
 	for (i = 0; i < l.count; i++)
 		dput(l.marks[i].dentry);
