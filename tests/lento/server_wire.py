@@ -350,6 +350,52 @@ def case_clients_bounded(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_handshake_bounded(srv):
+    """Connections that never finish their HELLO hold no client's place
+    but a descriptor each: a server taking 2 clients keeps at most 64 of
+    them waiting (SERVER_GREETING_MIN; the next is closed at once), and
+    closes each that has not said HELLO within three heartbeats, however
+    it trickles bytes."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-greet.")
+    small = Server(srv.lento, tmp, extra=["--max-clients", "2",
+                                          "--heartbeat-ms", "500"])
+    try:
+        a, b = Conn(small.port), Conn(small.port)
+        more = [Conn(small.port) for _ in range(62)]
+        time.sleep(0.5)
+        c = Conn(small.port)
+        assert c.frame() is None, "a 65th connection stayed open"
+        # One byte of a HELLO's header every 0.3 s: more than 1.5 s on.
+        t0 = time.time()
+        for _ in range(20):
+            try:
+                a.s.sendall(b"\0")
+            except OSError:
+                break
+            time.sleep(0.3)
+        a.s.settimeout(5)
+        try:
+            got = a.s.recv(1)
+        except OSError:
+            got = b""
+        took = time.time() - t0
+        assert got == b"" and took < 5, (got, took)
+        assert b.frame() is None, "b stayed without a HELLO"
+        for m in more:
+            m.close()
+        # The places are free again: a real client is served.
+        d = Conn(small.port)
+        assert hello(d)[0]
+        d.close()
+        log = open(small.log).read()
+        assert "await their handshake" in log, log[-1500:]
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_identities_bounded(srv):
     """A server started with --max-identities 2 registers two new
     clients and answers a third new uuid EDQUOT, closing the connection;
@@ -1373,7 +1419,8 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
-         case_clients_bounded, case_identities_bounded,
+         case_clients_bounded, case_handshake_bounded,
+         case_identities_bounded,
          case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
          case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
