@@ -2496,8 +2496,6 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 	size_t off = 0;
 
 	s->heard_ms = lo_now_ms();
-	if (s->ri)	/* bytes of its batch: part of a body, maybe */
-		holder_alive(s, s->ri->volume);
 	while (off < len) {
 		struct lp_frame f;
 		const char *why = NULL;
@@ -2514,6 +2512,13 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 				   lp_type_name(f.type));
 			return -EBADMSG;
 		}
+		/*
+		 * Its batch's bodies coming, whole or in part, keep the
+		 * holder's lease; its PINGs do not, or a batch stalled with
+		 * a revoke asked would keep the volume for ever.
+		 */
+		if (s->ri && f.type == LP_DATA && len - off >= LP_HDR_SIZE)
+			holder_alive(s, s->ri->volume);
 		if (!n)
 			break;
 		/*

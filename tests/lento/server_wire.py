@@ -319,6 +319,39 @@ def case_revoked_holder_cannot_keep_renewing(srv):
     b.close()
 
 
+def case_stalled_batch_keeps_no_permit(srv):
+    """A holder whose batch stops coming (a STORE's body that never
+    comes) and that only PINGs keeps the permit at most a lease after it
+    was asked to give it back: its PINGs keep its session, not the volume.
+    The client waiting is granted the permit before its request would
+    time out (two leases)."""
+    c, vol, cid, f, vers = writer_with_file(srv, "stalled")
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, 4096, b"",
+                   base_obj=vers[f])
+    c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, 1) + store,
+           flags=MORE)
+    b = Conn(srv.port)
+    hello(b)
+    btag = b.send(PERMIT_ACQUIRE, struct.pack("<I", vol))
+    fr = c.frame()
+    assert fr[0] == PERMIT_REVOKE, fr
+    t0 = time.time()
+    b.s.settimeout(0.5)
+    got = None
+    while time.time() - t0 < 8 and got is None:
+        c.send(PING, struct.pack("<Q", 1))
+        try:
+            got = b.reply(btag)
+        except socket.timeout:
+            pass
+    waited = time.time() - t0
+    assert got is not None and got[0] == PERMIT_REPLY, (got, waited)
+    assert waited < 5, "granted after %.1f s (lease 3 s)" % waited
+    b.reply(b.send(PERMIT_RELEASE, struct.pack("<I", vol)))
+    c.close()
+    b.close()
+
+
 def case_clients_bounded(srv):
     """A server started with --max-clients 2 answers a third client's
     HELLO with EAGAIN and takes it once one of the two has gone."""
@@ -1419,6 +1452,7 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
+         case_stalled_batch_keeps_no_permit,
          case_clients_bounded, case_handshake_bounded,
          case_identities_bounded,
          case_revoke_skips_closing_session,
