@@ -199,6 +199,13 @@ struct server {
 	unsigned int body_fds, body_fds_max;
 	/* Sessions past their handshake, and how many may be. */
 	unsigned int clients, clients_max;
+	/*
+	 * Sessions before it, and how many may be: as many as clients (a
+	 * burst of reconnections), SERVER_GREETING_MIN at least. Each is
+	 * closed if its HELLO has not come within gone_ms, whatever bytes
+	 * trickle in: they count toward no client, and hold a descriptor.
+	 */
+	unsigned int greeting, greeting_max;
 	/* Identities the store may register (new clients), in all. */
 	unsigned int identities_max;
 	size_t dir_max;			/* LP_DIR_MAX; LENTO_TEST_DIR_MAX */
@@ -2398,6 +2405,7 @@ static void do_hello(struct session *s, const struct lp_frame *f)
 	s->client = m.client;
 	memcpy(s->uuid, m.uuid, sizeof(s->uuid));
 	s->ready = true;
+	srv->greeting--;
 	srv->clients++;
 	r.version = v;
 	r.client = s->client;
@@ -2488,8 +2496,6 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 	size_t off = 0;
 
 	s->heard_ms = lo_now_ms();
-	if (s->ri)	/* bytes of its batch: part of a body, maybe */
-		holder_alive(s, s->ri->volume);
 	while (off < len) {
 		struct lp_frame f;
 		const char *why = NULL;
@@ -2506,6 +2512,13 @@ static ssize_t sess_data(struct lo_conn *c, const uint8_t *p, size_t len)
 				   lp_type_name(f.type));
 			return -EBADMSG;
 		}
+		/*
+		 * Its batch's bodies coming, whole or in part, keep the
+		 * holder's lease; its PINGs do not, or a batch stalled with
+		 * a revoke asked would keep the volume for ever.
+		 */
+		if (s->ri && f.type == LP_DATA && len - off >= LP_HDR_SIZE)
+			holder_alive(s, s->ri->volume);
 		if (!n)
 			break;
 		/*
@@ -2545,6 +2558,8 @@ static void session_free(struct session *s)
 	permits_forget_session(srv, s);
 	if (s->ready)
 		srv->clients--;
+	else
+		srv->greeting--;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -2606,6 +2621,13 @@ static int accept_client(struct lo_listener *l, struct lo_conn *c, void *arg)
 	(void)l;
 	if (!s)
 		return -ENOMEM;
+	if (srv->greeting >= srv->greeting_max) {
+		free(s);
+		log_warn("refused a connection from %s: %u await their "
+			 "handshake already", lo_conn_peer(c), srv->greeting);
+		return -EAGAIN;
+	}
+	srv->greeting++;
 	s->srv = srv;
 	s->conn = c;
 	s->heard_ms = s->since_ms = lo_now_ms();
@@ -2690,6 +2712,10 @@ static void tick(struct lo_loop *loop, void *arg)
 		if (!s->closing && now - s->heard_ms > srv->gone_ms)
 			sess_close(s, -ETIMEDOUT, "silent for %" PRIu64 " ms",
 				   now - s->heard_ms);
+		else if (!s->closing && !s->ready &&
+			 now - s->since_ms > srv->gone_ms)
+			sess_close(s, -ETIMEDOUT, "no HELLO in %" PRIu64
+				   " ms", now - s->since_ms);
 	}
 }
 
@@ -3092,6 +3118,8 @@ int server_main(const struct server_opts *o)
 	srv.identities_max = o->identities_max ? o->identities_max :
 			     SERVER_IDENTITIES_MAX;
 	srv.gone_ms = 3 * srv.heartbeat_ms;
+	srv.greeting_max = srv.clients_max > SERVER_GREETING_MIN ?
+			   srv.clients_max : SERVER_GREETING_MIN;
 	e = store_open(o->store, &srv.st, err, sizeof(err));
 	if (e) {
 		log_err("%s", err);

@@ -12,6 +12,8 @@
 #define SERVER_LISTEN_MAX	8
 #define SERVER_LEASE_MS		30000	/* a write-back permit's lease */
 #define SERVER_CLIENTS_MAX	1024	/* clients served at once */
+/* Connections waiting for their HELLO, at least (and as many as clients). */
+#define SERVER_GREETING_MIN	64
 /* Client identities the store registers, ever (ids are never reused). */
 #define SERVER_IDENTITIES_MAX	65536
 

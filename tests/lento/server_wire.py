@@ -319,6 +319,39 @@ def case_revoked_holder_cannot_keep_renewing(srv):
     b.close()
 
 
+def case_stalled_batch_keeps_no_permit(srv):
+    """A holder whose batch stops coming (a STORE's body that never
+    comes) and that only PINGs keeps the permit at most a lease after it
+    was asked to give it back: its PINGs keep its session, not the volume.
+    The client waiting is granted the permit before its request would
+    time out (two leases)."""
+    c, vol, cid, f, vers = writer_with_file(srv, "stalled")
+    store = record(2, OP_STORE, bytes(16), f, 0, 0x8, 0, 4096, b"",
+                   base_obj=vers[f])
+    c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2, 1) + store,
+           flags=MORE)
+    b = Conn(srv.port)
+    hello(b)
+    btag = b.send(PERMIT_ACQUIRE, struct.pack("<I", vol))
+    fr = c.frame()
+    assert fr[0] == PERMIT_REVOKE, fr
+    t0 = time.time()
+    b.s.settimeout(0.5)
+    got = None
+    while time.time() - t0 < 8 and got is None:
+        c.send(PING, struct.pack("<Q", 1))
+        try:
+            got = b.reply(btag)
+        except socket.timeout:
+            pass
+    waited = time.time() - t0
+    assert got is not None and got[0] == PERMIT_REPLY, (got, waited)
+    assert waited < 5, "granted after %.1f s (lease 3 s)" % waited
+    b.reply(b.send(PERMIT_RELEASE, struct.pack("<I", vol)))
+    c.close()
+    b.close()
+
+
 def case_clients_bounded(srv):
     """A server started with --max-clients 2 answers a third client's
     HELLO with EAGAIN and takes it once one of the two has gone."""
@@ -343,6 +376,52 @@ def case_clients_bounded(srv):
         c.close()
         log = open(small.log).read()
         assert "refused a client from 127.0.0.1" in log, log[-1500:]
+        small.stop()
+    finally:
+        if small.p.poll() is None:
+            small.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def case_handshake_bounded(srv):
+    """Connections that never finish their HELLO hold no client's place
+    but a descriptor each: a server taking 2 clients keeps at most 64 of
+    them waiting (SERVER_GREETING_MIN; the next is closed at once), and
+    closes each that has not said HELLO within three heartbeats, however
+    it trickles bytes."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-greet.")
+    small = Server(srv.lento, tmp, extra=["--max-clients", "2",
+                                          "--heartbeat-ms", "500"])
+    try:
+        a, b = Conn(small.port), Conn(small.port)
+        more = [Conn(small.port) for _ in range(62)]
+        time.sleep(0.5)
+        c = Conn(small.port)
+        assert c.frame() is None, "a 65th connection stayed open"
+        # One byte of a HELLO's header every 0.3 s: more than 1.5 s on.
+        t0 = time.time()
+        for _ in range(20):
+            try:
+                a.s.sendall(b"\0")
+            except OSError:
+                break
+            time.sleep(0.3)
+        a.s.settimeout(5)
+        try:
+            got = a.s.recv(1)
+        except OSError:
+            got = b""
+        took = time.time() - t0
+        assert got == b"" and took < 5, (got, took)
+        assert b.frame() is None, "b stayed without a HELLO"
+        for m in more:
+            m.close()
+        # The places are free again: a real client is served.
+        d = Conn(small.port)
+        assert hello(d)[0]
+        d.close()
+        log = open(small.log).read()
+        assert "await their handshake" in log, log[-1500:]
         small.stop()
     finally:
         if small.p.poll() is None:
@@ -1373,7 +1452,9 @@ def case_malformed(srv):
 
 CASES = [case_handshake, case_ping, case_root, case_permits,
          case_lease_expires, case_revoked_holder_cannot_keep_renewing,
-         case_clients_bounded, case_identities_bounded,
+         case_stalled_batch_keeps_no_permit,
+         case_clients_bounded, case_handshake_bounded,
+         case_identities_bounded,
          case_revoke_skips_closing_session,
          case_listing_over_limit_stops_early,
          case_listing_larger_than_output_bound, case_pong_ahead_of_listing,
