@@ -44,8 +44,10 @@
  * object (its inode, as presto named it); one that is not there or not it
  * has moved on since, and presto's journal is consumed to its end
  * (KML_SYNC) before the batch is made again. An object with no name left
- * in the database is removed by a later record: its body is moot and the
- * STORE goes with none.
+ * in the database lost them to later records: its bytes are gone here
+ * and the STORE goes with none (LENTO_R_NOBODY). The server keeps the
+ * content it has, which matters when the object has a name there that
+ * this client never listed: an empty body would wipe it.
  *
  * Answers. Applied: the records go from the log (cml_ack), the cache
  * takes the new versions and the volume's stamp. A conflict or another
@@ -141,7 +143,7 @@ struct shadow {
 	uint32_t rec;		/* its record in the batch */
 	char *src;		/* the cache's file; NULL: no name left */
 	int fd;
-	bool moot;		/* no body: made empty */
+	bool moot;		/* no body: sent empty, NOBODY */
 	uint64_t size;
 	/*
 	 * The inodes src may be (none known: not checked): every one presto
@@ -287,12 +289,14 @@ static void shadow_said_moot(const struct batch *b,
 	if (given_up)
 		log_err("volume %" PRIu32 ": the body of " FIDFMT " for its "
 			"STORE is not in the cache, nor anything presto "
-			"journaled says where it went: it goes empty",
+			"journaled says where it went: it goes without one, "
+			"and the server keeps the content it has",
 			b->volume, FIDARG(&r->obj));
 	else
 		log_info("volume %" PRIu32 ": " FIDFMT " has no name left in "
-			 "the cache: a later record removes it, and its STORE "
-			 "goes without a body", b->volume, FIDARG(&r->obj));
+			 "the cache: its STORE goes without a body, and the "
+			 "server keeps the content it has (for its other names, "
+			 "if any)", b->volume, FIDARG(&r->obj));
 }
 
 static void shadow_done(struct wk_job *wk, bool ran)
@@ -324,9 +328,11 @@ static void shadow_done(struct wk_job *wk, bool ran)
 		for (uint32_t i = 0; i < j->n; i++) {
 			struct lento_rec *r = &b->recs[j->s[i].rec];
 
-			if (j->s[i].moot)
+			if (j->s[i].moot) {
 				shadow_said_moot(b, r, j->gone_ok &&
 						 j->s[i].src);
+				r->flags |= LENTO_R_NOBODY;
+			}
 			b->fds[j->s[i].rec] = j->s[i].fd;
 			j->s[i].fd = -1;
 			r->attr.valid |= LENTO_A_SIZE;

@@ -3237,6 +3237,9 @@ static int op_store(struct batch *b, const struct lento_rec *r)
 		if (ret)
 			return ret;
 	}
+	/* The client lost the bytes: what the other names hold stays. */
+	if (r->flags & LENTO_R_NOBODY)
+		return touch(b, &o) ?: put(b, &o);
 	if (r->attr.valid & LENTO_A_SIZE)
 		size = r->attr.size;
 	else if (has)

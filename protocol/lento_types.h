@@ -210,6 +210,16 @@ enum lento_op {
  * its data.
  */
 #define LENTO_R_LASTLINK	0x0004
+/*
+ * STORE: the client has no body for it, and its size is 0 and its body
+ * empty on the wire. The object lost its names at the client before the
+ * batch went, so what was written is gone there; but at the server it
+ * may have other names (a hard link in a directory the client never
+ * listed). The server leaves the content, size and times as they are and
+ * only moves the object's version, as any STORE does: an empty body would
+ * have wiped what the other names hold.
+ */
+#define LENTO_R_NOBODY		0x0008
 
 /* Supplementary groups a record carries at most (as the KML's). */
 #define LENTO_GROUPS_MAX	256

@@ -1651,7 +1651,7 @@ static const struct shape {
 	[LENTO_OP_SETATTR] = { U_OBJ, 0, 0, 0, 0, 0, 0 },
 	[LENTO_OP_SETXATTR] = { U_OBJ, 0, N_XATTR, 0, D_VALUE, 0, 0 },
 	[LENTO_OP_REMOVEXATTR] = { U_OBJ, 0, N_XATTR, 0, 0, 0, 0 },
-	[LENTO_OP_STORE] = { U_OBJ, 0, 0, 0, 0, 0, 0 },
+	[LENTO_OP_STORE] = { U_OBJ, 0, 0, 0, 0, 0, LENTO_R_NOBODY },
 	[LENTO_OP_PRUNEXATTRS] = { U_OBJ, 0, 0, 0, D_NAMES, 0, 0 },
 };
 
@@ -1776,6 +1776,9 @@ const char *lp_rec_invalid(const struct lento_rec *r)
 		return "SETATTR that sets nothing";
 	if (r->op == LENTO_OP_STORE && !(r->attr.valid & LENTO_A_SIZE))
 		return "STORE without its size";
+	if (r->op == LENTO_OP_STORE && (r->flags & LENTO_R_NOBODY) &&
+	    r->attr.size)
+		return "STORE NOBODY with a size";
 	return NULL;
 }
 

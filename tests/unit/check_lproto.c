@@ -2228,6 +2228,8 @@ START_TEST(bad_record)
 		{ LENTO_OP_PRUNEXATTRS, "longer than LENTO_XATTR_NAME_MAX" },
 		{ LENTO_OP_CREATE, "more than LENTO_GROUPS_MAX groups" },
 		{ LENTO_OP_SETATTR, "ngroups without groups" },
+		{ LENTO_OP_STORE, "STORE NOBODY with a size" },
+		{ LENTO_OP_CREATE, "flag its op does not take" },
 	};
 	struct lp_reint m = { .volume = 1, .client = 1 };
 	struct lento_rec r;
@@ -2276,6 +2278,8 @@ START_TEST(bad_record)
 	case 39: r.data = long_name; r.data_len = sizeof(long_name); break;
 	case 40: r.groups = sgroups; r.ngroups = LENTO_GROUPS_MAX + 1; break;
 	case 41: r.groups = NULL; r.ngroups = 1; break;
+	case 42: r.flags = LENTO_R_NOBODY; break;
+	case 43: r.flags = LENTO_R_NOBODY; break;
 	}
 	ck_assert_msg(lp_rec_invalid(&r) &&
 		      strstr(lp_rec_invalid(&r), cases[_i].reason),
@@ -2536,7 +2540,7 @@ static Suite *lproto_suite(void)
 	tcase_add_test(tc, zip_bombs);
 	tcase_add_test(tc, bad_volume_lookup);
 	tcase_add_test(tc, bad_validate);
-	tcase_add_loop_test(tc, bad_record, 0, 42);
+	tcase_add_loop_test(tc, bad_record, 0, 44);
 	tcase_add_test(tc, xattr_mirrored);
 	tcase_add_test(tc, bad_batch);
 	tcase_add_test(tc, bad_reint_reply);

@@ -1717,6 +1717,7 @@ START_TEST(store_bodies)
 	struct lento_fid root = LENTO_ROOT_FID(vol), f;
 	struct lento_status st;
 	struct lento_vv vv1, now;
+	struct lento_rec *r;
 	uint64_t n;
 	char *data, buf[16];
 	int fd, old;
@@ -1759,6 +1760,22 @@ START_TEST(store_bodies)
 	data = content(f, NULL);
 	ck_assert_str_eq(data, "four");
 	free(data);
+	/* NOBODY: the content, size and mtime stay, the version moves. */
+	st = getattr(f);
+	r = add(&c, LENTO_OP_STORE);
+	r->obj = f;
+	r->flags = LENTO_R_NOBODY;
+	r->attr.valid = LENTO_A_SIZE | LENTO_A_MTIME;
+	r->attr.mtime_ns = st.attr.mtime_ns + 1000;
+	seal(&c, r);
+	SEND_OK(&c);
+	data = content(f, &n);
+	ck_assert_str_eq(data, "four");
+	free(data);
+	now = getattr(f).vv;
+	ck_assert(!lento_vv_eq(&now, &st.vv));
+	ck_assert_int_eq(getattr(f).attr.mtime_ns, st.attr.mtime_ns);
+	ck_assert_uint_eq(count_files("bodies"), 1);
 	/* A STORE of nothing. */
 	store_data(&c, f, "", 0, false);
 	SEND_OK(&c);
