@@ -85,9 +85,12 @@
  *    R's target is named by nothing between nor by P (it is at c and
  *    unchanged at P); and unless X is known not to be a directory, no
  *    RENAME lies between (moving X earlier changes which directory
- *    renames would make a loop). A record between that needs the
- *    intermediate name b names X, and ends the walk back, so it prevents
- *    the merge.
+ *    renames would make a loop), and, for a chain, nothing between
+ *    changes X's mode, owner, group or ACL (moving a directory to
+ *    another parent needs write permission on it, which the merged
+ *    record would be checked for as it was at P). A record between
+ *    that needs the intermediate name b names X, and ends the walk
+ *    back, so it prevents the merge.
  *
  * 4. Stores and attributes. Walking through the records naming X:
  *    - a STORE replaces an earlier STORE of X whose attributes it all
@@ -772,6 +775,41 @@ static bool unnamed_between(struct opt *o, uint32_t p, uint32_t r,
 	return true;
 }
 
+/*
+ * Does a node between @p and @r change who may write directory @x: its
+ * mode, owner, group or ACL? Moving a directory to another parent needs
+ * write permission on it, so a chain merged to P's place across such a
+ * change is judged with the permissions of before it (a chmod u+w
+ * between a rename within the parent and one out of it: EACCES).
+ */
+static bool access_changed_between(struct opt *o, uint32_t p, uint32_t r,
+				   const struct lento_fid *x)
+{
+	struct oobj *b = &o->obj[lookup(o, x)];
+
+	for (uint32_t at = occ_find(b, p + 1); at < b->nocc && b->occ[at] < r;
+	     at++) {
+		struct cml_onode *n = &o->n[b->occ[at]];
+
+		if (!spend(o))
+			return true;
+		if (!live_names(o, b->occ[at], x) ||
+		    !fid_eq(&n->fid[CML_OBJ], x))
+			continue;
+		if (n->op == LENTO_OP_SETATTR &&
+		    (n->attr.valid & (LENTO_A_MODE | LENTO_A_UID |
+				      LENTO_A_GID)))
+			return true;
+		if ((n->op == LENTO_OP_SETXATTR ||
+		     n->op == LENTO_OP_REMOVEXATTR) &&
+		    !strncmp(n->name, "system.posix_acl_", 17))
+			return true;
+		if (n->op == LENTO_OP_PRUNEXATTRS)
+			return true;
+	}
+	return false;
+}
+
 /* The previous namespace record of node @r's object, or NONE. */
 static uint32_t previous_place(struct opt *o, uint32_t r)
 {
@@ -826,7 +864,8 @@ static int merge_rename(struct opt *o, uint32_t r)
 	else
 		return 0;
 	if (kind_of(o, &n->fid[CML_OBJ]) != K_NONDIR &&
-	    o->renames[r] != o->renames[pi + 1])
+	    (o->renames[r] != o->renames[pi + 1] ||
+	     (chain && access_changed_between(o, pi, r, &n->fid[CML_OBJ]))))
 		return 0;
 	if (!name_untouched(o, pi, r, d3, n->name2))
 		return 0;

@@ -2230,6 +2230,32 @@ START_TEST(chain_not_collapsed_when_a_name_depends)
 	glist_free(&res.out);
 	g_free(&g);
 
+	/*
+	 * A directory renamed in its parent, made writable, then moved out:
+	 * at the first rename's place the move would need the write
+	 * permission it did not have yet. Left alone; a touch is no such
+	 * change.
+	 */
+	g_init(&g, VOL + 9, 7);
+	g_rename(&g, ROOT, "s2", ROOT, "t", 0);
+	g_setattr(&g, S2, LENTO_A_MODE | LENTO_A_CTIME, 0755, 0);
+	g_rename(&g, ROOT, "t", S1, "t", 0);
+	strcpy(ctx, "directory chain across a chmod");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 3);
+	ck_assert_uint_eq(res.st.renames, 0);
+	glist_free(&res.out);
+	g_free(&g);
+	g_init(&g, VOL + 10, 7);
+	g_rename(&g, ROOT, "s2", ROOT, "t", 0);
+	g_setattr(&g, S2, LENTO_A_MTIME | LENTO_A_CTIME, 0, 0);
+	g_rename(&g, ROOT, "t", S1, "t", 0);
+	strcpy(ctx, "directory chain across a touch");
+	run_log(c, &g, 0, true, &res);
+	ck_assert_uint_eq(res.out.n, 2);
+	ck_assert_uint_eq(res.st.renames, 1);
+	glist_free(&res.out);
+	g_free(&g);
 	/* Out of its directory, then over that (by then empty) directory. */
 	g_init(&g, VOL + 8, 7);
 	g_remove(&g, S1, "b");
