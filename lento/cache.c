@@ -51,7 +51,6 @@ enum stmt {
 	S_OBJ_VV,
 	S_OBJ_TOUCH,
 	S_OBJ_WALK,
-	S_VOL_INVAL,
 	S_DIRTY_CLEAR,
 	S_DIRTY_ADD,
 	S_PURGE,
@@ -128,7 +127,6 @@ static const char *const sql[S_COUNT] = {
 	[S_OBJ_TOUCH] = "UPDATE cache SET used = ?2 WHERE fid = ?1",
 	[S_OBJ_WALK] = "SELECT " OBJ_COLS " FROM cache WHERE volume = ?1 "
 		       "ORDER BY fid",
-	[S_VOL_INVAL] = "UPDATE cache SET valid = 0 WHERE volume = ?1",
 	[S_DIRTY_CLEAR] = "UPDATE cache SET dirty = 0 WHERE volume = ?1 "
 			  "AND dirty <> 0",
 	[S_DIRTY_ADD] = "UPDATE cache SET dirty = max(dirty + ?2, 0) "
@@ -1725,12 +1723,6 @@ int cache_obj_walk(struct cache *c, uint32_t volume, cache_obj_fn fn,
 {
 	sqlite3_bind_int64(stmt(c, S_OBJ_WALK), 1, volume);
 	return obj_rows(c, S_OBJ_WALK, fn, arg);
-}
-
-int cache_volume_invalidate(struct cache *c, uint32_t volume)
-{
-	sqlite3_bind_int64(stmt(c, S_VOL_INVAL), 1, volume);
-	return run(c, S_VOL_INVAL);
 }
 
 int cache_dirty_clear(struct cache *c, uint32_t volume)

@@ -312,8 +312,6 @@ typedef int (*cache_obj_fn)(void *arg, const struct cache_obj *o);
 int cache_obj_walk(struct cache *c, uint32_t volume, cache_obj_fn fn,
 		   void *arg);
 
-/* Every object of @volume: not valid (a break, a new epoch). */
-int cache_volume_invalidate(struct cache *c, uint32_t volume);
 /*
  * An object is dirty while records of the log name it: the count of
  * those (a slot of a record counts once). Added to when a record is

@@ -452,6 +452,12 @@ void reint_sent(struct client *cl);
 void reint_durable(struct client *cl);
 /* Is a batch of @volume on its way to the server, not yet answered? */
 bool reint_sending(struct client *cl, uint32_t volume);
+/*
+ * Optimise @v's log if it changed since last time (into @os, zeroed if
+ * not): before a batch, and before a conflict is resolved.
+ */
+struct cml_opt_stats;
+int reint_optimise(struct client *cl, struct vol *v, struct cml_opt_stats *os);
 /* Recompute the dirty flags of @volume's objects from its CML. */
 int reint_dirty_refresh(struct client *cl, uint32_t volume);
 int cmd_reintegrate(struct ctl_req *r, void *ctx, int argc, char **argv);

@@ -858,6 +858,20 @@ static int64_t age_ms_of(const struct cml_stats *cs)
  * it is broken as by a BREAK -- never a version taken for content it is
  * not.
  */
+static int moved_add(struct lento_fid **moved, size_t *nmoved,
+		     const struct lento_fid *f)
+{
+	if (!(*nmoved & (*nmoved + 1))) {	/* 0, 1, 3, 7...: grow */
+		void *p = realloc(*moved, 2 * (*nmoved + 1) * sizeof(**moved));
+
+		if (!p)
+			return -ENOMEM;
+		*moved = p;
+	}
+	(*moved)[(*nmoved)++] = *f;
+	return 0;
+}
+
 static int take_versions(struct client *cl, const struct batch *b,
 			 const struct lp_reint_reply *m,
 			 struct lento_fid **moved, size_t *nmoved)
@@ -884,17 +898,63 @@ static int take_versions(struct client *cl, const struct batch *b,
 		cached = cache_obj_set_vv(cl->cache, &fv.fid, stale ?
 					  &b->pred->vv[i] : &fv.vv, stale);
 		err = cached < 0 ? cached : 0;
-		if (cached <= 0 || !stale)
-			continue;
-		if (!(*nmoved & (*nmoved + 1))) {	/* 0, 1, 3, 7...: grow */
-			void *p = realloc(*moved, 2 * (*nmoved + 1) *
-					  sizeof(**moved));
+		if (cached > 0 && stale)
+			err = moved_add(moved, nmoved, &fv.fid);
+	}
+	return err;
+}
 
-			if (!p)
-				return -ENOMEM;
-			*moved = p;
+/* The version @f had before the batch: the first base it was sent with. */
+static bool base_before(const struct batch *b, const struct lento_fid *f,
+			struct lento_vv *vv)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct lento_rec *r = &b->recs[i];
+		const struct lento_fid *fid[4] = { &r->dir, &r->obj, &r->dir2,
+						   &r->target };
+		const struct lento_vv *base[4] = { &r->base_dir, &r->base_obj,
+						   &r->base_dir2,
+						   &r->base_target };
+
+		for (int k = 0; k < 4; k++) {
+			if (!lento_fid_eq(fid[k], f))
+				continue;
+			if (k == 1 && is_create(r->op))
+				return false;	/* new: no version before */
+			*vv = *base[k];
+			return true;
 		}
-		(*moved)[(*nmoved)++] = fv.fid;
+	}
+	return false;
+}
+
+/*
+ * Objects known stale here (not valid: broken while this client changed
+ * them, or resolved "local" over a version never fetched) that the
+ * batch left with nothing pending: the server's version holds what this
+ * client's records changed and what it did not, which the copy here
+ * lacks. Their version goes back to what it was before the batch, so
+ * that no validation takes the copy for the new one, and they are broken
+ * as moved ones are: listed and fetched again when next used. Taken after
+ * unmark_acked(), so that "pending" is after the batch.
+ */
+static int stale_when_clean(struct client *cl, const struct batch *b,
+			    const struct lp_reint_reply *m,
+			    struct lento_fid **moved, size_t *nmoved)
+{
+	struct lp_list l = m->versions;
+	struct lp_fidvv fv;
+	struct lento_vv was;
+	struct cache_obj o;
+	int err = 0;
+
+	while (!err && lp_next_fidvv(&l, &fv) == 1) {
+		if (cache_obj_get(cl->cache, &fv.fid, &o, NULL, 0) ||
+		    o.valid || o.dirty || !lento_vv_eq(&o.vv, &fv.vv) ||
+		    !base_before(b, &fv.fid, &was))
+			continue;	/* gone, current, pending or moved */
+		err = cache_obj_set_vv(cl->cache, &fv.fid, &was, true);
+		err = err < 0 ? err : moved_add(moved, nmoved, &fv.fid);
 	}
 	return err;
 }
@@ -904,8 +964,8 @@ static void break_moved(struct client *cl, uint32_t volume,
 			const struct lento_fid *moved, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		log_info("volume %" PRIu32 ": " FIDFMT " changed at the server "
-			 "since this batch: its copy here is stale", volume,
+		log_info("volume %" PRIu32 ": " FIDFMT " at the server is not "
+			 "the copy here: fetched again when next used", volume,
 			 FIDARG(&moved[i]));
 		jobs_break_fid(cl, &moved[i]);
 		kclient_break_fid(cl, &moved[i]);
@@ -954,6 +1014,7 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		v->log_changed = true;
 	}
 	err = err ?: unmark_acked(cl, b, m->applied);
+	err = err ?: stale_when_clean(cl, b, m, &moved, &nmoved);
 	err = err ?: cache_vol_put(cl->cache, &v->cv);
 	err = err ?: cache_commit_lazy(cl->cache);
 	if (err) {
@@ -1109,6 +1170,25 @@ void reint_conn_down(struct client *cl)
 
 /* ----------------------------------------------------------- batches */
 
+/* Once per change of the log, not per batch: it reads it all. */
+int reint_optimise(struct client *cl, struct vol *v, struct cml_opt_stats *os)
+{
+	int err;
+
+	memset(os, 0, sizeof(*os));
+	if (!v->log_changed)
+		return 0;
+	err = cml_optimise(cache_cml(cl->cache), v->cv.id, os, recount,
+			   cl->cache);
+	if (err)
+		return err;
+	v->log_changed = false;
+	if (os->before != os->after)
+		log_info("volume %s: the optimiser made %" PRIu64 " records "
+			 "of %" PRIu64, v->cv.name, os->after, os->before);
+	return 0;
+}
+
 /* The records to send: those sent before, or a new optimised batch. */
 static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 {
@@ -1122,17 +1202,9 @@ static int batch_fill(struct client *cl, struct batch *b, struct vol *v)
 	}
 	if (err < 0)
 		return err;
-	/* Once per change of the log, not per batch: it reads it all. */
-	memset(&os, 0, sizeof(os));
-	if (v->log_changed) {
-		err = cml_optimise(cml, v->cv.id, &os, recount, cl->cache);
-		if (err)
-			return err;
-		v->log_changed = false;
-	}
-	if (os.before != os.after)
-		log_info("volume %s: the optimiser made %" PRIu64 " records "
-			 "of %" PRIu64, v->cv.name, os.after, os.before);
+	err = reint_optimise(cl, v, &os);
+	if (err)
+		return err;
 	b->first = v->cv.applied + 1;
 	err = cache_begin(cl->cache);
 	if (err)

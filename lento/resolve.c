@@ -7,7 +7,10 @@
  *   local   this client's changes win: every pending record that names
  *           the object takes the server's version (the one the conflict
  *           reported) as its base, so the server's changes to that object
- *           are replaced by this client's. Nothing else moves.
+ *           are replaced by this client's; what the server changed
+ *           that these records do not change stays, and this client
+ *           fetches the object again once they are in. Nothing else
+ *           moves.
  *   server  the server's version wins: this client's pending records of
  *           the object (those that change it, move, link or remove it) go
  *           from the log, and the object is fetched again, its
@@ -41,6 +44,11 @@
 
 enum choice { C_LOCAL, C_SERVER, C_BOTH };
 
+struct name_at {
+	struct lento_fid dir;
+	char name[LENTO_NAME_MAX + 1];
+};
+
 /* The pending records of the conflict's object, and who made its change. */
 struct of_obj {
 	struct lento_fid fid;
@@ -51,6 +59,10 @@ struct of_obj {
 	uint64_t *recnos;		/* records to drop (server, both) */
 	struct lento_fid *dirs;		/* directories their names were in */
 	size_t n, ndirs, cap;
+	struct name_at *freed;		/* names the records to drop free */
+	size_t nfreed, freedcap;
+	uint64_t reused;		/* a record kept that takes one, or 0 */
+	struct name_at reused_name;
 };
 
 /* Room is made by collect(): two directories a record at most. */
@@ -64,9 +76,91 @@ static void keep_dir(struct of_obj *w, const struct lento_fid *d)
 	w->dirs[w->ndirs++] = *d;
 }
 
+static ssize_t freed_find(const struct of_obj *w, const struct lento_fid *d,
+			  const char *name)
+{
+	for (size_t i = 0; i < w->nfreed; i++)
+		if (lento_fid_eq(&w->freed[i].dir, d) &&
+		    !strcmp(w->freed[i].name, name))
+			return (ssize_t)i;
+	return -1;
+}
+
+static int freed_add(struct of_obj *w, const struct lento_fid *d,
+		     const char *name)
+{
+	if (freed_find(w, d, name) >= 0)
+		return 0;
+	if (w->nfreed == w->freedcap) {
+		size_t cap = w->freedcap ? 2 * w->freedcap : 4;
+		struct name_at *p = realloc(w->freed, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		w->freed = p;
+		w->freedcap = cap;
+	}
+	w->freed[w->nfreed].dir = *d;
+	snprintf(w->freed[w->nfreed++].name, LENTO_NAME_MAX + 1, "%s", name);
+	return 0;
+}
+
+/* The name @r makes (in *@d, *@name), if it makes one. */
+static bool takes_name(const struct lento_rec *r, const struct lento_fid **d,
+		       const char **name)
+{
+	switch (r->op) {
+	case LENTO_OP_CREATE:
+	case LENTO_OP_MKDIR:
+	case LENTO_OP_MKNOD:
+	case LENTO_OP_SYMLINK:
+	case LENTO_OP_LINK:
+		*d = &r->dir;
+		*name = r->name;
+		return true;
+	case LENTO_OP_RENAME:
+		*d = &r->dir2;
+		*name = r->name2;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * A name the object's records free (its unlink, its rename's source) is
+ * not free at the server once they are dropped: the object is there
+ * still. A record kept that takes it would be refused (EEXIST), so the
+ * first such is noted, and server and both refuse to drop.
+ */
+static int note_names(struct of_obj *w, const struct lento_rec *r, bool drop)
+{
+	const struct lento_fid *d;
+	const char *name;
+	ssize_t at;
+
+	if (takes_name(r, &d, &name)) {
+		at = freed_find(w, d, name);
+		if (at >= 0 && !drop && !w->reused) {
+			w->reused = r->recno;
+			w->reused_name = w->freed[at];
+		}
+		if (at >= 0)	/* taken again: not free at either */
+			w->freed[at] = w->freed[--w->nfreed];
+	}
+	if (!drop || !lento_fid_eq(&r->obj, &w->fid))
+		return 0;
+	if (r->op == LENTO_OP_UNLINK || r->op == LENTO_OP_RMDIR ||
+	    r->op == LENTO_OP_RENAME)
+		return freed_add(w, &r->dir, r->name);
+	return 0;
+}
+
 static int collect(void *arg, const struct lento_rec *r, uint64_t body)
 {
 	struct of_obj *w = arg;
+	bool drop = lento_fid_eq(&r->obj, &w->fid) ||
+		    lento_fid_eq(&r->target, &w->fid);
+	int err;
 
 	(void)body;
 	if (r->recno == w->blamed) {
@@ -76,9 +170,9 @@ static int collect(void *arg, const struct lento_rec *r, uint64_t body)
 		if (r->ngroups)
 			memcpy(w->groups, r->groups, 4 * (size_t)r->ngroups);
 	}
-	if (!lento_fid_eq(&r->obj, &w->fid) &&
-	    !lento_fid_eq(&r->target, &w->fid))
-		return 0;
+	err = note_names(w, r, drop);
+	if (err || !drop)
+		return err;
 	if (w->n == w->cap) {
 		size_t cap = w->cap ? 2 * w->cap : 16;
 		uint64_t *p = realloc(w->recnos, cap * sizeof(*p));
@@ -315,10 +409,24 @@ static int apply(struct ctl_req *r, struct client *cl, struct vol *v,
 	if (c == C_LOCAL) {
 		err = cml_rebase(cache_cml(cl->cache), v->cv.id, &w->fid,
 				 &v->last.current);
+		/*
+		 * Not valid: the copy here lacks what the server changed
+		 * and these records do not; once they are in, it is
+		 * fetched again (reint.c, stale_when_clean()).
+		 */
 		if (err >= 0)
 			err = cache_obj_set_vv(cl->cache, &w->fid,
-					       &v->last.current, false);
+					       &v->last.current, true);
 		return err < 0 ? err : 0;
+	}
+	if (w->reused) {
+		ctl_error(r, "volume %s: %s: record %" PRIu64 " of this "
+			  "client takes the name %s that the object's dropped "
+			  "records free, which it keeps at the server: move "
+			  "that away here, then resolve again, or choose "
+			  "local", v->cv.name, c == C_BOTH ? "both" : "server",
+			  w->reused, w->reused_name.name);
+		return -EINVAL;
 	}
 	if (c == C_BOTH) {
 		err = cache_obj_get(cl->cache, &w->fid, &o, NULL, 0);
@@ -356,6 +464,7 @@ int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv)
 	struct client *cl = ctx;
 	struct of_obj w = { 0 };
 	char copy[CACHE_PATH_MAX] = "";
+	struct cml_opt_stats os;
 	struct vol *v;
 	enum choice c;
 	int err = parse(r, cl, argc, argv, &v, &c);
@@ -364,7 +473,9 @@ int cmd_resolve(struct ctl_req *r, void *ctx, int argc, char **argv)
 		return err;
 	w.fid = v->last.fid;
 	w.blamed = v->last.recno;
-	err = cache_begin(cl->cache);
+	/* What was changed here since is judged as it will be sent. */
+	err = reint_optimise(cl, v, &os);
+	err = err ?: cache_begin(cl->cache);
 	if (err)
 		goto out;
 	err = cml_list(cache_cml(cl->cache), v->cv.id, collect, &w);
@@ -413,5 +524,6 @@ out:
 			  strerror(-err));
 	free(w.recnos);
 	free(w.dirs);
+	free(w.freed);
 	return err;
 }
