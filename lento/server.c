@@ -1656,6 +1656,7 @@ static void resizes_end(struct server *srv, struct store_resize *rz,
 {
 	for (uint32_t i = 0; i < n; i++)
 		store_resize_end(srv->st, &rz[i]);
+	srv->body_fds -= 2 * n;	/* counted by resizes_start() */
 	free(rz);
 }
 
@@ -1765,6 +1766,8 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 		c = content_of(srv, &cs, &ncs, &capcs, &r->obj);
 		if (!c)
 			break;
+		if (r->flags & LENTO_R_NOBODY)
+			continue;	/* a STORE that leaves the content */
 		if (r->op != LENTO_OP_SETATTR) {	/* STORE, CREATE */
 			uint64_t size = r->op == LENTO_OP_STORE &&
 					r->attr.valid & LENTO_A_SIZE ?
@@ -1788,8 +1791,12 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 			c->unknown = c->has;
 			continue;
 		}
-		/* Two descriptors a copy until the apply: the rest are its. */
-		if (ri->nrz >= RESIZE_PREP_MAX)
+		/*
+		 * Two descriptors a copy until the apply, counted with the
+		 * bodies' (srv->body_fds_max): the rest are the apply's.
+		 */
+		if (ri->nrz >= RESIZE_PREP_MAX ||
+		    srv->body_fds + 2 > srv->body_fds_max)
 			break;
 		z = grow(ri->rz, &caprz, ri->nrz, 1, sizeof(*ri->rz));
 		if (!z)
@@ -1815,6 +1822,7 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 				close(in);
 			break;
 		}
+		srv->body_fds += 2;
 		c->sid = sid;
 		c->size = r->attr.size;
 		c->copy = (int)ri->nrz++;

@@ -116,7 +116,12 @@ def error_code(fr):
 
 
 class Server:
-    def __init__(self, lento, tmp, lease_ms=3000, extra=(), env=None):
+    def __init__(self, lento, tmp, lease_ms=3000, extra=(), env=None,
+                 nofile=None):
+        """nofile: the server's RLIMIT_NOFILE, soft and hard."""
+        def limit():
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.lento = lento
         self.store = os.path.join(tmp, "store")
         self.log = os.path.join(tmp, "server.log")
@@ -128,7 +133,8 @@ class Server:
              "127.0.0.1:0", "--control", self.sock, "--lease-ms",
              str(lease_ms), "--log", self.log] + list(extra),
             env=dict(os.environ, LENTO_TEST_FAULTS=self.faults,
-                     **(env or {})))
+                     **(env or {})),
+            preexec_fn=limit if nofile else None)
         for _ in range(100):
             if os.path.exists(self.sock):
                 break
@@ -1086,6 +1092,67 @@ def case_resize_copy_off_the_loop(srv):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_resize_copies_counted(srv):
+    """The copies a batch's size changes make on the worker hold two
+    descriptors each until the apply, and count with the bodies' against
+    the server's bound (half its descriptors): a server of 64 keeps at
+    most 32 for 20 waiting size changes (the apply makes the rest), where
+    the server of before held 40. The batch is applied whole."""
+    tmp = tempfile.mkdtemp(prefix="lento-wire-rzfds.")
+    slow = Server(srv.lento, tmp, lease_ms=20000, nofile=64,
+                  env={"LENTO_TEST_DELAY_RESIZE_MS": "200"})
+    n = 20
+    try:
+        slow.ctl("volume", "create", "z")
+        c = Conn(slow.port)
+        cid, _, _ = hello(c)
+        vol, _ = volume(c, "z")
+        t, _, _, _ = c.reply(c.send(PERMIT_ACQUIRE, struct.pack("<I", vol)))
+        assert t == PERMIT_REPLY, t
+        fids = [fid(vol, cid, i + 1) for i in range(n)]
+        body = os.urandom(4096)
+        recs = b"".join(record(i + 1, OP_CREATE, fid(vol), fids[i], 1, 0x1,
+                               0o644, 0, b"f%d" % i) for i in range(n))
+        recs += b"".join(record(n + i + 1, OP_STORE, bytes(16), fids[i], 0,
+                                0x8, 0, len(body), b"",
+                                base_obj=struct.pack("<BQIQ", 1, 1, cid,
+                                                     i + 1))
+                         for i in range(n))
+        tag = send_batch(c, vol, cid, 1, recs, 2 * n,
+                         [(n + i, body) for i in range(n)])
+        fr = c.reply(tag)
+        assert refusal(fr)[:2] == (2 * n, 0), refusal(fr)
+        recs = b"".join(record(2 * n + i + 1, OP_SETATTR, bytes(16),
+                               fids[i], 0, 0x8, 0, 100, b"",
+                               base_obj=struct.pack("<BQIQ", 1, 2, cid,
+                                                    n + i + 1))
+                        for i in range(n))
+        tag = c.send(REINTEGRATE, struct.pack("<IIQI", vol, cid, 2 * n + 1,
+                                              n) + recs)
+        time.sleep(1)     # the copies wait 200 ms each, one after another
+        held = 0
+        fddir = "/proc/%d/fd" % slow.p.pid
+        for e in os.listdir(fddir):
+            try:
+                target = os.readlink(os.path.join(fddir, e))
+            except OSError:
+                continue
+            held += "/tmp/t." in target or "/bodies/" in target
+        assert 0 < held <= 32, "%d descriptors held for copies" % held
+        c.s.settimeout(60)
+        fr = c.reply(tag)
+        assert refusal(fr)[:2] == (3 * n, 0), refusal(fr)
+        for i in (0, n // 2, n - 1):
+            assert fetch_body(c, fids[i]) == body[:100], i
+        assert not os.listdir(os.path.join(slow.store, "tmp"))
+        c.close()
+        slow.stop()
+    finally:
+        if slow.p.poll() is None:
+            slow.p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_batch_sizes_bounded(srv):
     """A batch of LP_REINT_RECS_MAX records is applied and answered with a
     version of each object, in one reply; one record more is a malformed
@@ -1462,6 +1529,7 @@ CASES = [case_handshake, case_ping, case_root, case_permits,
          case_reintegrate_needs_permit, case_groups_count,
          case_resent_batch_leaves_no_body, case_pipelined_batches,
          case_resize_copy_off_the_loop,
+         case_resize_copies_counted,
          case_batch_sizes_bounded,
          case_promise_lost_closes_session,
          case_batch_without_memory_answered,
