@@ -179,7 +179,13 @@ static int presto_accept_any(void *context, struct dentry *dentry)
 	return 1;
 }
 
-/* Find the object @m names: depth below the root, or not there at all. */
+/*
+ * Find the object @m names: depth below the root, or not there at all.
+ * A non-directory's place is not known (ext4 keeps no parent): one
+ * outside the fileset, which only a damaged or forged mark names, is
+ * logged all the same, and lento, which knows the fileset's objects by
+ * their handles, sets its records aside.
+ */
 static int presto_find_marked(struct super_block *sb,
 			      struct presto_lost_mark *m)
 {
@@ -192,7 +198,8 @@ static int presto_find_marked(struct super_block *sb,
 			       presto_accept_any, NULL);
 	if (IS_ERR(d))
 		return PTR_ERR(d) == -ESTALE ? 0 : PTR_ERR(d);
-	if (!d_inode(d)->i_nlink)
+	/* ext4 takes generation 0 for any: a damaged mark is no match. */
+	if (!d_inode(d)->i_nlink || d_inode(d)->i_generation != m->gen)
 		goto gone;
 	if (!d_is_dir(d)) {
 		m->depth = INT_MAX;
@@ -211,11 +218,16 @@ gone:
 	return 0;
 }
 
+/* By depth, then by object: marks of one object side by side. */
 static int presto_lost_cmp(const void *a, const void *b)
 {
 	const struct presto_lost_mark *x = a, *y = b;
 
-	return x->depth < y->depth ? -1 : x->depth > y->depth;
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	if (x->dentry != y->dentry)
+		return (uintptr_t)x->dentry < (uintptr_t)y->dentry ? -1 : 1;
+	return 0;
 }
 
 static int presto_recover_log(struct presto_recovery *r, enum presto_kml_op op,
@@ -401,11 +413,19 @@ static int presto_recover_marks(struct presto_recovery *r,
 	sort(l->marks, l->count, sizeof(*l->marks), presto_lost_cmp, NULL);
 	for (i = 0; i < l->count && !err; i++) {
 		struct presto_lost_mark *m = &l->marks[i];
+		s64 since = m->secs;
 
 		if (!m->dentry)
 			continue;
+		/*
+		 * An object logged once, however many marks name it (a
+		 * damaged cache may hold thousands), from the oldest one's
+		 * time.
+		 */
+		while (i + 1 < l->count && l->marks[i + 1].dentry == m->dentry)
+			since = min(since, l->marks[++i].secs);
 		if (d_is_dir(m->dentry))
-			err = presto_recover_dir(r, m->dentry, m->secs);
+			err = presto_recover_dir(r, m->dentry, since);
 		else
 			err = presto_recover_object(r, m->dentry);
 	}

@@ -214,6 +214,37 @@ def a_full_anchor_gives_way_to_the_next():
     check(took < 60, "the mount took %.1f s" % took)
 
 
+@case
+def damaged_marks_log_each_object_once_and_name_no_other():
+    """Marks a damaged cache holds: three of one directory log it (and its
+    entry changed since) once; a mark with the wrong generation, or with
+    generation 0 (which ext4 takes for any), names nothing. All go."""
+    cache = fresh_image()
+    mount(cache)
+    os.mkdir(f"{MNT}/d")
+    with open(f"{MNT}/d/f", "w") as f:
+        f.write("x")
+    sh(f"umount {MNT}")
+    check(not marks(cache), ("umount clears", marks(cache)))
+    intent = f"{cache}/.presto/intent"
+    d_ino, d_gen = handle(f"{cache}/d")
+    f_ino, f_gen = handle(f"{cache}/d/f")
+    check(f_gen != 0, "d/f's generation is 0: rerun")
+    planted = [(d_ino, d_gen, 0), (d_ino, d_gen, 5), (d_ino, d_gen, 9),
+               (f_ino, 0, 0), (f_ino, (f_gen + 1) % (1 << 32), 0)]
+    for ino, gen, secs in planted:
+        os.makedirs(f"{intent}/{ino % 64:02x}", exist_ok=True)
+        open(f"{intent}/{ino % 64:02x}/m.{ino}.{gen}.{secs}", "w").close()
+    check(len(marks(cache)) == 3, marks(cache))
+    dmesg_mark()
+    mount(cache)
+    sh(f"umount {MNT}")
+    line = dmesg_since_mark()
+    check("recovery: 5 intent marks; logged the state of 2 objects" in line,
+          line)
+    check(not marks(cache), ("the marks stay", marks(cache)))
+
+
 def workload():
     """Changes of every kind, made quickly: some records are still queued
     when the copy is taken."""
