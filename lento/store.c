@@ -2808,6 +2808,10 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 		ret = may_unname(b, dd, lento_fid_eq(&tf, &o.fid) ? &o : &t);
 	if (ret)
 		return ret;
+	/* As Linux: before the test of two names of one object. */
+	if (has_t && r->flags & LENTO_R_NOREPLACE)
+		return bfail(b, -EEXIST, &t.fid, "\"%s\" exists (NOREPLACE)",
+			     r->name2);
 	if (has_t && lento_fid_eq(&tf, &o.fid)) {
 		/* Two names of one object: rename does nothing. */
 		ret = touch(b, sd);
@@ -2828,9 +2832,6 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 		ret = may(b, &t, MAY_W, "move directory");
 	if (ret)
 		return ret;
-	if (has_t && r->flags & LENTO_R_NOREPLACE)
-		return bfail(b, -EEXIST, &t.fid, "\"%s\" exists (NOREPLACE)",
-			     r->name2);
 	if (!has_t && exch)
 		return bfail(b, -ENOENT, &dd->fid, "no \"%s\" to exchange with",
 			     r->name2);

@@ -1256,6 +1256,13 @@ START_TEST(renames)
 	mv(&c, root, "h", h, b, "h", none, LENTO_R_NOREPLACE);
 	SEND_OK(&c);
 	ck_assert(same_fid(lookup(b, "h"), h));
+	/* Over another name of the same object too, as Linux. */
+	named(&c, LENTO_OP_LINK, b, "h2", h);
+	SEND_OK(&c);
+	mv(&c, b, "h", h, b, "h2", h, LENTO_R_NOREPLACE);
+	ck_assert_int_eq(send(&c), -EEXIST);
+	named(&c, LENTO_OP_UNLINK, b, "h2", h);
+	SEND_OK(&c);
 	/* EXCHANGE a file and a directory across directories. */
 	mv(&c, b, "h", h, root, "a", a, LENTO_R_EXCHANGE);
 	SEND_OK(&c);
