@@ -1478,8 +1478,11 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 	struct who w;
 	int err = map(ka, &ka->list_dir, &dir);
 
-	if (err == -ENOENT)
+	if (err == -ENOENT) {
+		/* Done with, all the same: the position may pass it. */
+		list_clear(ka);
 		return unmapped(ka, r, &ka->list_dir, "the directory listed");
+	}
 	who_of(r, &w);
 	/* A directory of 100,000 names: one sort, not a scan per name. */
 	if (ka->nlist)
@@ -1742,6 +1745,16 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 	       (rc = kread_next(kr, limit, &r, why, more, arg)) == 1) {
 		if (r.seq == ka->fail.seq && ka->fail.tries >= KAPPLY_TRIES) {
 			err = quarantine(ka, &r, kread_raw(kr));
+			/*
+			 * A listing that loses an entry is void: kept, it
+			 * would hold the position below it for ever (the
+			 * journal never caught up, the permit never given
+			 * back), and the next mount restates it.
+			 */
+			if (!err && ka->listing) {
+				ka->voided++;
+				list_clear(ka);
+			}
 			/*
 			 * The batch ends with it: committed, so that a later
 			 * record's failure cannot roll it back and start its

@@ -1360,6 +1360,28 @@ START_TEST(listing_across_batches)
 }
 END_TEST
 
+/*
+ * A listing of a directory lento cannot name is done with once its last
+ * entry comes: the position passes it (it once stayed below it for good,
+ * the journal never caught up and the permit never given back).
+ */
+START_TEST(listing_of_an_unknown_directory_passes)
+{
+	uint64_t n = 2;
+	struct run run;
+
+	rec(PRESTO_KML_CREATE, 2, 400, "z", NULL);		/* 1 */
+	recovered(PRESTO_KML_RESYNC_DIR, fh(77), fh(77), NULL, 0, &n, 8);
+	recovered(PRESTO_KML_DIRENT, fh(77), fh(600), "a", S_IFREG | 0644,
+		  NULL, 0);					/* 3 */
+	recovered(PRESTO_KML_DIRENT, fh(77), fh(601), "b", S_IFREG | 0644,
+		  NULL, 0);					/* 4 */
+	ck_assert_int_eq(consume_upto(4, &run), 0);
+	ck_assert_uint_eq(run.pos, 4);
+	ck_assert_uint_ge(run.unmapped, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("kmlapply");
@@ -1374,6 +1396,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, only_up_to_durable_and_resume);
 	tcase_add_test(tc, a_durable_record_missing);
 	tcase_add_test(tc, unknown_handles);
+	tcase_add_test(tc, listing_of_an_unknown_directory_passes);
 	tcase_add_test(tc, recovery_block);
 	tcase_add_test(tc, recovery_moved);
 	tcase_add_test(tc, recovery_moved_into_new_dir);
