@@ -58,6 +58,7 @@ enum stmt {
 	S_LOOKUP,
 	S_DIRENT_PUT,
 	S_DIRENT_DEL,
+	S_DIRENTS_DEL,
 	S_READDIR,
 	S_DIR_COUNT,
 	S_NAME_COUNT,
@@ -140,6 +141,7 @@ static const char *const sql[S_COUNT] = {
 	[S_DIRENT_PUT] = "INSERT OR REPLACE INTO dirents(dir, name, fid) "
 			 "VALUES (?1, ?2, ?3)",
 	[S_DIRENT_DEL] = "DELETE FROM dirents WHERE dir = ?1 AND name = ?2",
+	[S_DIRENTS_DEL] = "DELETE FROM dirents WHERE dir = ?1",
 	[S_READDIR] = "SELECT name, fid FROM dirents WHERE dir = ?1 "
 		      "ORDER BY name",
 	[S_DIR_COUNT] = "SELECT count(*) FROM dirents WHERE dir = ?1",
@@ -1792,6 +1794,12 @@ int cache_dirent_del(struct cache *c, const struct lento_fid *dir,
 	bind_fid(st, 1, dir);
 	bind_name(st, 2, name);
 	return run(c, S_DIRENT_DEL);
+}
+
+int cache_dirents_del(struct cache *c, const struct lento_fid *dir)
+{
+	bind_fid(stmt(c, S_DIRENTS_DEL), 1, dir);
+	return run(c, S_DIRENTS_DEL);
 }
 
 int cache_readdir(struct cache *c, const struct lento_fid *dir,

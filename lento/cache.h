@@ -333,6 +333,8 @@ int cache_dirent_put(struct cache *c, const struct lento_fid *dir,
 		     const char *name, const struct lento_fid *fid);
 int cache_dirent_del(struct cache *c, const struct lento_fid *dir,
 		     const char *name);
+/* Every entry of @dir (a directory made again, empty). */
+int cache_dirents_del(struct cache *c, const struct lento_fid *dir);
 typedef int (*cache_dirent_fn)(void *arg, const char *name,
 			       const struct lento_fid *fid);
 /* Entries of @dir in name (byte) order. */

@@ -861,6 +861,16 @@ static int drop_entry(struct client *cl, struct listing *li,
 	return err;
 }
 
+/* The directories a listing names, into @s: 0 or -ENOMEM. */
+static int listed_dirs(const struct listing *li, struct fidset *s)
+{
+	for (uint32_t i = 0; i < li->n; i++)
+		if (li->e[i].de.st.type == LENTO_T_DIR &&
+		    fidset_add(s, &li->e[i].de.st.fid) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
 /* A decoded list kept past its frame: its bytes copied (NULL if empty). */
 static int list_keep(struct lp_list *l)
 {
@@ -897,6 +907,42 @@ static int xattrs_decode(struct listing *li, struct lp_list l, uint32_t n,
 		return -EBADMSG;	/* not the list the decoder checked */
 	*xa = (struct cache_xattrs){ .x = x, .n = n, .skipped = &li->skipped };
 	return 0;
+}
+
+/*
+ * A directory the server moved to @path (a name in the directory being
+ * listed): its tree goes there on the disk, its rows and entries with it,
+ * and its old name goes from the rows, for a directory has one. Its own
+ * inode only, renamed (a user's made at the old name is left to the
+ * journal): 1 if moved, 0 if not (the old tree, if any, removed; the
+ * caller makes an empty one), or -errno.
+ */
+static int dir_moved(struct client *cl, const struct lento_fid *fid,
+		     const char *path)
+{
+	char from[CACHE_PATH_MAX], oname[LENTO_NAME_MAX + 1];
+	struct cache_at at = listing_at(cl, fid);
+	struct lento_fid odir;
+	int fd, err = cache_name_of(cl->cache, fid, &odir, oname);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	err = cache_path(cl->cache, fid, from, sizeof(from));
+	err = err ?: cache_dirent_del(cl->cache, &odir, oname);
+	if (err)
+		return err;
+	fd = cache_open_obj(cl->cache, from, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd == -ENOENT || fd == -ENOTDIR ? 0 : fd;
+	err = cache_at_allows(cl->cache, fd, from, &at);
+	close(fd);
+	if (err)
+		return err == -ESTALE ? 0 : err;
+	if (!cache_rename(cl->cache, from, path, RENAME_NOREPLACE))
+		return 1;
+	/* Its place taken, or a loop the rows make: not moved. */
+	err = cache_remove_at(cl->cache, from, &at);
+	return err == -ESTALE || err == -ENOENT ? 0 : err;
 }
 
 /* One entry of a new listing into the cache (and onto the disk). */
@@ -957,6 +1003,10 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 					o.type != LENTO_T_DIR);
 	o.used_ms = have ? old.used_ms : wall_ms();
 	err = join(path, dirpath, e->de.name);
+	if (!err && have && !same_name && old.type == LENTO_T_DIR) {
+		err = dir_moved(cl, &o.fid, path);
+		err = err < 0 ? err : 0;
+	}
 	if (!err && !(same && same_name)) {
 		int linked = o.type == LENTO_T_REG && same ?
 			     link_to_other(cl, &o.fid, path, &fd) : 0;
@@ -970,6 +1020,11 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		 * that says so.
 		 */
 		struct cache_at at = listing_at(cl, &o.fid);
+		struct stat sb;
+		/* A directory made anew here: the old tree is not in it. */
+		bool fresh_dir = o.type == LENTO_T_DIR && have &&
+				 (cache_lstat(cl->cache, path, &sb) ||
+				  !S_ISDIR(sb.st_mode));
 
 		err = linked < 0 ? linked : 0;
 		if (!err && xattrs)
@@ -979,6 +1034,19 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 			err = cache_placeholder_fd(cl->cache, path, &o, target,
 						   xattrs ? &xa : NULL, &at,
 						   &fd);
+		/*
+		 * A placeholder holds nothing yet, whatever the row knew of
+		 * the object: a directory moved at the server comes here
+		 * under its new name, and its files (their rows kept, their
+		 * names gone with the old tree) come as new placeholders.
+		 * Taken for complete, they read as zeros and as empty
+		 * directories.
+		 */
+		if (!err && !linked &&
+		    (o.type == LENTO_T_REG || o.type == LENTO_T_DIR))
+			o.data = false;
+		if (!err && fresh_dir)
+			err = cache_dirents_del(cl->cache, &o.fid);
 		/*
 		 * The name is the inode just made or linked, not another a
 		 * user put there since: the journal will say what became
@@ -1088,6 +1156,8 @@ static int listing_begin(struct job *j, const struct cache_obj *d,
 	struct cache_xattr x[LENTO_XATTRS_MAX];
 	struct cache_xattrs xa;
 	struct cache_at at = listing_at(cl, &j->fid);
+	struct fidset dirs;
+	bool dirs_made = false;
 	int err = listing_sort(li);
 
 	err = err ?: listing_types(cl, li);
@@ -1119,9 +1189,19 @@ static int listing_begin(struct job *j, const struct cache_obj *d,
 	if (!li->keep_names)
 		err = err ?: cache_readdir(cl->cache, &j->fid, collect_old,
 					   &ol);
-	for (size_t i = 0; !err && i < ol.n; i++)
-		if (!listed(li, &ol.e[i]))
+	fidset_init(&dirs);
+	for (size_t i = 0; !err && i < ol.n; i++) {
+		if (listed(li, &ol.e[i]))
+			continue;
+		if (!dirs_made) {
+			err = listed_dirs(li, &dirs);
+			dirs_made = true;
+		}
+		/* Renamed in this directory: take_entry() moves its tree. */
+		if (!err && !fidset_has(&dirs, &ol.e[i].fid))
 			err = drop_entry(cl, li, dirpath, &j->fid, &ol.e[i]);
+	}
+	fidset_free(&dirs);
 	free(ol.e);
 	return err;
 }
@@ -2353,8 +2433,17 @@ static int cat_out(struct op *op, const struct resolved *res)
 		err = -errno;
 	if (!err && !(buf = malloc(sb.st_size + 1)))
 		err = -ENOMEM;
-	if (!err && (n = pread(fd, buf, sb.st_size, 0)) < 0)
-		err = -errno;
+	/* pread() gives at most about 2 GiB at a time, or less. */
+	while (!err && n < sb.st_size) {
+		ssize_t k = pread(fd, buf + n, sb.st_size - n, n);
+
+		if (k < 0)
+			err = -errno;
+		else if (!k)
+			break;	/* cut meanwhile: what there is */
+		else
+			n += k;
+	}
 	if (fd >= 0)
 		close(fd);
 	if (err) {
@@ -2536,9 +2625,14 @@ int evict_obj(struct client *cl, const struct cache_obj *o)
 		close(old);
 	/* ... and it is the new inode that goes on, not one put there since. */
 	err = err ?: cache_path_is_fd(cl->cache, path, fd);
-	/* A new inode: a fetch fills it in place if it knows it as @o's. */
-	if (!err)
+	/*
+	 * A new inode: a fetch fills it in place if it knows it as @o's.
+	 * Its name holds no content from here on, whatever fails after.
+	 */
+	if (!err) {
 		cache_handle_update_fd(cl->cache, &e.fid, fd);
+		err = cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
+	}
 	/* Every name on the new inode, so that the content goes. */
 	err = err ?: relink_names(cl, &e.fid, path, fd);
 	err = err ?: cache_names_fit_fd(cl->cache, &e.fid, fd, e.nlink);

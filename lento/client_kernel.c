@@ -1296,11 +1296,14 @@ static int evict_in_place(struct client *cl, const struct cache_obj *o,
 
 	if (fd < 0)
 		return fd;
-	if (ftruncate(fd, 0) || ftruncate(fd, (off_t)o->attr.size))
+	if (ftruncate(fd, 0))
+		err = -errno;
+	/* Its content is gone from here on, whatever fails after. */
+	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
+	if (!err && ftruncate(fd, (off_t)o->attr.size))
 		err = -errno;
 	err = err ?: cache_set_attrs_fd(fd, o);
 	close(fd);
-	err = err ?: cache_obj_set_state(cl->cache, &o->fid, o->valid, false);
 	if (!err)
 		cl->st.evictions++;
 	return err;
@@ -1360,8 +1363,16 @@ int kclient_evict(struct client *cl, const struct cache_obj *o)
 	struct purge *p;
 	int fd, err;
 
-	if (!fs || !fs->mounted)
-		return 0;	/* presto has none of it in memory */
+	if (!fs)
+		return 0;
+	/*
+	 * Not mounted: presto has none of it in memory, but its journal
+	 * may hold a change to the file that lento has not read (lento was
+	 * down while it was mounted): not before that is read, at the next
+	 * mount. A content replaced by a placeholder would lose the change.
+	 */
+	if (!fs->mounted)
+		return fs->j.known && kml_caught_up(fs) ? 0 : -EAGAIN;
 	/*
 	 * Not before every durable record is read: one may be a change to
 	 * this file that makes it dirty. (presto refuses a file whose
