@@ -1756,6 +1756,18 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 				list_clear(ka);
 			}
 			/*
+			 * Not set aside (its file's copy cannot be made, say):
+			 * retried, and said, for consuming waits on it.
+			 */
+			if (err) {
+				snprintf(ka->fail.why, sizeof(ka->fail.why),
+					 "KML record %" PRIu64 " (%s) cannot be "
+					 "set aside: %s; the journal waits for "
+					 "it", r.seq, kml_op_name(r.op),
+					 strerror(-err));
+				*why = ka->fail.why;
+			}
+			/*
 			 * The batch ends with it: committed, so that a later
 			 * record's failure cannot roll it back and start its
 			 * count again (two bad records in a row would take
