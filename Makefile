@@ -261,7 +261,7 @@ tests/bin/unit-cache: tests/unit/check_cache.c lento/cache.c lento/cache.h \
 KAPPLYLIB := lento/kml_read.c lento/kml_read.h lento/kml_apply.c \
 	lento/kml_apply.h tests/lib/kmlgen.c tests/lib/kmlgen.h $(LOOPLIB) \
 	lento/cache.c lento/cache.h lento/fault.c lento/fault.h lento/log.c \
-	lento/log.h $(CMLLIB) $(KMLLIB)
+	lento/log.h lento/fidset.c lento/fidset.h $(CMLLIB) $(KMLLIB)
 UNITS += tests/bin/unit-kmlapply
 
 tests/bin/unit-kmlapply: tests/unit/check_kmlapply.c $(KAPPLYLIB)
@@ -269,6 +269,7 @@ tests/bin/unit-kmlapply: tests/unit/check_kmlapply.c $(KAPPLYLIB)
 	$(CC) $(CFLAGS) $(SANFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ \
 		tests/unit/check_kmlapply.c lento/kml_read.c lento/kml_apply.c \
 		tests/lib/kmlgen.c lento/loop.c lento/cache.c lento/fault.c \
+		lento/fidset.c \
 		lento/cml.c lento/cml_opt.c lento/log.c protocol/kml.c -luring \
 		$$(pkg-config --cflags --libs check sqlite3)
 
@@ -281,7 +282,7 @@ bench/bin/kmlapply: bench/kmlapply.c $(KAPPLYLIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Ilento -Iprotocol -Itests/lib -o $@ bench/kmlapply.c \
 		lento/kml_read.c lento/kml_apply.c tests/lib/kmlgen.c \
-		lento/loop.c lento/cache.c lento/fault.c lento/cml.c \
+		lento/loop.c lento/cache.c lento/fault.c lento/fidset.c lento/cml.c \
 		lento/cml_opt.c lento/log.c protocol/kml.c -luring \
 		$$(pkg-config --cflags --libs sqlite3)
 

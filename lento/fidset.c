@@ -32,15 +32,20 @@ static size_t fid_hash(const struct lento_fid *f)
 	return (size_t)h;
 }
 
-/* The slot holding @f, or the empty slot where it would go. */
-static size_t fidset_find(const struct fidset *s, const struct lento_fid *f)
+/* The slot of @slot (@cap, a power of two) holding @f, or where it goes. */
+static size_t find_in(const struct lento_fid *slot, size_t cap,
+		      const struct lento_fid *f)
 {
-	size_t mask = s->cap - 1, i = fid_hash(f) & mask;
+	size_t mask = cap - 1, i = fid_hash(f) & mask;
 
-	while (!lento_fid_is_null(&s->slot[i]) &&
-	       !lento_fid_eq(&s->slot[i], f))
+	while (!lento_fid_is_null(&slot[i]) && !lento_fid_eq(&slot[i], f))
 		i = (i + 1) & mask;
 	return i;
+}
+
+static size_t fidset_find(const struct fidset *s, const struct lento_fid *f)
+{
+	return find_in(s->slot, s->cap, f);
 }
 
 static int fidset_grow(struct fidset *s)
@@ -133,4 +138,81 @@ size_t fidset_del_volume(struct fidset *s, uint32_t volume)
 		i++;
 	}
 	return n;
+}
+
+/* ------------------------------------------------------------- fidmap */
+
+void fidmap_init(struct fidmap *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+void fidmap_free(struct fidmap *m)
+{
+	free(m->key);
+	free(m->val);
+	fidmap_init(m);
+}
+
+void fidmap_clear(struct fidmap *m)
+{
+	if (m->count)
+		memset(m->key, 0, m->cap * sizeof(*m->key));
+	m->count = 0;
+}
+
+static int fidmap_grow(struct fidmap *m)
+{
+	size_t cap = m->cap ? m->cap * 2 : 64, j;
+	struct fidmap n = { .cap = cap, .count = m->count };
+
+	n.key = calloc(cap, sizeof(*n.key));
+	n.val = malloc(cap * sizeof(*n.val));
+	if (!n.key || !n.val) {
+		free(n.key);
+		free(n.val);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (lento_fid_is_null(&m->key[i]))
+			continue;
+		j = find_in(n.key, cap, &m->key[i]);
+		n.key[j] = m->key[i];
+		n.val[j] = m->val[i];
+	}
+	free(m->key);
+	free(m->val);
+	*m = n;
+	return 0;
+}
+
+int fidmap_put(struct fidmap *m, const struct lento_fid *f, size_t v)
+{
+	size_t i;
+
+	if (lento_fid_is_null(f))
+		return -EINVAL;
+	/* At most 3/4 full, so a probe always ends. */
+	if ((m->count + 1) * 4 > m->cap * 3 && fidmap_grow(m))
+		return -ENOMEM;
+	i = find_in(m->key, m->cap, f);
+	if (lento_fid_is_null(&m->key[i])) {
+		m->key[i] = *f;
+		m->count++;
+	}
+	m->val[i] = v;
+	return 0;
+}
+
+bool fidmap_get(const struct fidmap *m, const struct lento_fid *f, size_t *v)
+{
+	size_t i;
+
+	if (!m->count || lento_fid_is_null(f))
+		return false;
+	i = find_in(m->key, m->cap, f);
+	if (lento_fid_is_null(&m->key[i]))
+		return false;
+	*v = m->val[i];
+	return true;
 }

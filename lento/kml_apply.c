@@ -47,6 +47,9 @@ struct who {
 	int64_t time_ns;
 };
 
+/* How deep recovery follows a removed tree, or a chain of lost renames. */
+#define KAPPLY_DEPTH_MAX	4096
+
 /* Records applied between two looks at the clock (a system call in a VM). */
 #define KAPPLY_CLOCK_EVERY	8
 
@@ -108,6 +111,8 @@ void kapply_free(struct kapply *ka)
 	free(ka->made);
 	free(ka->counts);
 	free(ka->rows);
+	fidmap_free(&ka->counts_at);
+	fidmap_free(&ka->rows_at);
 	free(ka->suspect);
 	if (ka->mntfd >= 0)
 		close(ka->mntfd);
@@ -121,13 +126,21 @@ void kapply_batch_end(struct kapply *ka)
 	ka->nsuspect = 0;
 }
 
+/* The batch's rows and counts, forgotten (written, or rolled back). */
+static void rows_forget(struct kapply *ka)
+{
+	ka->nrows = 0;
+	ka->ncounts = 0;
+	fidmap_clear(&ka->rows_at);
+	fidmap_clear(&ka->counts_at);
+}
+
 void kapply_reset(struct kapply *ka)
 {
 	list_clear(ka);
 	ka->nmade = 0;
 	ka->nsuspect = 0;
-	ka->ncounts = 0;
-	ka->nrows = 0;
+	rows_forget(ka);
 }
 
 /*
@@ -151,22 +164,24 @@ static void *room(void *v, size_t n, size_t *cap, size_t size)
 /*
  * Each object a batch's records name is one more record dirty (cache.h's
  * count), added up here and written once per object at the batch's end:
- * nothing in a batch reads the count. Recent objects are the likely ones.
+ * nothing in a batch reads the count.
  */
 static int count_add(struct kapply *ka, const struct lento_fid *fid)
 {
+	size_t at;
 	void *p;
 
-	for (size_t i = ka->ncounts; i-- > 0;)
-		if (lento_fid_eq(&ka->counts[i].fid, fid)) {
-			ka->counts[i].n++;
-			return 0;
-		}
+	if (fidmap_get(&ka->counts_at, fid, &at)) {
+		ka->counts[at].n++;
+		return 0;
+	}
 	p = room(ka->counts, ka->ncounts, &ka->counts_cap,
 		 sizeof(*ka->counts));
 	if (!p)
 		return -ENOMEM;
 	ka->counts = p;
+	if (fidmap_put(&ka->counts_at, fid, ka->ncounts))
+		return -ENOMEM;
 	ka->counts[ka->ncounts++] = (struct kapply_count){ *fid, 1 };
 	return 0;
 }
@@ -176,24 +191,28 @@ static int count_add(struct kapply *ka, const struct lento_fid *fid)
  * written once each at its end: a file unpacked is a CREATE, a STORE and
  * a SETATTR or two, each reading and rewriting its row. Nothing else in
  * a batch reads the cache's rows (its names and handles are written at
- * once), and a batch rolled back forgets them.
+ * once), and a batch rolled back forgets them. A listing restated after
+ * a crash may make 100,000 of them: found by a hash, not a scan.
  */
 static struct kapply_row *row_of(struct kapply *ka,
 				 const struct lento_fid *fid)
 {
-	for (size_t i = ka->nrows; i-- > 0;)
-		if (lento_fid_eq(&ka->rows[i].o.fid, fid))
-			return &ka->rows[i];
-	return NULL;
+	size_t at;
+
+	return fidmap_get(&ka->rows_at, fid, &at) ? &ka->rows[at] : NULL;
 }
 
-static struct kapply_row *row_new(struct kapply *ka)
+/* A new row of @fid's, to be filled in. */
+static struct kapply_row *row_new(struct kapply *ka,
+				  const struct lento_fid *fid)
 {
 	void *p = room(ka->rows, ka->nrows, &ka->rows_cap, sizeof(*ka->rows));
 
 	if (!p)
 		return NULL;
 	ka->rows = p;
+	if (fidmap_put(&ka->rows_at, fid, ka->nrows))
+		return NULL;
 	return &ka->rows[ka->nrows++];
 }
 
@@ -210,7 +229,7 @@ static int obj_get(struct kapply *ka, const struct lento_fid *fid,
 	err = cache_obj_get(ka->cache, fid, o, NULL, 0);
 	if (err)
 		return err;
-	row = row_new(ka);
+	row = row_new(ka, fid);
 	if (!row)
 		return -ENOMEM;
 	*row = (struct kapply_row){ .o = *o };
@@ -229,7 +248,7 @@ static int obj_put(struct kapply *ka, const struct cache_obj *o,
 	if (err)
 		return err;
 	if (!row)
-		row = row_new(ka);
+		row = row_new(ka, &o->fid);
 	if (!row)
 		return -ENOMEM;
 	*row = (struct kapply_row){ .o = *o, .changed = !target };
@@ -239,15 +258,14 @@ static int obj_put(struct kapply *ka, const struct cache_obj *o,
 /* The count of @fid's records in the batch, taken (0 if none). */
 static int count_take(struct kapply *ka, const struct lento_fid *fid)
 {
+	size_t at;
 	int n;
 
-	for (size_t i = ka->ncounts; i-- > 0;)
-		if (lento_fid_eq(&ka->counts[i].fid, fid)) {
-			n = ka->counts[i].n;
-			ka->counts[i].n = 0;
-			return n;
-		}
-	return 0;
+	if (!fidmap_get(&ka->counts_at, fid, &at))
+		return 0;
+	n = ka->counts[at].n;
+	ka->counts[at].n = 0;
+	return n;
 }
 
 /* Each row rewritten carries its count; the rest are counted alone. */
@@ -260,12 +278,11 @@ static int rows_write(struct kapply *ka)
 			err = cache_obj_put_dirty(ka->cache, &ka->rows[i].o,
 						  count_take(ka,
 							     &ka->rows[i].o.fid));
-	ka->nrows = 0;
 	for (size_t i = 0; !err && i < ka->ncounts; i++)
 		if (ka->counts[i].n)
 			err = cache_dirty_add(ka->cache, &ka->counts[i].fid,
 					      ka->counts[i].n);
-	ka->ncounts = 0;
+	rows_forget(ka);
 	return err;
 }
 
@@ -327,6 +344,19 @@ static int record_handle(struct kapply *ka, const struct lento_fid *fid,
 	kapply_handle(h->ino, h->gen, blob);
 	return cache_handle_set(ka->cache, fid, KAPPLY_HTYPE, blob,
 				sizeof(blob), h->ino);
+}
+
+static uint8_t type_of(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return LENTO_T_DIR;
+	case S_IFLNK: return LENTO_T_SYMLINK;
+	case S_IFIFO: return LENTO_T_FIFO;
+	case S_IFSOCK: return LENTO_T_SOCK;
+	case S_IFCHR: return LENTO_T_CHR;
+	case S_IFBLK: return LENTO_T_BLK;
+	default: return LENTO_T_REG;
+	}
 }
 
 /* The lower inode of @h, opened O_PATH, or -errno (gone: -ESTALE). */
@@ -398,18 +428,62 @@ static int fid_at_path(struct kapply *ka, const char *path,
 	return err;
 }
 
+struct live_other {
+	struct kapply *ka;
+	const struct kml_fh *h;
+};
+
+/* cache_handles: an inode of the object's other than @h, still linked. */
+static int live_other(void *arg, int type, const void *handle, size_t len)
+{
+	struct live_other *lo = arg;
+	struct kml_fh k = { 0 };
+	struct stat sb;
+	bool linked;
+	int fd;
+
+	if (!kapply_handle_parse(type, handle, len, &k) ||
+	    (k.ino == lo->h->ino && k.gen == lo->h->gen))
+		return 0;
+	fd = open_handle(lo->ka, &k);
+	if (fd < 0)
+		return 0;
+	linked = !fstat(fd, &sb) && sb.st_nlink;
+	close(fd);
+	return linked;
+}
+
 /*
  * A handle lento did not record (a fill whose handle could not be
- * taken): found by the path the lower inode has, and recorded now.
+ * taken): found by the path the lower inode has, and recorded now. The
+ * path is the lower's now and the rows are as of the record, which a
+ * later rename may have made stale ("mv f g; touch f" has a new inode at
+ * f): the object found there must be of the inode's type and have no
+ * other inode recorded that still has a name -- that one is the object.
  */
 static int map_by_path(struct kapply *ka, const struct kml_fh *h,
 		       struct lento_fid *fid)
 {
+	struct live_other other = { .ka = ka, .h = h };
 	char path[CACHE_PATH_MAX];
-	int err = lower_path(ka, h, path, sizeof(path));
+	struct cache_obj o;
+	struct stat sb;
+	int fd, err;
 
+	fd = open_handle(ka, h);
+	if (fd < 0)
+		return -ENOENT;
+	err = fstat(fd, &sb) ? -errno : 0;
+	close(fd);
+	err = err ?: lower_path(ka, h, path, sizeof(path));
 	err = err ?: fid_at_path(ka, path, fid);
 	if (err)
+		return -ENOENT;
+	err = obj_get(ka, fid, &o);
+	err = err ?: cache_handles(ka->cache, fid, live_other, &other);
+	if (err < 0)
+		return err;
+	if (err || o.type != type_of(sb.st_mode))
 		return -ENOENT;
 	return record_handle(ka, fid, h);
 }
@@ -423,19 +497,6 @@ static int map(struct kapply *ka, const struct kml_fh *h,
 }
 
 /* ------------------------------------------------------------- helpers */
-
-static uint8_t type_of(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFDIR: return LENTO_T_DIR;
-	case S_IFLNK: return LENTO_T_SYMLINK;
-	case S_IFIFO: return LENTO_T_FIFO;
-	case S_IFSOCK: return LENTO_T_SOCK;
-	case S_IFCHR: return LENTO_T_CHR;
-	case S_IFBLK: return LENTO_T_BLK;
-	default: return LENTO_T_REG;
-	}
-}
 
 /* Linux's new_encode_dev() undone, into lento's major << 32 | minor. */
 static uint64_t rdev_of(uint32_t dev)
@@ -1119,6 +1180,16 @@ static const struct kapply_dirent *listed(const struct kapply *ka,
 		       dirent_cmp);
 }
 
+/* Does the listing have @name as the object @fid? */
+static bool listed_as(struct kapply *ka, const char *name,
+		      const struct lento_fid *fid)
+{
+	const struct kapply_dirent *e = listed(ka, name);
+	struct lento_fid now;
+
+	return e && !lookup_handle(ka, &e->h, &now) && lento_fid_eq(&now, fid);
+}
+
 struct stale {
 	struct kapply *ka;
 	bool all;		/* every name, not only those not listed */
@@ -1133,10 +1204,8 @@ struct stale {
 static int stale_name(void *arg, const char *name, const struct lento_fid *fid)
 {
 	struct stale *s = arg;
-	const struct kapply_dirent *e = s->all ? NULL : listed(s->ka, name);
-	struct lento_fid now;
 
-	if (e && !lookup_handle(s->ka, &e->h, &now) && lento_fid_eq(&now, fid))
+	if (!s->all && listed_as(s->ka, name, fid))
 		return 0;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 16;
@@ -1250,9 +1319,10 @@ static int dir_at_path(struct kapply *ka, const char *path,
 	return fid_at_path(ka, path, fid);
 }
 
+struct chain;
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
-		     struct cache_obj *o, int depth);
+		     struct cache_obj *o, int depth, const struct chain *up);
 
 /*
  * What a recovery block made of a name, in lento's log: the records the
@@ -1281,39 +1351,175 @@ static int lose_children(struct kapply *ka, const struct who *w,
 	struct stale s = { .ka = ka, .all = true };
 	struct lento_fid fid;
 	struct cache_obj o;
-	int err = depth > 4096 ? -ELOOP :
+	int err = depth > KAPPLY_DEPTH_MAX ? -ELOOP :
 		  cache_readdir(ka->cache, dir, stale_name, &s);
 
 	for (size_t i = 0; !err && i < s.n; i++) {
 		err = cache_lookup(ka->cache, dir, s.names[i], &fid);
+		if (err == -ENOENT) {	/* a chain of moves took it */
+			err = 0;
+			continue;
+		}
 		err = err ?: get(ka, &fid, &o);
-		err = err ?: lose_name(ka, w, dir, s.names[i], &o, depth + 1);
+		err = err ?: lose_name(ka, w, dir, s.names[i], &o, depth + 1,
+				       NULL);
 	}
 	free(s.names);
 	return err;
 }
 
 /*
- * A name the listing lost, of @o: moved to a name the lower inode still
- * has elsewhere in the volume (a RENAME), or gone (UNLINK, RMDIR; a
- * directory's cached entries before it, or the server would refuse).
- * When the lower inode lives on under a name in a directory lento does
- * not know yet (made after the last record the crash kept, and restated
- * further on in the block, deeper), the name is left as it is: that
+ * The objects whose lost names wait, each on the next, for a name to be
+ * freed (lose_live()): a chain of renames the crash lost, as "mv b c; mv
+ * a b" was.
+ */
+struct chain {
+	const struct lento_fid *fid;
+	const struct lento_fid *dir;	/* where it is in the rows */
+	const char *name;
+	const struct chain *up;
+};
+
+static bool on_chain(const struct chain *c, const struct lento_fid *fid)
+{
+	for (; c; c = c->up)
+		if (lento_fid_eq(c->fid, fid))
+			return true;
+	return false;
+}
+
+/* @o at @name in @dir and @t at @name2 in @dir2 swap names. */
+static int exchange(struct kapply *ka, const struct who *w,
+		    const struct lento_fid *dir, const char *name,
+		    struct cache_obj *o, const struct lento_fid *dir2,
+		    const char *name2, const struct lento_fid *tfid)
+{
+	struct cache_obj t;
+	struct rename_args a = { .dir = *dir, .dir2 = *dir2, .name = name,
+				 .name2 = name2, .o = o, .t = &t,
+				 .flags = LENTO_R_EXCHANGE };
+	int err = get(ka, tfid, &t);
+
+	if (err)
+		return err;
+	said(ka, dir, name, "exchanged with %s (RENAME_EXCHANGE)", name2);
+	return rename_log(ka, w, &a);
+}
+
+/*
+ * The lower's name of @o, which lives on as @lo->path, taken in the rows
+ * by @there at @name2 in @dir2: that other object is not there in the
+ * lower, so its name there is lost first -- moved on, or gone. The one
+ * that waits on @o for the name @o has (a swap: "mv a t; mv b a; mv t
+ * b") exchanges names with it. 0 when the name is free, 1 when @o has it
+ * now or it stays taken (said), or -errno.
+ */
+static int free_name(struct kapply *ka, const struct who *w,
+		     const struct lento_fid *dir, const char *name,
+		     struct cache_obj *o, const struct lento_fid *dir2,
+		     const char *name2, int depth, const struct chain *up)
+{
+	const struct chain me = { &o->fid, dir, name, up };
+	struct lento_fid there;
+	struct cache_obj x;
+	int err = cache_lookup(ka->cache, dir2, name2, &there);
+
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (up && lento_fid_eq(&there, up->fid) &&
+	    lento_fid_eq(dir2, up->dir) && !strcmp(name2, up->name))
+		return exchange(ka, w, dir, name, o, dir2, name2, &there) ?: 1;
+	if (on_chain(up, &there) || depth > KAPPLY_DEPTH_MAX) {
+		said(ka, dir, name, "left as it is: its name in the lower, "
+		     "%s, is another's that a longer cycle of renames moved",
+		     name2);
+		return 1;
+	}
+	err = get(ka, &there, &x);
+	err = err ?: lose_name(ka, w, dir2, name2, &x, depth + 1, &me);
+	err = err ?: cache_lookup(ka->cache, dir2, name2, &there);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (!lento_fid_eq(&there, &o->fid))
+		said(ka, dir, name, "left as it is: its name in the lower, "
+		     "%s, stays another's", name2);
+	return 1;			/* @o has it (exchanged), or not */
+}
+
+/*
+ * A lost name of @o, which lives on in the lower (@lo): moved to the
+ * name the lower inode has (a RENAME), or, of an object that keeps
+ * another name in the rows, one name less (0: the caller's UNLINK).
+ * When the lower's name is in a directory lento does not know yet (made
+ * after the last record the crash kept, and restated further on in the
+ * block, deeper), or cannot be told, the name is left as it is: that
  * directory's listing finds the object under its new name and moves it
- * there (listed_known). Removing it here would take its last name at the
- * server, which then has no object for that new name to hold.
+ * there (listed_known). Removing the name here would take the object's
+ * last name at the server, which then has no object for that new name
+ * to hold, and a directory's subtree with it. 1 when done, or -errno.
+ */
+static int lose_live(struct kapply *ka, const struct who *w,
+		     const struct lento_fid *dir, const char *name,
+		     struct cache_obj *o, struct lower_of *lo, int names,
+		     int depth, const struct chain *up)
+{
+	bool other_names = o->type != LENTO_T_DIR && names > 1;
+	char *slash = lo->path[0] ? strrchr(lo->path, '/') : NULL;
+	struct rename_args a = { .dir = *dir, .name = name, .o = o };
+	struct lento_fid there;
+	int err;
+
+	if (!slash) {
+		if (other_names)
+			return 0;
+		said(ka, dir, name, "left as it is: the object lives on, "
+		     "under a name that cannot be told");
+		return 1;
+	}
+	*slash = 0;
+	a.name2 = slash + 1;
+	err = dir_at_path(ka, lo->path, &a.dir2);
+	if (err == -ENOENT) {	/* moved where the block goes later */
+		said(ka, dir, name, "left as it is: the object lives on in "
+		     "%s, a directory not known yet", lo->path);
+		return 1;
+	}
+	if (err)
+		return err;
+	if (lento_fid_eq(&a.dir2, dir) && !strcmp(a.name2, name))
+		return 1;	/* not lost: an earlier move put it back */
+	err = cache_lookup(ka->cache, &a.dir2, a.name2, &there);
+	if (!err && lento_fid_eq(&there, &o->fid)) {
+		if (other_names)
+			return 0;
+		said(ka, dir, name, "left as it is: a directory the rows "
+		     "give two names");
+		return 1;
+	}
+	err = free_name(ka, w, dir, name, o, &a.dir2, a.name2, depth, up);
+	if (err)
+		return err;
+	err = get(ka, &o->fid, o);	/* its row as the chain left it */
+	if (err)
+		return err;
+	said(ka, dir, name, "moved to %s/%s (RENAME)", lo->path, a.name2);
+	return rename_log(ka, w, &a) ?: 1;
+}
+
+/*
+ * A name the listing lost, of @o: moved to a name the lower inode still
+ * has (lose_live()), or gone (UNLINK, RMDIR; a directory's cached entries
+ * before it, or the server would refuse). @up: the objects whose own
+ * moves wait on this name (free_name()).
  *
  * @lo, the lower's answer, is on the heap: a directory's children are lost
  * by recursion (lose_children()), as deep as a path allows.
  */
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
-		     struct cache_obj *o, int depth)
+		     struct cache_obj *o, int depth, const struct chain *up)
 {
 	struct lower_of *lo = calloc(1, sizeof(*lo));
-	struct lento_fid dir2, there;
-	char *slash;
 	uint32_t nlink;
 	int names, err;
 
@@ -1326,31 +1532,10 @@ static int lose_name(struct kapply *ka, const struct who *w,
 		err = err < 0 ? err : names;
 		goto out;
 	}
-	slash = lo->found && lo->path[0] ? strrchr(lo->path, '/') : NULL;
-	if (slash) {
-		*slash = 0;
-		/* Its name there, if the cache does not have it yet. */
-		err = dir_at_path(ka, lo->path, &dir2);
-		if (err == -ENOENT) {	/* moved where the block goes later */
-			said(ka, dir, name, "left as it is: the object lives "
-			     "on as %s, in a directory not known yet",
-			     lo->path);
-			err = 0;
-			goto out;
-		}
+	if (lo->found) {
+		err = lose_live(ka, w, dir, name, o, lo, names, depth, up);
 		if (err)
 			goto out;
-		if (cache_lookup(ka->cache, &dir2, slash + 1, &there) ==
-		    -ENOENT) {
-			struct rename_args a = { .dir = *dir, .dir2 = dir2,
-						 .name = name,
-						 .name2 = slash + 1, .o = o };
-
-			said(ka, dir, name, "moved to %s/%s (RENAME)",
-			     lo->path, slash + 1);
-			err = rename_log(ka, w, &a);
-			goto out;
-		}
 	}
 	if (o->type == LENTO_T_DIR) {
 		err = lose_children(ka, w, &o->fid, depth);
@@ -1366,7 +1551,7 @@ static int lose_name(struct kapply *ka, const struct who *w,
 	err = remove_name(ka, w, dir, name, o, nlink);
 out:
 	free(lo);
-	return err;
+	return err < 0 ? err : 0;
 }
 
 /* A listed entry whose handle lento does not know: a new object. */
@@ -1488,11 +1673,19 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 	if (ka->nlist)
 		qsort(ka->list, ka->nlist, sizeof(*ka->list), dirent_cmp);
 	err = err ?: cache_readdir(ka->cache, &dir, stale_name, &s);
-	/* First what went, so that the names are free for what came. */
+	/*
+	 * First what went, so that the names are free for what came. A
+	 * chain of moves (free_name()) may have put a name right already.
+	 */
 	for (size_t i = 0; !err && i < s.n; i++) {
 		err = cache_lookup(ka->cache, &dir, s.names[i], &fid);
+		if (err == -ENOENT || (!err && listed_as(ka, s.names[i],
+							 &fid))) {
+			err = 0;
+			continue;
+		}
 		err = err ?: get(ka, &fid, &o);
-		err = err ?: lose_name(ka, &w, &dir, s.names[i], &o, 0);
+		err = err ?: lose_name(ka, &w, &dir, s.names[i], &o, 0, NULL);
 	}
 	free(s.names);
 	for (size_t i = 0; !err && i < ka->nlist; i++) {
@@ -1803,8 +1996,7 @@ int kapply_batch(struct kapply *ka, struct kread *kr, uint64_t limit,
 		err = err ?: cache_commit_lazy(ka->cache);
 	}
 	if (err || !n) {
-		ka->ncounts = 0;
-		ka->nrows = 0;
+		rows_forget(ka);
 		cache_rollback(ka->cache);
 		err = err ?: rc < 0 ? rc : 0;
 		if (err)

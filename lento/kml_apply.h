@@ -59,6 +59,7 @@
 #include <stdint.h>
 
 #include "cache.h"
+#include "fidset.h"
 #include "kml.h"
 #include "kml_read.h"
 #include "lento_types.h"
@@ -101,9 +102,11 @@ struct kapply {
 	/* How many of the batch's records name each object. */
 	struct kapply_count *counts;
 	size_t ncounts, counts_cap;
+	struct fidmap counts_at;	/* where each object's count is */
 	/* The rows of the objects the batch read or changed. */
 	struct kapply_row *rows;
 	size_t nrows, rows_cap;
+	struct fidmap rows_at;		/* where each object's row is */
 	/* A recovery listing being gathered. */
 	struct kml_fh list_dir;
 	uint64_t list_seq;		/* its RESYNC_DIR's */

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The fid set against a plain array, over random adds and deletions. */
+/* The fid set and map against plain arrays, over random changes. */
 #include <check.h>
 #include <stdlib.h>
 #include "fidset.h"
@@ -79,6 +79,51 @@ START_TEST(null_fid)
 }
 END_TEST
 
+/* The map against a plain array: puts, replacements, clears. */
+START_TEST(map_against_array)
+{
+	static struct lento_fid ref[N];
+	static size_t refval[N];
+	unsigned int seed = 777 + _i;
+	struct fidmap m;
+	struct lento_fid z = { 0, 0, 0 };
+	size_t v;
+	int n = 0;
+
+	fidmap_init(&m);
+	ck_assert(!fidmap_get(&m, &z, &v));
+	ck_assert_int_lt(fidmap_put(&m, &z, 1), 0);
+	for (int step = 0; step < 20000; step++) {
+		struct lento_fid f = rand_fid(&seed);
+		int at = ref_find(ref, n, &f), r = rand_r(&seed) % 1000;
+
+		if (r < 600) {
+			v = (size_t)rand_r(&seed);
+			ck_assert_int_eq(fidmap_put(&m, &f, v), 0);
+			if (at < 0)
+				at = n++;
+			ref[at] = f;
+			refval[at] = v;
+		} else if (r < 997) {
+			size_t got = 0;
+
+			ck_assert_int_eq(fidmap_get(&m, &f, &got), at >= 0);
+			if (at >= 0)
+				ck_assert_uint_eq(got, refval[at]);
+		} else {
+			fidmap_clear(&m);
+			n = 0;
+		}
+		ck_assert_uint_eq(m.count, (size_t)n);
+	}
+	for (int i = 0; i < n; i++) {
+		ck_assert(fidmap_get(&m, &ref[i], &v));
+		ck_assert_uint_eq(v, refval[i]);
+	}
+	fidmap_free(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("fidset");
@@ -88,6 +133,7 @@ int main(void)
 
 	tcase_add_loop_test(tc, random_against_array, 0, 5);
 	tcase_add_test(tc, null_fid);
+	tcase_add_loop_test(tc, map_against_array, 0, 3);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -987,6 +987,261 @@ START_TEST(recovery_moved_beside_a_renamed_dir)
 END_TEST
 
 /*
+ * An object made in the lower at @rel (a directory if @isdir) and in the
+ * rows as @f, named @name in @parent and recorded by its real handle,
+ * which is returned.
+ */
+static struct kml_fh real_obj(const struct lento_fid *f, bool isdir,
+			      const char *rel, const struct lento_fid *parent,
+			      const char *name)
+{
+	struct cache_obj o = obj(*f, isdir ? LENTO_T_DIR : LENTO_T_REG,
+				 isdir ? 2 : 1, 7);
+	struct kml_fh h;
+	char path[256];
+	uint8_t b[8];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	if (isdir) {
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+	} else {
+		fd = open(path, O_CREAT | O_WRONLY, 0644);
+		ck_assert_int_ge(fd, 0);
+		close(fd);
+	}
+	ck_assert_int_eq(cache_obj_put(c, &o, NULL, 0), 0);
+	ck_assert_int_eq(cache_dirent_put(c, parent, name, f), 0);
+	h = real_handle(rel);
+	kapply_handle(h.ino, h.gen, b);
+	ck_assert_int_eq(cache_handle_set(c, f, KAPPLY_HTYPE, b, 8, h.ino), 0);
+	return h;
+}
+
+/* The lower's @from renamed to @to (paths under the cache). */
+static void lower_mv(const char *from, const char *to)
+{
+	char a[256], b[256];
+
+	snprintf(a, sizeof(a), "%s/%s", dir, from);
+	snprintf(b, sizeof(b), "%s/%s", dir, to);
+	ck_assert_int_eq(rename(a, b), 0);
+}
+
+/* No record of the CML removes a name for good. */
+static void no_lastlink(void)
+{
+	for (int i = 0; i < nrecs; i++)
+		ck_assert_msg(!(recs[i].flags & LENTO_R_LASTLINK) &&
+			      recs[i].op != LENTO_OP_RMDIR,
+			      "record %d (op %u, %s) removes an object", i,
+			      recs[i].op, recs[i].name);
+}
+
+/*
+ * The crash lost "mv m z; mv a m": a directory (with a file in it) took
+ * the name of a file that moved on. The root is listed; "a" comes first.
+ * The file moves to z and the directory to m, with its file: never an
+ * RMDIR of the live directory and an UNLINK of the last name of what it
+ * holds (the server would drop both), as when m's name was taken.
+ */
+START_TEST(recovery_dir_moved_onto_a_moved_name)
+{
+	struct lento_fid dm = { VOL, 0, 30 }, x = { VOL, 0, 31 };
+	struct lento_fid f = { VOL, 0, 32 }, got;
+	struct kml_fh dh, fh_;
+	uint64_t three = 3;
+	struct run run;
+
+	dh = real_obj(&dm, true, "vol/a", &root, "a");
+	real_obj(&x, false, "vol/a/x", &dm, "x");
+	fh_ = real_obj(&f, false, "vol/m", &root, "m");
+	lower_mv("vol/m", "vol/z");
+	lower_mv("vol/a", "vol/m");
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &three, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, dh, "m", S_IFDIR | 0755, NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, fh_, "z", S_IFREG | 0644,
+		  NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	no_lastlink();
+	ck_assert_int_eq(nrecs, 2);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[0].obj, &f));
+	ck_assert_str_eq(recs[0].name2, "z");
+	ck_assert_int_eq(recs[1].op, LENTO_OP_RENAME);
+	ck_assert(lento_fid_eq(&recs[1].obj, &dm));
+	ck_assert_str_eq(recs[1].name, "a");
+	ck_assert_str_eq(recs[1].name2, "m");
+	got = at(&root, "m");
+	ck_assert(lento_fid_eq(&got, &dm));
+	got = at(&dm, "x");
+	ck_assert(lento_fid_eq(&got, &x));
+	got = at(&root, "z");
+	ck_assert(lento_fid_eq(&got, &f));
+	ck_assert_int_eq(cache_lookup(c, &root, "a", &got), -ENOENT);
+}
+END_TEST
+
+/*
+ * The crash lost a swap of two names ("mv p t; mv q p; mv t q", or
+ * renameat2's RENAME_EXCHANGE): each name's object lives on under the
+ * other. One RENAME_EXCHANGE, never an UNLINK of either.
+ */
+START_TEST(recovery_swap_lost)
+{
+	struct lento_fid p = { VOL, 0, 40 }, q = { VOL, 0, 41 }, got;
+	struct kml_fh ph, qh;
+	uint64_t three = 3;
+	struct run run;
+
+	ck_assert_int_eq(cache_dirent_del(c, &root, "a"), 0);
+	ph = real_obj(&p, false, "vol/p", &root, "p");
+	qh = real_obj(&q, true, "vol/q", &root, "q");
+	lower_mv("vol/p", "vol/t");
+	lower_mv("vol/q", "vol/p");
+	lower_mv("vol/t", "vol/q");
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &three, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, qh, "p", S_IFDIR | 0755, NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, ph, "q", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	no_lastlink();
+	ck_assert_int_eq(nrecs, 1);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_RENAME);
+	ck_assert_uint_eq(recs[0].flags, LENTO_R_EXCHANGE);
+	got = at(&root, "p");
+	ck_assert(lento_fid_eq(&got, &q));
+	got = at(&root, "q");
+	ck_assert(lento_fid_eq(&got, &p));
+}
+END_TEST
+
+/*
+ * Three names in a cycle ("a" to "b", "b" to "c", "c" to "a"): left as
+ * they are, and said; nothing removed.
+ */
+START_TEST(recovery_cycle_left)
+{
+	const struct lento_fid f[3] = { { VOL, 0, 50 }, { VOL, 0, 51 },
+					{ VOL, 0, 52 } };
+	const char *names[3] = { "a", "b", "c" };
+	struct kml_fh h[3];
+	uint64_t four = 4;
+	struct lento_fid got;
+	struct run run;
+
+	/* setup's "a" makes way: the cycle uses the name. */
+	ck_assert_int_eq(cache_dirent_del(c, &root, "a"), 0);
+	h[0] = real_obj(&f[0], false, "vol/a", &root, "a");
+	h[1] = real_obj(&f[1], false, "vol/b", &root, "b");
+	h[2] = real_obj(&f[2], false, "vol/c", &root, "c");
+	lower_mv("vol/c", "vol/t");
+	lower_mv("vol/b", "vol/c");
+	lower_mv("vol/a", "vol/b");
+	lower_mv("vol/t", "vol/a");
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &four, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	for (int i = 0; i < 3; i++)
+		recovered(PRESTO_KML_DIRENT, root_h, h[(i + 2) % 3], names[i],
+			  S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	no_lastlink();
+	ck_assert_int_eq(nrecs, 0);
+	for (int i = 0; i < 3; i++) {
+		got = at(&root, names[i]);
+		ck_assert(lento_fid_eq(&got, &f[i]));
+	}
+}
+END_TEST
+
+/*
+ * The crash lost "mv a g; touch a": a restatement of the new "a" comes
+ * before the root's listing. The new inode is not taken for the object
+ * the rows still have at "a", whose own inode lives on at "g".
+ */
+START_TEST(recovery_new_file_at_a_moved_name)
+{
+	struct lento_fid a = { VOL, 0, 2 }, got;
+	struct kml_fh ah, nh;
+	char path[256];
+	uint64_t three = 3;
+	struct run run;
+	int fd;
+
+	ah = materialise_a(path, sizeof(path));
+	lower_mv("vol/a", "vol/g");
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	nh = real_handle("vol/a");
+	resync_as_is(path, nh);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &three, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, nh, "a", S_IFREG | 0600, NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, ah, "g", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	no_lastlink();
+	for (int i = 0; i < nrecs; i++)
+		ck_assert_int_ne(recs[i].op, LENTO_OP_LINK);
+	got = at(&root, "g");
+	ck_assert(lento_fid_eq(&got, &a));
+	got = at(&root, "a");
+	ck_assert(!lento_fid_eq(&got, &a));
+	ck_assert_uint_ge(run.unmapped, 1);
+}
+END_TEST
+
+/*
+ * A live file whose name in the lower cannot be told (a path longer than
+ * lento reads): its lost name is left, not removed with LASTLINK.
+ */
+START_TEST(recovery_live_name_untold)
+{
+	struct lento_fid a = { VOL, 0, 2 }, got;
+	char path[256], seg[201];
+	uint64_t one = 1;
+	struct run run;
+	int fd, next;
+
+	materialise_a(path, sizeof(path));
+	memset(seg, 'l', 200);
+	seg[200] = 0;
+	snprintf(path, sizeof(path), "%s/vol", dir);
+	fd = open(path, O_PATH | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	/* 30 levels of 201 bytes: a path /proc cannot give. */
+	for (int i = 0; i < 30; i++) {
+		ck_assert_int_eq(mkdirat(fd, seg, 0755), 0);
+		next = openat(fd, seg, O_PATH | O_DIRECTORY);
+		ck_assert_int_ge(next, 0);
+		close(fd);
+		fd = next;
+	}
+	snprintf(path, sizeof(path), "%s/vol/a", dir);
+	ck_assert_int_eq(renameat(AT_FDCWD, path, fd, "a"), 0);
+	close(fd);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &one, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	no_lastlink();
+	ck_assert_int_eq(nrecs, 0);
+	got = at(&root, "a");
+	ck_assert(lento_fid_eq(&got, &a));
+}
+END_TEST
+
+/*
  * A recovery block listing the root with "a" alone (kept, under a handle
  * no inode has), so that "d" is gone; consumed.
  */
@@ -1404,6 +1659,11 @@ static Suite *suite(void)
 	tcase_add_test(tc, recovery_gone_dir);
 	tcase_add_test(tc, recovery_gone_deep);
 	tcase_add_test(tc, recovery_moved_beside_a_renamed_dir);
+	tcase_add_test(tc, recovery_dir_moved_onto_a_moved_name);
+	tcase_add_test(tc, recovery_swap_lost);
+	tcase_add_test(tc, recovery_cycle_left);
+	tcase_add_test(tc, recovery_new_file_at_a_moved_name);
+	tcase_add_test(tc, recovery_live_name_untold);
 	tcase_add_test(tc, listing_across_batches);
 	tcase_add_test(tc, batch_ends_at_its_deadline);
 	tcase_add_test(tc, segment_grows_while_read);
