@@ -1791,6 +1791,12 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 			c->unknown = c->has;
 			continue;
 		}
+		if (c->copy >= 0) {
+			/* A copy of the batch's: the apply resizes it. */
+			c->sid = sid;
+			c->size = r->attr.size;
+			continue;
+		}
 		/*
 		 * Two descriptors a copy until the apply, counted with the
 		 * bodies' (srv->body_fds_max): the rest are the apply's.
@@ -1802,9 +1808,7 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 		if (!z)
 			break;
 		ri->rz = z;
-		if (c->copy >= 0)
-			in = dup(ri->rz[c->copy].out);
-		else if (c->path)
+		if (c->path)
 			in = open(c->path, O_RDONLY | O_CLOEXEC);
 		else if (store_content(srv->st, &r->obj, &(bool){ 0 },
 				       &(struct lento_storeid){ 0 },

@@ -2030,6 +2030,40 @@ static struct store_resize *ready_resize(struct batch *b,
 	return NULL;
 }
 
+/*
+ * A size change of content an earlier size change of this batch made in
+ * tmp/ (@src's file): no one else has that file, and nothing places it
+ * once it is superseded, so it is cut and extended where it is and
+ * becomes this version's. A batch of a thousand size changes of a big
+ * file copies it once, not a thousand times (filling tmp/ and holding
+ * the loop).
+ */
+static int resize_in_place(struct batch *b, struct obj *o, size_t src,
+			   const struct lento_storeid *sid, uint64_t size)
+{
+	uint64_t keep = o->size < size ? o->size : size;
+	struct pend *p;
+	int fd, r = 0;
+
+	fd = openat(b->s->tmpfd, b->pend[src].own, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return bfail(b, -errno, &o->fid, "opening its content: %s",
+			     strerror(errno));
+	if (ftruncate(fd, (off_t)keep) || ftruncate(fd, (off_t)size))
+		r = bfail(b, -errno, &o->fid, "resizing its content: %s",
+			  strerror(errno));
+	close(fd);
+	if (r)
+		return r;
+	p = add_pend(b, o);	/* may move b->pend */
+	if (!p)
+		return b->res->err;
+	p->own = b->pend[src].own;
+	b->pend[src].own = NULL;
+	o->body = *sid;
+	return 0;
+}
+
 static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 {
 	struct store *s = b->s;
@@ -2064,9 +2098,10 @@ static int resize_body(struct batch *b, struct obj *o, uint64_t size)
 
 		if (!src)
 			return bfail(b, -EIO, &o->fid, "lost a new body");
-		if (src->own) {
-			in = openat(s->tmpfd, src->own, O_RDONLY | O_CLOEXEC);
-		} else if (src->fd >= 0) {
+		if (src->own)
+			return resize_in_place(b, o, (size_t)(src - b->pend),
+					       &sid, size);
+		if (src->fd >= 0) {
 			in = src->fd;
 			close_in = false;
 		} else {

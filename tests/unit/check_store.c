@@ -1410,6 +1410,18 @@ START_TEST(rename_across_volumes)
 }
 END_TEST
 
+/* How many size changes copied content (STORE_FAULT_RESIZE). */
+struct copies {
+	int n;
+};
+
+static int count_copies(void *arg, enum store_fault where, struct sqlite3 *db)
+{
+	(void)db;
+	((struct copies *)arg)->n += where == STORE_FAULT_RESIZE;
+	return 0;
+}
+
 START_TEST(setattr_and_sizes)
 {
 	uint32_t vol = new_volume("v", 0);
@@ -1482,6 +1494,32 @@ START_TEST(setattr_and_sizes)
 	free(data);
 	ck_assert_uint_eq(count_files("bodies"), 1);
 	ck_assert_uint_eq(count_files("tmp"), 0);
+	/*
+	 * A chain of size changes in one batch: one copy, the rest resize
+	 * it in place. The content: what the smallest size kept, then zeros.
+	 */
+	{
+		struct copies cp = { 0 };
+		static char big[65536];
+
+		memset(big, 'x', sizeof(big));
+		store_data(&c, f, big, sizeof(big), false);
+		for (int i = 0; i < 40; i++) {
+			a.size = i == 20 ? 1000 : sizeof(big) - i % 2;
+			setattr(&c, f, &a);
+		}
+		store_set_fault(s, count_copies, &cp);
+		SEND_OK(&c);
+		store_set_fault(s, NULL, NULL);
+		ck_assert_int_eq(cp.n, 1);
+		data = content(f, &n);
+		ck_assert_uint_eq(n, sizeof(big) - 1);
+		for (size_t k = 0; k < n; k++)
+			ck_assert_int_eq(data[k], k < 1000 ? 'x' : 0);
+		free(data);
+		ck_assert_uint_eq(count_files("bodies"), 1);
+		ck_assert_uint_eq(count_files("tmp"), 0);
+	}
 	/* To 0: no body at all. */
 	a.size = 0;
 	setattr(&c, f, &a);
