@@ -80,8 +80,13 @@
  * records of a frame (16 MiB) then stay far below 2^63.
  */
 #define STORE_FILE_MAX	(1ull << 44)
-/* A directory walk up to the root longer than this is a loop: damage. */
-#define DEPTH_MAX	(1u << 20)
+/*
+ * How far a rename walks up from its new parent to find whether it moves
+ * a directory into itself: a directory deeper than this is refused one
+ * (ELOOP). No path reaches it (PATH_MAX is 4096 bytes), and the walk, a
+ * lookup a level, costs each rename into it that much.
+ */
+#define DEPTH_MAX	4096u
 
 #define FIDFMT		"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
 #define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
@@ -719,7 +724,8 @@ static int is_within(struct store *s, const struct lento_fid *fid,
 			return r;
 	}
 	snprintf(s->why, sizeof(s->why), "directory " FIDFMT
-		 " is deeper than %u: a loop", FIDARG(fid), DEPTH_MAX);
+		 " is deeper than %u levels (or in a loop)", FIDARG(fid),
+		 DEPTH_MAX);
 	return -ELOOP;
 }
 

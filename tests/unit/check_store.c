@@ -1308,6 +1308,38 @@ START_TEST(renames)
 }
 END_TEST
 
+/*
+ * A directory moved into one 4096 levels deep is refused (ELOOP): the
+ * server walks up from the new parent, a lookup a level, to tell whether
+ * the move is into the directory's own subtree.
+ */
+START_TEST(rename_into_a_deep_chain)
+{
+	uint32_t vol = new_volume("v", 0);
+	struct lento_fid root = LENTO_ROOT_FID(vol), m, d, mid = { 0 };
+	struct lento_fid none = { 0 };
+	struct tc c;
+
+	tc_init(&c, vol, 3);
+	m = mkdir_(&c, root, "m");
+	d = root;
+	for (int i = 0; i < 4097; i++) {
+		d = mkdir_(&c, d, "d");
+		if (i == 100)
+			mid = d;
+		if (c.n == MAXREC - 1)
+			SEND_OK(&c);
+	}
+	SEND_OK(&c);
+	mv(&c, root, "m", m, d, "m", none, 0);
+	ck_assert_int_eq(send(&c), -ELOOP);
+	ck_assert_ptr_nonnull(strstr(c.res.msg, "deeper than 4096"));
+	mv(&c, root, "m", m, mid, "m", none, 0);
+	SEND_OK(&c);
+	ck_assert(same_fid(lookup(mid, "m"), m));
+}
+END_TEST
+
 /* LASTLINK on a rename over a target is the client's note: taken. */
 START_TEST(rename_lastlink)
 {
@@ -3105,6 +3137,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, link_unlink_rmdir);
 	tcase_add_test(tc, renames);
 	tcase_add_test(tc, rename_lastlink);
+	tcase_add_test(tc, rename_into_a_deep_chain);
 	tcase_add_test(tc, dir_links_bounded);
 	tcase_add_test(tc, rename_across_volumes);
 	tcase_add_test(tc, setattr_and_sizes);
