@@ -989,11 +989,13 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	/*
 	 * Changed here, or newer here than the listing: news that came
 	 * after it (between two of its steps) -- a reintegration's answer,
-	 * a fetched body -- is not undone by it.
+	 * a fetched body -- is not undone by it. A directory keeps the one
+	 * name the news gave it (a move the journal brought and the
+	 * reintegration answered): the listing's is older.
 	 */
 	if (have && (old.dirty ||
 		     lento_vv_cmp(&old.vv, &e->de.st.vv) == LENTO_VV_AFTER))
-		return same_name ? 0 :
+		return same_name || old.type == LENTO_T_DIR ? 0 :
 		       cache_dirent_put(cl->cache, dir, e->de.name,
 					&e->de.st.fid);
 	obj_from_status(&o, &e->de.st);
