@@ -124,7 +124,7 @@ static const char *const sql[S_COUNT] = {
 	[S_OBJ_DEL_HANDLES] = "DELETE FROM handles WHERE fid = ?1",
 	[S_OBJ_STATE] = "UPDATE cache SET valid = ?2, data = ?3 WHERE fid = ?1",
 	[S_OBJ_VV] = "UPDATE cache SET vv = ?2, valid = valid AND NOT ?3 "
-		     "WHERE fid = ?1",
+		     "WHERE fid = ?1 RETURNING valid",
 	[S_OBJ_TOUCH] = "UPDATE cache SET used = ?2 WHERE fid = ?1",
 	[S_OBJ_WALK] = "SELECT " OBJ_COLS " FROM cache WHERE volume = ?1 "
 		       "ORDER BY fid",
@@ -1683,13 +1683,19 @@ int cache_obj_set_vv(struct cache *c, const struct lento_fid *fid,
 		     const struct lento_vv *vv, bool stale)
 {
 	sqlite3_stmt *st = stmt(c, S_OBJ_VV);
-	int err;
+	int rc, valid = 0;
 
 	bind_fid(st, 1, fid);
 	bind_vv(st, 2, vv);
 	sqlite3_bind_int(st, 3, stale);
-	err = run(c, S_OBJ_VV);
-	return err ?: sqlite3_changes(c->db) > 0;
+	/* RETURNING: the change is made whole at the first step. */
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		valid = sqlite3_column_int(st, 0);
+	reset(c, S_OBJ_VV);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return sql_err(rc);
+	return rc == SQLITE_DONE ? 0 : valid ? 1 : 2;
 }
 
 int cache_obj_touch(struct cache *c, const struct lento_fid *fid,

@@ -299,8 +299,8 @@ int cache_obj_del(struct cache *c, const struct lento_fid *fid);
 int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
 			bool valid, bool data);
 /*
- * @fid's version, and not valid if @stale (else its validity stays): 1,
- * or 0 if it is not cached.
+ * @fid's version, and not valid if @stale (else its validity stays): 1
+ * (valid), 2 (not valid), or 0 if it is not cached.
  */
 int cache_obj_set_vv(struct cache *c, const struct lento_fid *fid,
 		     const struct lento_vv *vv, bool stale);

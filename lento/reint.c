@@ -874,7 +874,8 @@ static int moved_add(struct lento_fid **moved, size_t *nmoved,
 
 static int take_versions(struct client *cl, const struct batch *b,
 			 const struct lp_reint_reply *m,
-			 struct lento_fid **moved, size_t *nmoved)
+			 struct lento_fid **moved, size_t *nmoved,
+			 struct lento_fid **invalid, size_t *ninvalid)
 {
 	struct lp_list l = m->versions;
 	struct lp_fidvv fv;
@@ -900,6 +901,8 @@ static int take_versions(struct client *cl, const struct batch *b,
 		err = cached < 0 ? cached : 0;
 		if (cached > 0 && stale)
 			err = moved_add(moved, nmoved, &fv.fid);
+		else if (cached == 2)	/* for stale_when_clean() */
+			err = moved_add(invalid, ninvalid, &fv.fid);
 	}
 	return err;
 }
@@ -936,25 +939,23 @@ static bool base_before(const struct batch *b, const struct lento_fid *f,
  * lacks. Their version goes back to what it was before the batch, so
  * that no validation takes the copy for the new one, and they are broken
  * as moved ones are: listed and fetched again when next used. Taken after
- * unmark_acked(), so that "pending" is after the batch.
+ * unmark_acked(), so that "pending" is after the batch, among those
+ * take_versions() found not valid (@invalid): rarely any.
  */
 static int stale_when_clean(struct client *cl, const struct batch *b,
-			    const struct lp_reint_reply *m,
+			    const struct lento_fid *invalid, size_t ninvalid,
 			    struct lento_fid **moved, size_t *nmoved)
 {
-	struct lp_list l = m->versions;
-	struct lp_fidvv fv;
 	struct lento_vv was;
 	struct cache_obj o;
 	int err = 0;
 
-	while (!err && lp_next_fidvv(&l, &fv) == 1) {
-		if (cache_obj_get(cl->cache, &fv.fid, &o, NULL, 0) ||
-		    o.valid || o.dirty || !lento_vv_eq(&o.vv, &fv.vv) ||
-		    !base_before(b, &fv.fid, &was))
-			continue;	/* gone, current, pending or moved */
-		err = cache_obj_set_vv(cl->cache, &fv.fid, &was, true);
-		err = err < 0 ? err : moved_add(moved, nmoved, &fv.fid);
+	for (size_t i = 0; !err && i < ninvalid; i++) {
+		if (cache_obj_get(cl->cache, &invalid[i], &o, NULL, 0) ||
+		    o.dirty || !base_before(b, &invalid[i], &was))
+			continue;	/* gone or pending */
+		err = cache_obj_set_vv(cl->cache, &invalid[i], &was, true);
+		err = err < 0 ? err : moved_add(moved, nmoved, &invalid[i]);
 	}
 	return err;
 }
@@ -988,8 +989,8 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		  const struct lp_reint_reply *m)
 {
 	struct cml *cml = cache_cml(cl->cache);
-	struct lento_fid *moved = NULL;
-	size_t nmoved = 0;
+	struct lento_fid *moved = NULL, *invalid = NULL;
+	size_t nmoved = 0, ninvalid = 0;
 	uint64_t upto = 0;
 	int err = cache_begin(cl->cache);
 
@@ -1005,7 +1006,8 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		v->cv.stamp = m->stamp;
 	if (m->applied > v->cv.applied)
 		v->cv.applied = m->applied;
-	err = err ?: take_versions(cl, b, m, &moved, &nmoved);
+	err = err ?: take_versions(cl, b, m, &moved, &nmoved, &invalid,
+				   &ninvalid);
 	if (!err && m->code != LP_OK) {
 		/* Not applied: pending again, numbered afresh next time. */
 		err = cml_requeue(cml, b->volume);
@@ -1014,7 +1016,9 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		v->log_changed = true;
 	}
 	err = err ?: unmark_acked(cl, b, m->applied);
-	err = err ?: stale_when_clean(cl, b, m, &moved, &nmoved);
+	err = err ?: stale_when_clean(cl, b, invalid, ninvalid, &moved,
+				      &nmoved);
+	free(invalid);
 	err = err ?: cache_vol_put(cl->cache, &v->cv);
 	err = err ?: cache_commit_lazy(cl->cache);
 	if (err) {

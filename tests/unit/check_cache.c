@@ -226,10 +226,13 @@ START_TEST(objects)
 	ck_assert_int_eq(got.vv.v[0], 8);
 	ck_assert_int_eq(cache_obj_set_state(c, &o.fid, true, true), 0);
 	o.vv.v[0] = 9;
-	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv, true), 1);
+	/* 2: cached, and not valid after it. */
+	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv, true), 2);
 	ck_assert_int_eq(cache_obj_get(c, &o.fid, &got, NULL, 0), 0);
 	ck_assert(!got.valid && got.data);
 	ck_assert_int_eq(got.vv.v[0], 9);
+	o.vv.v[0] = 10;
+	ck_assert_int_eq(cache_obj_set_vv(c, &o.fid, &o.vv, false), 2);
 	f = fid(1, 77);
 	ck_assert_int_eq(cache_obj_set_vv(c, &f, &o.vv, true), 0);
 	/* Dirty while records name it: counted, not set by a put. */
