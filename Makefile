@@ -223,7 +223,7 @@ tests/bin/unit-ctl: tests/unit/check_ctl.c $(LOOPLIB) $(CTLLIB) \
 # lento server store: the server's metadata (SQLite) and file bodies, and
 # its unit tests.
 STORELIB := lento/store.c lento/store.h lento/vv.c lento/vv.h \
-	protocol/lento_types.h
+	lento/array.h protocol/lento_types.h
 
 UNITS += tests/bin/unit-store
 
@@ -235,7 +235,7 @@ tests/bin/unit-store: tests/unit/check_store.c $(STORELIB)
 
 # lento client log
 CMLLIB := lento/cml.c lento/cml_opt.c lento/cml.h lento/cml_opt.h lento/blob.h \
-	protocol/lento_types.h
+	lento/array.h protocol/lento_types.h
 
 UNITS += tests/bin/unit-cml
 

@@ -29,6 +29,7 @@
 
 #include <linux/openat2.h>
 
+#include "array.h"
 #include "blob.h"
 #include "fault.h"
 #include "cml.h"
@@ -1326,15 +1327,10 @@ static int quar_add(struct quar_files *fl, const char *name, uint32_t i,
 
 	if (len >= sizeof(f->name))	/* quar_name_is() bounds it */
 		return -ENAMETOOLONG;
-	if (fl->n == fl->cap) {
-		size_t cap = fl->cap ? 2 * fl->cap : 8;
-
-		f = realloc(fl->f, cap * sizeof(*f));
-		if (!f)
-			return -ENOMEM;
-		fl->f = f;
-		fl->cap = cap;
-	}
+	f = array_grow(fl->f, &fl->cap, fl->n, 1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	fl->f = f;
 	f = &fl->f[fl->n++];
 	memcpy(f->name, name, len + 1);
 	f->i = i;

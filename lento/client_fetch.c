@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "client_int.h"
 #include "client_kernel.h"
 #include "cml.h"
@@ -632,15 +633,12 @@ static int collect_old(void *arg, const char *name,
 {
 	struct old_list *ol = arg;
 
-	if (ol->n == ol->cap) {
-		size_t cap = ol->cap ? 2 * ol->cap : 64;
-		struct old_ent *p = realloc(ol->e, cap * sizeof(*p));
+	struct old_ent *p = array_grow(ol->e, &ol->cap, ol->n, 1,
+				       sizeof(*p));
 
-		if (!p)
-			return -ENOMEM;
-		ol->e = p;
-		ol->cap = cap;
-	}
+	if (!p)
+		return -ENOMEM;
+	ol->e = p;
 	snprintf(ol->e[ol->n].name, sizeof(ol->e[0].name), "%s", name);
 	ol->e[ol->n++].fid = *fid;
 	return 0;
@@ -790,17 +788,14 @@ static int relink_names(struct client *cl, const struct lento_fid *fid,
 static int listing_event(struct listing *li, const char *name, int type,
 			 uint32_t event)
 {
+	struct name_event *p;
+
 	if (!li->tell)
 		return 0;
-	if (li->nev == li->capev) {
-		size_t cap = li->capev ? 2 * li->capev : 16;
-		struct name_event *p = realloc(li->ev, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		li->ev = p;
-		li->capev = cap;
-	}
+	p = array_grow(li->ev, &li->capev, li->nev, 1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	li->ev = p;
 	snprintf(li->ev[li->nev].name, sizeof(li->ev[0].name), "%s", name);
 	li->ev[li->nev++].event = event |
 				  (type == LENTO_T_DIR ? PRESTO_EV_DIR : 0);

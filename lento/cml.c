@@ -31,6 +31,7 @@
  * or the rewrite removed or moved the record that had it. A record
  * dropped or a rollback make all of them be read anew.
  */
+#include "array.h"
 #include "blob.h"
 #include "cml.h"
 #include "cml_opt.h"
@@ -290,15 +291,10 @@ static struct cml_vol *vol_of(struct cml *cml, uint32_t volume, bool make)
 			return &cml->vols[i];
 	if (!make)
 		return NULL;
-	if (cml->nvols == cml->vols_cap) {
-		size_t cap = cml->vols_cap ? cml->vols_cap * 2 : 4;
-
-		v = realloc(cml->vols, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		cml->vols = v;
-		cml->vols_cap = cap;
-	}
+	v = array_grow(cml->vols, &cml->vols_cap, cml->nvols, 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	cml->vols = v;
 	v = &cml->vols[cml->nvols++];
 	memset(v, 0, sizeof(*v));
 	v->volume = volume;

@@ -5,6 +5,7 @@
  * Requests in flight are a short array scanned by tag: a client has few
  * at a time (a ctl command's fetches, one batch, one PING).
  */
+#include "array.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -208,15 +209,12 @@ int conn_send(struct conn *c)
 static int add_pending(struct conn *c, uint32_t tag, unsigned int type,
 		       conn_reply_fn fn, void *arg)
 {
-	if (c->npend == c->cappend) {
-		size_t cap = c->cappend ? 2 * c->cappend : 16;
-		struct pending *p = realloc(c->pend, cap * sizeof(*p));
+	struct pending *p = array_grow(c->pend, &c->cappend, c->npend, 1,
+				       sizeof(*p));
 
-		if (!p)
-			return -ENOMEM;
-		c->pend = p;
-		c->cappend = cap;
-	}
+	if (!p)
+		return -ENOMEM;
+	c->pend = p;
 	c->pend[c->npend++] = (struct pending){ tag, (uint16_t)type, fn, arg,
 						lo_now_ms() };
 	return 0;

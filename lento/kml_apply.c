@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "cml.h"
 #include "fault.h"
 #include "log.h"
@@ -144,24 +145,6 @@ void kapply_reset(struct kapply *ka)
 }
 
 /*
- * The array @v of @size-byte elements, @n used of *@cap, with room for
- * one more: @v itself, or where it moved, or NULL (no memory; @v is left
- * as it was).
- */
-static void *room(void *v, size_t n, size_t *cap, size_t size)
-{
-	size_t c = *cap ? 2 * *cap : 64;
-	void *p;
-
-	if (n < *cap)
-		return v;
-	p = realloc(v, c * size);
-	if (p)
-		*cap = c;
-	return p;
-}
-
-/*
  * Each object a batch's records name is one more record dirty (cache.h's
  * count), added up here and written once per object at the batch's end:
  * nothing in a batch reads the count.
@@ -175,8 +158,8 @@ static int count_add(struct kapply *ka, const struct lento_fid *fid)
 		ka->counts[at].n++;
 		return 0;
 	}
-	p = room(ka->counts, ka->ncounts, &ka->counts_cap,
-		 sizeof(*ka->counts));
+	p = array_grow(ka->counts, &ka->counts_cap, ka->ncounts, 1,
+		       sizeof(*ka->counts));
 	if (!p)
 		return -ENOMEM;
 	ka->counts = p;
@@ -206,7 +189,8 @@ static struct kapply_row *row_of(struct kapply *ka,
 static struct kapply_row *row_new(struct kapply *ka,
 				  const struct lento_fid *fid)
 {
-	void *p = room(ka->rows, ka->nrows, &ka->rows_cap, sizeof(*ka->rows));
+	void *p = array_grow(ka->rows, &ka->rows_cap, ka->nrows, 1,
+			     sizeof(*ka->rows));
 
 	if (!p)
 		return NULL;
@@ -288,7 +272,8 @@ static int rows_write(struct kapply *ka)
 
 static int made_add(struct kapply *ka, const struct lento_fid *fid)
 {
-	void *p = room(ka->made, ka->nmade, &ka->made_cap, sizeof(*ka->made));
+	void *p = array_grow(ka->made, &ka->made_cap, ka->nmade, 1,
+			     sizeof(*ka->made));
 
 	if (!p)
 		return -ENOMEM;
@@ -1144,7 +1129,8 @@ static int k_resync_dir(struct kapply *ka, const struct kml_record *r)
 static int list_add(struct kapply *ka, const struct kml_record *r)
 {
 	struct kapply_dirent *e;
-	void *p = room(ka->list, ka->nlist, &ka->list_cap, sizeof(*ka->list));
+	void *p = array_grow(ka->list, &ka->list_cap, ka->nlist, 1,
+			     sizeof(*ka->list));
 
 	if (!p)
 		return -ENOMEM;
@@ -1204,18 +1190,14 @@ struct stale {
 static int stale_name(void *arg, const char *name, const struct lento_fid *fid)
 {
 	struct stale *s = arg;
+	void *p;
 
 	if (!s->all && listed_as(s->ka, name, fid))
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 16;
-		void *p = realloc(s->names, cap * sizeof(*s->names));
-
-		if (!p)
-			return -ENOMEM;
-		s->names = p;
-		s->cap = cap;
-	}
+	p = array_grow(s->names, &s->cap, s->n, 1, sizeof(*s->names));
+	if (!p)
+		return -ENOMEM;
+	s->names = p;
 	snprintf(s->names[s->n++], LENTO_NAME_MAX + 1, "%s", name);
 	return 0;
 }
@@ -1826,8 +1808,8 @@ static int suspect(struct kapply *ka, const struct lento_fid *fid)
 	err = obj_put(ka, &o, NULL, 0);
 	if (err)
 		return err;
-	p = room(ka->suspect, ka->nsuspect, &ka->suspect_cap,
-		 sizeof(*ka->suspect));
+	p = array_grow(ka->suspect, &ka->suspect_cap, ka->nsuspect, 1,
+		       sizeof(*ka->suspect));
 	if (!p)
 		return -ENOMEM;
 	ka->suspect = p;

@@ -73,6 +73,7 @@
 
 #include <linux/fs.h>
 
+#include "array.h"
 #include "client_int.h"
 #include "client_kernel.h"
 #include "cml.h"
@@ -149,7 +150,7 @@ struct shadow {
 	 * The inodes src may be (none known: not checked): every one presto
 	 * named the object by, as each fetch puts a new inode in its place.
 	 */
-	uint32_t nid, idcap;
+	size_t nid, idcap;
 	struct inode_id *id;
 };
 
@@ -175,7 +176,7 @@ static int shadow_is_it(const struct shadow *s, int in,
 	if (!s->nid)
 		return 0;	/* not known: not checked */
 	have_gen = !ioctl(in, FS_IOC_GETVERSION, &gen);
-	for (uint32_t i = 0; i < s->nid; i++)
+	for (size_t i = 0; i < s->nid; i++)
 		if (s->id[i].ino == sb->st_ino &&
 		    (!have_gen || s->id[i].gen == gen))
 			return 0;
@@ -353,19 +354,15 @@ static void shadow_orphan(struct shadow_job *j)
 static int take_id(void *arg, int type, const void *handle, size_t len)
 {
 	struct shadow *s = arg;
+	struct inode_id *id;
 	struct kml_fh h;
 
 	if (!kapply_handle_parse(type, handle, len, &h))
 		return 0;
-	if (s->nid == s->idcap) {
-		uint32_t cap = s->idcap ? 2 * s->idcap : 8;
-		struct inode_id *id = realloc(s->id, cap * sizeof(*id));
-
-		if (!id)
-			return -ENOMEM;
-		s->id = id;
-		s->idcap = cap;
-	}
+	id = array_grow(s->id, &s->idcap, s->nid, 1, sizeof(*id));
+	if (!id)
+		return -ENOMEM;
+	s->id = id;
 	s->id[s->nid].ino = (uint32_t)h.ino;
 	s->id[s->nid++].gen = h.gen;
 	return 0;
@@ -858,24 +855,27 @@ static int64_t age_ms_of(const struct cml_stats *cs)
  * it is broken as by a BREAK -- never a version taken for content it is
  * not.
  */
-static int moved_add(struct lento_fid **moved, size_t *nmoved,
-		     const struct lento_fid *f)
-{
-	if (!(*nmoved & (*nmoved + 1))) {	/* 0, 1, 3, 7...: grow */
-		void *p = realloc(*moved, 2 * (*nmoved + 1) * sizeof(**moved));
+/* Objects gathered while a batch settles. */
+struct fid_list {
+	struct lento_fid *fid;
+	size_t n, cap;
+};
 
-		if (!p)
-			return -ENOMEM;
-		*moved = p;
-	}
-	(*moved)[(*nmoved)++] = *f;
+static int moved_add(struct fid_list *l, const struct lento_fid *f)
+{
+	struct lento_fid *p = array_grow(l->fid, &l->cap, l->n, 1,
+					 sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	l->fid = p;
+	l->fid[l->n++] = *f;
 	return 0;
 }
 
 static int take_versions(struct client *cl, const struct batch *b,
 			 const struct lp_reint_reply *m,
-			 struct lento_fid **moved, size_t *nmoved,
-			 struct lento_fid **invalid, size_t *ninvalid)
+			 struct fid_list *moved, struct fid_list *invalid)
 {
 	struct lp_list l = m->versions;
 	struct lp_fidvv fv;
@@ -900,9 +900,9 @@ static int take_versions(struct client *cl, const struct batch *b,
 					  &b->pred->vv[i] : &fv.vv, stale);
 		err = cached < 0 ? cached : 0;
 		if (cached > 0 && stale)
-			err = moved_add(moved, nmoved, &fv.fid);
+			err = moved_add(moved, &fv.fid);
 		else if (cached == 2)	/* for stale_when_clean() */
-			err = moved_add(invalid, ninvalid, &fv.fid);
+			err = moved_add(invalid, &fv.fid);
 	}
 	return err;
 }
@@ -943,33 +943,35 @@ static bool base_before(const struct batch *b, const struct lento_fid *f,
  * take_versions() found not valid (@invalid): rarely any.
  */
 static int stale_when_clean(struct client *cl, const struct batch *b,
-			    const struct lento_fid *invalid, size_t ninvalid,
-			    struct lento_fid **moved, size_t *nmoved)
+			    const struct fid_list *invalid,
+			    struct fid_list *moved)
 {
 	struct lento_vv was;
 	struct cache_obj o;
 	int err = 0;
 
-	for (size_t i = 0; !err && i < ninvalid; i++) {
-		if (cache_obj_get(cl->cache, &invalid[i], &o, NULL, 0) ||
-		    o.dirty || !base_before(b, &invalid[i], &was))
+	for (size_t i = 0; !err && i < invalid->n; i++) {
+		const struct lento_fid *f = &invalid->fid[i];
+
+		if (cache_obj_get(cl->cache, f, &o, NULL, 0) || o.dirty ||
+		    !base_before(b, f, &was))
 			continue;	/* gone or pending */
-		err = cache_obj_set_vv(cl->cache, &invalid[i], &was, true);
-		err = err < 0 ? err : moved_add(moved, nmoved, &invalid[i]);
+		err = cache_obj_set_vv(cl->cache, f, &was, true);
+		err = err < 0 ? err : moved_add(moved, f);
 	}
 	return err;
 }
 
 /* After the commit: the stale ones broken, here and in presto. */
 static void break_moved(struct client *cl, uint32_t volume,
-			const struct lento_fid *moved, size_t n)
+			const struct fid_list *moved)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < moved->n; i++) {
 		log_info("volume %" PRIu32 ": " FIDFMT " at the server is not "
 			 "the copy here: fetched again when next used", volume,
-			 FIDARG(&moved[i]));
-		jobs_break_fid(cl, &moved[i]);
-		kclient_break_fid(cl, &moved[i]);
+			 FIDARG(&moved->fid[i]));
+		jobs_break_fid(cl, &moved->fid[i]);
+		kclient_break_fid(cl, &moved->fid[i]);
 	}
 }
 
@@ -989,8 +991,7 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		  const struct lp_reint_reply *m)
 {
 	struct cml *cml = cache_cml(cl->cache);
-	struct lento_fid *moved = NULL, *invalid = NULL;
-	size_t nmoved = 0, ninvalid = 0;
+	struct fid_list moved = { 0 }, invalid = { 0 };
 	uint64_t upto = 0;
 	int err = cache_begin(cl->cache);
 
@@ -1006,8 +1007,7 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		v->cv.stamp = m->stamp;
 	if (m->applied > v->cv.applied)
 		v->cv.applied = m->applied;
-	err = err ?: take_versions(cl, b, m, &moved, &nmoved, &invalid,
-				   &ninvalid);
+	err = err ?: take_versions(cl, b, m, &moved, &invalid);
 	if (!err && m->code != LP_OK) {
 		/* Not applied: pending again, numbered afresh next time. */
 		err = cml_requeue(cml, b->volume);
@@ -1016,18 +1016,17 @@ static int settle(struct client *cl, struct batch *b, struct vol *v,
 		v->log_changed = true;
 	}
 	err = err ?: unmark_acked(cl, b, m->applied);
-	err = err ?: stale_when_clean(cl, b, invalid, ninvalid, &moved,
-				      &nmoved);
-	free(invalid);
+	err = err ?: stale_when_clean(cl, b, &invalid, &moved);
+	free(invalid.fid);
 	err = err ?: cache_vol_put(cl->cache, &v->cv);
 	err = err ?: cache_commit_lazy(cl->cache);
 	if (err) {
 		cache_rollback(cl->cache);
-		free(moved);
+		free(moved.fid);
 		return err;
 	}
-	break_moved(cl, b->volume, moved, nmoved);
-	free(moved);
+	break_moved(cl, b->volume, &moved);
+	free(moved.fid);
 	client_sync_want(cl);
 	return 0;
 }

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "client_int.h"
 #include "cml.h"
 #include "log.h"
@@ -89,17 +90,14 @@ static ssize_t freed_find(const struct of_obj *w, const struct lento_fid *d,
 static int freed_add(struct of_obj *w, const struct lento_fid *d,
 		     const char *name)
 {
+	struct name_at *p;
+
 	if (freed_find(w, d, name) >= 0)
 		return 0;
-	if (w->nfreed == w->freedcap) {
-		size_t cap = w->freedcap ? 2 * w->freedcap : 4;
-		struct name_at *p = realloc(w->freed, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		w->freed = p;
-		w->freedcap = cap;
-	}
+	p = array_grow(w->freed, &w->freedcap, w->nfreed, 1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	w->freed = p;
 	w->freed[w->nfreed].dir = *d;
 	snprintf(w->freed[w->nfreed++].name, LENTO_NAME_MAX + 1, "%s", name);
 	return 0;

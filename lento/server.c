@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "array.h"
 #include "ctl.h"
 #include "fault.h"
 #include "fidset.h"
@@ -647,26 +648,11 @@ struct xattrs {
 	uint32_t *count;	/* the object being collected's nxattr */
 };
 
-/* @p (*@cap items of @size, @len used) with room for @n more, or NULL. */
-static void *grow(void *p, size_t *cap, size_t len, size_t n, size_t size)
-{
-	size_t c = *cap ? *cap : 64;
-
-	while (c < len + n)
-		c *= 2;
-	if (c == *cap)
-		return p;
-	p = realloc(p, c * size);
-	if (p)
-		*cap = c;
-	return p;
-}
-
 /* @len bytes kept: their offset, or -ENOMEM. */
 static ssize_t keep_bytes(struct xattrs *a, const void *p, size_t len)
 {
 	size_t at = a->used;
-	char *b = grow(a->bytes, &a->bcap, a->used, len, 1);
+	char *b = array_grow(a->bytes, &a->bcap, a->used, len, 1);
 
 	if (!b)
 		return -ENOMEM;
@@ -686,7 +672,7 @@ static int collect_xattr(void *arg, const char *name, const void *value,
 
 	if (*a->count == LENTO_XATTRS_MAX)
 		return -E2BIG;
-	x = grow(a->x, &a->xcap, a->nx, 1, sizeof(*a->x));
+	x = array_grow(a->x, &a->xcap, a->nx, 1, sizeof(*a->x));
 	if (!x)
 		return -ENOMEM;
 	a->x = x;
@@ -845,7 +831,7 @@ static int collect_dirent(void *arg, const struct lento_dirent *de,
 	/* More than counted in the same snapshot: the store's damage. */
 	if (l->seen == l->m->total)
 		return -EIO;
-	e = grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
+	e = array_grow(l->e, &l->cap, l->n, 1, sizeof(*l->e));
 	if (!e)
 		return -ENOMEM;
 	l->e = e;
@@ -1721,7 +1707,7 @@ static struct content *content_of(struct server *srv, struct content **cs,
 	for (size_t i = 0; i < *n; i++)
 		if (lento_fid_eq(&(*cs)[i].fid, fid))
 			return &(*cs)[i];
-	c = grow(*cs, cap, *n, 1, sizeof(**cs));
+	c = array_grow(*cs, cap, *n, 1, sizeof(**cs));
 	if (!c)
 		return NULL;
 	*cs = c;
@@ -1804,7 +1790,7 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 		if (ri->nrz >= RESIZE_PREP_MAX ||
 		    srv->body_fds + 2 > srv->body_fds_max)
 			break;
-		z = grow(ri->rz, &caprz, ri->nrz, 1, sizeof(*ri->rz));
+		z = array_grow(ri->rz, &caprz, ri->nrz, 1, sizeof(*ri->rz));
 		if (!z)
 			break;
 		ri->rz = z;

@@ -50,6 +50,7 @@
  * refuses further work (-EIO) and the next open keeps whichever bodies
  * the metadata names.
  */
+#include "array.h"
 #include "store.h"
 #include "vv.h"
 
@@ -958,17 +959,13 @@ static int gc_bodies(struct store *s, char *err, size_t errlen)
 	int fd, r;
 
 	while ((r = row(s, st)) == 1) {
-		if (n == cap) {
-			struct bref *p;
+		struct bref *p = array_grow(refs, &cap, n, 1, sizeof(*refs));
 
-			cap = cap ? 2 * cap : 1024;
-			p = realloc(refs, cap * sizeof(*refs));
-			if (!p) {
-				r = -ENOMEM;
-				break;
-			}
-			refs = p;
+		if (!p) {
+			r = -ENOMEM;
+			break;
 		}
+		refs = p;
 		refs[n].fid.volume = (uint32_t)sqlite3_column_int64(st, 0);
 		refs[n].fid.client = (uint32_t)sqlite3_column_int64(st, 1);
 		refs[n].fid.seq = col_u64(st, 2);
@@ -1862,16 +1859,12 @@ static bool body_is_new(const struct batch *b, const struct obj *o)
 static int drop_body(struct batch *b, struct obj *o)
 {
 	if (o->has_body && !body_is_new(b, o)) {
-		if (b->ndoom == b->dcap) {
-			size_t cap = b->dcap ? 2 * b->dcap : 16;
-			struct doom *p = realloc(b->doom, cap * sizeof(*p));
+		struct doom *p = array_grow(b->doom, &b->dcap, b->ndoom, 1,
+					    sizeof(*p));
 
-			if (!p)
-				return bfail(b, -ENOMEM, &o->fid,
-					     "out of memory");
-			b->doom = p;
-			b->dcap = cap;
-		}
+		if (!p)
+			return bfail(b, -ENOMEM, &o->fid, "out of memory");
+		b->doom = p;
 		b->doom[b->ndoom++] = (struct doom){ o->fid, o->body };
 	}
 	o->has_body = false;
@@ -1882,17 +1875,12 @@ static struct pend *add_pend(struct batch *b, const struct obj *o)
 {
 	struct pend *p;
 
-	if (b->npend == b->pcap) {
-		size_t cap = b->pcap ? 2 * b->pcap : 16;
-
-		p = realloc(b->pend, cap * sizeof(*p));
-		if (!p) {
-			bfail(b, -ENOMEM, &o->fid, "out of memory");
-			return NULL;
-		}
-		b->pend = p;
-		b->pcap = cap;
+	p = array_grow(b->pend, &b->pcap, b->npend, 1, sizeof(*p));
+	if (!p) {
+		bfail(b, -ENOMEM, &o->fid, "out of memory");
+		return NULL;
 	}
+	b->pend = p;
 	p = &b->pend[b->npend++];
 	memset(p, 0, sizeof(*p));
 	p->fid = o->fid;
