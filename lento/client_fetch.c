@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "array.h"
 #include "client_int.h"
 #include "client_kernel.h"
 #include "cml.h"
@@ -553,6 +554,14 @@ static int validate_start(struct job *j)
 
 /* ------------------------------------------------------------ listings */
 
+/* A name a listing step gave an object new to the rows (listing_unmake()). */
+struct made_name {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	bool dir;
+};
+
 struct listing {
 	struct lento_status dir;
 	uint32_t total;
@@ -579,6 +588,10 @@ struct listing {
 	struct fidset broken;
 	uint32_t steps;		/* committed before the one under way */
 	bool keep_names;	/* the directory's names are the log's */
+	/* The step under way's names of objects new to the rows. */
+	struct made_name *made;
+	size_t nmade, capmade;
+	struct fidset made_fids;	/* those objects */
 };
 
 /* A BREAK of @fid, heard while listing job @j lives. */
@@ -590,6 +603,14 @@ static void listing_heard_break(struct job *j, const struct lento_fid *fid)
 		return;
 	if (fidset_add(&li->broken, fid) < 0)
 		j->broken = true;	/* then every entry from here on */
+}
+
+static void listing_made_clear(struct listing *li)
+{
+	for (size_t i = 0; i < li->nmade; i++)
+		free(li->made[i].path);
+	li->nmade = 0;
+	fidset_clear(&li->made_fids);
 }
 
 static void listing_free(struct job *j)
@@ -605,8 +626,71 @@ static void listing_free(struct job *j)
 	free(li->e);
 	free(li->ev);
 	fidset_free(&li->broken);
+	listing_made_clear(li);
+	free(li->made);
+	fidset_free(&li->made_fids);
 	free(li);
 }
+
+/*
+ * @path, just made the name of @o's inode open as @fd, is noted if the
+ * object is new to the rows (@have: it had a row, maybe one this step
+ * made for another of its names).
+ */
+static int made_note(struct listing *li, const char *path, int fd,
+		     const struct cache_obj *o, bool have)
+{
+	struct made_name *m;
+	struct stat sb;
+	int err;
+
+	if (have && !fidset_has(&li->made_fids, &o->fid))
+		return 0;
+	err = fidset_add(&li->made_fids, &o->fid);
+	if (err < 0)
+		return err;
+	if (fstat(fd, &sb))
+		return -errno;
+	m = array_grow(li->made, &li->capmade, li->nmade, 1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	li->made = m;
+	m = &li->made[li->nmade];
+	m->path = strdup(path);
+	if (!m->path)
+		return -ENOMEM;
+	m->dev = sb.st_dev;
+	m->ino = sb.st_ino;
+	m->dir = S_ISDIR(sb.st_mode);
+	li->nmade++;
+	return 0;
+}
+
+/*
+ * A step rolled back: the names it gave objects new to the rows go from
+ * the disk too, where they still name what it made. Left, they would be
+ * inodes the rows do not know, which a fileset's next listing may not
+ * replace (they may be a user's) and would meet for good.
+ */
+static void listing_unmake(struct client *cl, struct listing *li)
+{
+	struct stat sb;
+
+	for (size_t i = li->nmade; i-- > 0;) {
+		const struct made_name *m = &li->made[i];
+		int err = cache_lstat(cl->cache, m->path, &sb);
+
+		if (err || sb.st_dev != m->dev || sb.st_ino != m->ino)
+			continue;	/* not what the step made any more */
+		err = cache_unlink(cl->cache, m->path,
+				   m->dir ? AT_REMOVEDIR : 0);
+		if (err)
+			log_warn("listing: %s, made by a step rolled back, "
+				 "stays: %s", m->path, cache_strerror(err));
+	}
+}
+
+
 
 static void obj_from_status(struct cache_obj *o, const struct lento_status *st)
 {
@@ -1050,6 +1134,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		 * of it.
 		 */
 		err = err ?: cache_path_is_fd(cl->cache, path, fd);
+		err = err ?: made_note(li, path, fd, &o, have);
 		/* A test's window: the name changes here (fault.h). */
 		if (!err)
 			fault_hold("listing-made", FAULT_HOLD_MS);
@@ -1446,7 +1531,9 @@ static int listing_turn(struct job *j)
 	if (e) {
 		cache_rollback(c);
 		li->nev = nev;
+		listing_unmake(j->cl, li);
 	}
+	listing_made_clear(li);
 	return e ?: rc;
 }
 
