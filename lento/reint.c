@@ -10,7 +10,10 @@
  * when asked (lentoctl reintegrate, sync), when records were sent and not
  * acknowledged (a lost connection, a crash: they go again first), and
  * when the cache is full of dirty objects. One batch at a time per
- * connection, as the protocol has it.
+ * connection: the protocol lets a REINTEGRATE follow one not yet
+ * answered, but the server reads nothing behind such a batch until it
+ * takes it -- PINGs neither -- and a long apply would then look like a
+ * server gone.
  *
  * Numbers. CML record numbers count across volumes and the optimiser
  * leaves gaps; the server wants each volume's records numbered 1, 2, 3...
