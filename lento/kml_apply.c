@@ -695,9 +695,10 @@ static int rename_dirs(struct kapply *ka, const struct rename_args *a,
 	bool tdir = a->t && a->t->type == LENTO_T_DIR;
 	int d1 = 0, d2 = 0;
 
-	if (moved && (a->flags & LENTO_R_EXCHANGE)) {
-		d1 = tdir - odir;
-		d2 = odir - tdir;
+	if (a->flags & LENTO_R_EXCHANGE) {
+		/* Each takes the other's place: no parent loses a link. */
+		d1 = moved ? tdir - odir : 0;
+		d2 = moved ? odir - tdir : 0;
 	} else {
 		d1 = moved && odir ? -1 : 0;
 		d2 = (moved && odir ? 1 : 0) - (tdir ? 1 : 0);
@@ -1232,8 +1233,11 @@ static int try_handle(void *arg, int type, const void *handle, size_t len)
 	if (!kapply_handle_parse(type, handle, len, &h))
 		return 0;
 	fd = open_handle(lo->ka, &h);
-	if (fd < 0)
+	/* Gone; anything else (no descriptors, no memory) says nothing. */
+	if (fd == -ESTALE || fd == -ENOENT)
 		return 0;
+	if (fd < 0)
+		return fd;
 	lo->found = !fstat(fd, &lo->sb) && lo->sb.st_nlink;
 	close(fd);
 	if (lo->found && lower_path(lo->ka, &h, lo->path, sizeof(lo->path)))
@@ -1301,7 +1305,19 @@ static int dir_at_path(struct kapply *ka, const char *path,
 	return fid_at_path(ka, path, fid);
 }
 
-struct chain;
+/*
+ * The objects whose lost names wait, each on the next, for a name to be
+ * freed (lose_live()): a chain of renames the crash lost, as "mv b c; mv
+ * a b" was.
+ */
+struct chain {
+	const struct lento_fid *fid;
+	const struct lento_fid *dir;	/* where it is in the rows */
+	const char *name;
+	const struct chain *up;
+	bool dying;		/* a directory gone, losing its names */
+};
+
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
 		     struct cache_obj *o, int depth, const struct chain *up);
@@ -1310,25 +1326,49 @@ static int lose_name(struct kapply *ka, const struct who *w,
  * What a recovery block made of a name, in lento's log: the records the
  * crash lost are gone, so this is all an operator has to go by.
  */
+static void vsaid(struct kapply *ka, bool warn, const struct lento_fid *dir,
+		  const char *name, const char *fmt, va_list ap)
+{
+	char path[CACHE_PATH_MAX], what[256];
+
+	if (cache_path(ka->cache, dir, path, sizeof(path)))
+		snprintf(path, sizeof(path), "?");
+	vsnprintf(what, sizeof(what), fmt, ap);
+	if (warn)
+		log_warn("journal recovery: %s%s%s: %s", path,
+			 path[0] ? "/" : "", name, what);
+	else
+		log_info("journal recovery: %s%s%s: %s", path,
+			 path[0] ? "/" : "", name, what);
+}
+
 __attribute__((format(printf, 4, 5)))
 static void said(struct kapply *ka, const struct lento_fid *dir,
 		 const char *name, const char *fmt, ...)
 {
-	char path[CACHE_PATH_MAX], what[256];
 	va_list ap;
 
-	if (cache_path(ka->cache, dir, path, sizeof(path)))
-		snprintf(path, sizeof(path), "?");
 	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
+	vsaid(ka, false, dir, name, fmt, ap);
 	va_end(ap);
-	log_info("journal recovery: %s%s%s: %s", path, path[0] ? "/" : "",
-		 name, what);
+}
+
+/* The same, of what an operator must look at: the server lacks it. */
+__attribute__((format(printf, 4, 5)))
+static void said_warn(struct kapply *ka, const struct lento_fid *dir,
+		      const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsaid(ka, true, dir, name, fmt, ap);
+	va_end(ap);
 }
 
 /* The names @dir lost with it, each found elsewhere or gone, first. */
 static int lose_children(struct kapply *ka, const struct who *w,
-			 const struct lento_fid *dir, int depth)
+			 const struct lento_fid *dir, int depth,
+			 const struct chain *up)
 {
 	struct stale s = { .ka = ka, .all = true };
 	struct lento_fid fid;
@@ -1344,23 +1384,11 @@ static int lose_children(struct kapply *ka, const struct who *w,
 		}
 		err = err ?: get(ka, &fid, &o);
 		err = err ?: lose_name(ka, w, dir, s.names[i], &o, depth + 1,
-				       NULL);
+				       up);
 	}
 	free(s.names);
 	return err;
 }
-
-/*
- * The objects whose lost names wait, each on the next, for a name to be
- * freed (lose_live()): a chain of renames the crash lost, as "mv b c; mv
- * a b" was.
- */
-struct chain {
-	const struct lento_fid *fid;
-	const struct lento_fid *dir;	/* where it is in the rows */
-	const char *name;
-	const struct chain *up;
-};
 
 static bool on_chain(const struct chain *c, const struct lento_fid *fid)
 {
@@ -1401,31 +1429,64 @@ static int free_name(struct kapply *ka, const struct who *w,
 		     struct cache_obj *o, const struct lento_fid *dir2,
 		     const char *name2, int depth, const struct chain *up)
 {
-	const struct chain me = { &o->fid, dir, name, up };
+	const struct chain me = { &o->fid, dir, name, up, false };
 	struct lento_fid there;
 	struct cache_obj x;
 	int err = cache_lookup(ka->cache, dir2, name2, &there);
 
 	if (err)
 		return err == -ENOENT ? 0 : err;
-	if (up && lento_fid_eq(&there, up->fid) &&
+	if (up && !up->dying && lento_fid_eq(&there, up->fid) &&
 	    lento_fid_eq(dir2, up->dir) && !strcmp(name2, up->name))
 		return exchange(ka, w, dir, name, o, dir2, name2, &there) ?: 1;
+	/*
+	 * Held by one that waits on this (a longer cycle of renames), or
+	 * by a directory gone that this is in ("mv d/f t; rmdir d; mv t
+	 * d"): no order of renames gets there.
+	 */
 	if (on_chain(up, &there) || depth > KAPPLY_DEPTH_MAX) {
 		said(ka, dir, name, "left as it is: its name in the lower, "
-		     "%s, is another's that a longer cycle of renames moved",
-		     name2);
+		     "%s, is another's that cannot move first", name2);
 		return 1;
 	}
 	err = get(ka, &there, &x);
 	err = err ?: lose_name(ka, w, dir2, name2, &x, depth + 1, &me);
-	err = err ?: cache_lookup(ka->cache, dir2, name2, &there);
+	if (err)
+		return err;
+	err = cache_lookup(ka->cache, dir2, name2, &there);
 	if (err)
 		return err == -ENOENT ? 0 : err;
 	if (!lento_fid_eq(&there, &o->fid))
 		said(ka, dir, name, "left as it is: its name in the lower, "
 		     "%s, stays another's", name2);
 	return 1;			/* @o has it (exchanged), or not */
+}
+
+/*
+ * Is @dir2 (found by the lower's path, or else by the rows') a directory
+ * @o may move into: one with a name, and not @o or below it? 0 if so, 1
+ * if not, or -errno.
+ */
+static int parent_fits(struct kapply *ka, const struct lento_fid *dir2,
+		       const struct cache_obj *o)
+{
+	char op[CACHE_PATH_MAX], dp[CACHE_PATH_MAX];
+	struct cache_obj d;
+	size_t n;
+	int err = get(ka, dir2, &d);
+
+	if (err)
+		return err;
+	if (d.type != LENTO_T_DIR || !d.nlink || lento_fid_eq(dir2, &o->fid))
+		return 1;
+	if (o->type != LENTO_T_DIR)
+		return 0;
+	err = cache_path(ka->cache, &o->fid, op, sizeof(op));
+	err = err ?: cache_path(ka->cache, dir2, dp, sizeof(dp));
+	if (err)
+		return err == -ENOENT ? 1 : err;
+	n = strlen(op);
+	return !strncmp(dp, op, n) && dp[n] == '/';
 }
 
 /*
@@ -1468,6 +1529,15 @@ static int lose_live(struct kapply *ka, const struct who *w,
 	}
 	if (err)
 		return err;
+	err = parent_fits(ka, &a.dir2, o);
+	if (err) {
+		if (err < 0)
+			return err;
+		said(ka, dir, name, "left as it is: the lower's parent of "
+		     "it, %s, is not a directory it can move into here",
+		     lo->path);
+		return 1;
+	}
 	if (lento_fid_eq(&a.dir2, dir) && !strcmp(a.name2, name))
 		return 1;	/* not lost: an earlier move put it back */
 	err = cache_lookup(ka->cache, &a.dir2, a.name2, &there);
@@ -1481,7 +1551,10 @@ static int lose_live(struct kapply *ka, const struct who *w,
 	err = free_name(ka, w, dir, name, o, &a.dir2, a.name2, depth, up);
 	if (err)
 		return err;
-	err = get(ka, &o->fid, o);	/* its row as the chain left it */
+	err = cache_lookup(ka->cache, dir, name, &there);
+	if (err == -ENOENT || (!err && !lento_fid_eq(&there, &o->fid)))
+		return 1;	/* the chain moved it */
+	err = err ?: get(ka, &o->fid, o);	/* its row as the chain left */
 	if (err)
 		return err;
 	said(ka, dir, name, "moved to %s/%s (RENAME)", lo->path, a.name2);
@@ -1497,11 +1570,21 @@ static int lose_live(struct kapply *ka, const struct who *w,
  * @lo, the lower's answer, is on the heap: a directory's children are lost
  * by recursion (lose_children()), as deep as a path allows.
  */
+/* cache_readdir: any name at all. */
+static int any_name(void *arg, const char *name, const struct lento_fid *fid)
+{
+	(void)arg;
+	(void)name;
+	(void)fid;
+	return 1;
+}
+
 static int lose_name(struct kapply *ka, const struct who *w,
 		     const struct lento_fid *dir, const char *name,
 		     struct cache_obj *o, int depth, const struct chain *up)
 {
 	struct lower_of *lo = calloc(1, sizeof(*lo));
+	struct lento_fid there;
 	uint32_t nlink;
 	int names, err;
 
@@ -1520,12 +1603,30 @@ static int lose_name(struct kapply *ka, const struct who *w,
 			goto out;
 	}
 	if (o->type == LENTO_T_DIR) {
-		err = lose_children(ka, w, &o->fid, depth);
+		const struct chain me = { &o->fid, dir, name, up, true };
+
+		err = lose_children(ka, w, &o->fid, depth, &me);
 		/* Its link count moved. */
 		err = err ?: get(ka, &o->fid, o);
+		err = err ?: cache_readdir(ka->cache, &o->fid, any_name, NULL);
+		if (err > 0) {	/* the server would refuse the RMDIR */
+			said(ka, dir, name, "left as it is: names in it stay "
+			     "(their objects live on where they cannot move "
+			     "yet)");
+			err = 0;
+			goto out;
+		}
 		if (err)
 			goto out;
 	}
+	/* A chain of moves may have given the name to another by now. */
+	err = cache_lookup(ka->cache, dir, name, &there);
+	if (err == -ENOENT || (!err && !lento_fid_eq(&there, &o->fid))) {
+		err = 0;
+		goto out;
+	}
+	if (err)
+		goto out;
 	nlink = lo->found && lo->sb.st_nlink < (nlink_t)names ?
 		(uint32_t)lo->sb.st_nlink : (uint32_t)names - 1;
 	said(ka, dir, name, "gone (%s; %u names left)",
@@ -1673,8 +1774,14 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 	for (size_t i = 0; !err && i < ka->nlist; i++) {
 		const struct kapply_dirent *e = &ka->list[i];
 
-		if (!cache_lookup(ka->cache, &dir, e->name, &fid))
-			continue;	/* as it was, or moved here just now */
+		if (!cache_lookup(ka->cache, &dir, e->name, &fid)) {
+			/* As it was, or moved here just now; or left. */
+			if (!listed_as(ka, e->name, &fid))
+				said_warn(ka, &dir, e->name, "not logged: the "
+				     "lower has another object here, but the "
+				     "name stays the one left as it is");
+			continue;
+		}
 		err = lookup_handle(ka, &e->h, &fid);
 		err = err ?: get(ka, &fid, &o);
 		/*

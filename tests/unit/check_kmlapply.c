@@ -1093,21 +1093,26 @@ END_TEST
 START_TEST(recovery_swap_lost)
 {
 	struct lento_fid p = { VOL, 0, 40 }, q = { VOL, 0, 41 }, got;
+	struct cache_obj r0, r1;
 	struct kml_fh ph, qh;
 	uint64_t three = 3;
 	struct run run;
 
+	/* The directory under the second name, then (_i) under the first. */
 	ck_assert_int_eq(cache_dirent_del(c, &root, "a"), 0);
-	ph = real_obj(&p, false, "vol/p", &root, "p");
-	qh = real_obj(&q, true, "vol/q", &root, "q");
+	ph = real_obj(&p, _i, "vol/p", &root, "p");
+	qh = real_obj(&q, !_i, "vol/q", &root, "q");
+	ck_assert_int_eq(cache_obj_get(c, &root, &r0, NULL, 0), 0);
 	lower_mv("vol/p", "vol/t");
 	lower_mv("vol/q", "vol/p");
 	lower_mv("vol/t", "vol/q");
 	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &three, 8);
 	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
 		  NULL, 0);
-	recovered(PRESTO_KML_DIRENT, root_h, qh, "p", S_IFDIR | 0755, NULL, 0);
-	recovered(PRESTO_KML_DIRENT, root_h, ph, "q", S_IFREG | 0644, NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, qh, "p", _i ? S_IFREG | 0644 :
+		  S_IFDIR | 0755, NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, ph, "q", _i ? S_IFDIR | 0755 :
+		  S_IFREG | 0644, NULL, 0);
 	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
 	list_cml();
 	no_lastlink();
@@ -1118,6 +1123,48 @@ START_TEST(recovery_swap_lost)
 	ck_assert(lento_fid_eq(&got, &q));
 	got = at(&root, "q");
 	ck_assert(lento_fid_eq(&got, &p));
+	/* A swap within a directory leaves its link count. */
+	ck_assert_int_eq(cache_obj_get(c, &root, &r1, NULL, 0), 0);
+	ck_assert_uint_eq(r1.nlink, r0.nlink);
+}
+END_TEST
+
+/*
+ * The crash lost "mv d/f t; rmdir d; mv t d": the root lists the file
+ * under the name its gone directory had. No order of records gets the
+ * rows there (the directory must be empty to go, and its file cannot
+ * take its name first): both are left as they are, said -- never an
+ * RMDIR of a directory with a name in it, nor the runaway of renames
+ * and removals of before.
+ */
+START_TEST(recovery_file_takes_its_gone_dirs_name)
+{
+	struct lento_fid dd = { VOL, 0, 60 }, f = { VOL, 0, 61 }, got;
+	struct kml_fh fh_;
+	char path[256];
+	uint64_t two = 2;
+	struct run run;
+
+	real_obj(&dd, true, "vol/x", &root, "x");
+	fh_ = real_obj(&f, false, "vol/x/f", &dd, "f");
+	lower_mv("vol/x/f", "vol/t");
+	snprintf(path, sizeof(path), "%s/vol/x", dir);
+	ck_assert_int_eq(rmdir(path), 0);
+	lower_mv("vol/t", "vol/x");
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, fh_, "x", S_IFREG | 0644, NULL,
+		  0);
+	ck_assert_int_eq(cache_dirent_del(c, &root, "a"), 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	no_lastlink();
+	ck_assert_int_eq(nrecs, 0);
+	got = at(&root, "x");
+	ck_assert(lento_fid_eq(&got, &dd));
+	got = at(&dd, "f");
+	ck_assert(lento_fid_eq(&got, &f));
 }
 END_TEST
 
@@ -1660,7 +1707,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, recovery_gone_deep);
 	tcase_add_test(tc, recovery_moved_beside_a_renamed_dir);
 	tcase_add_test(tc, recovery_dir_moved_onto_a_moved_name);
-	tcase_add_test(tc, recovery_swap_lost);
+	tcase_add_loop_test(tc, recovery_swap_lost, 0, 2);
+	tcase_add_test(tc, recovery_file_takes_its_gone_dirs_name);
 	tcase_add_test(tc, recovery_cycle_left);
 	tcase_add_test(tc, recovery_new_file_at_a_moved_name);
 	tcase_add_test(tc, recovery_live_name_untold);
