@@ -83,9 +83,9 @@
 #define STORE_FILE_MAX	(1ull << 44)
 /*
  * How far a rename walks up from its new parent to find whether it moves
- * a directory into itself: a directory deeper than this is refused one
- * (ELOOP). No path reaches it (PATH_MAX is 4096 bytes), and the walk, a
- * lookup a level, costs each rename into it that much.
+ * a directory into itself: a parent this deep or deeper is refused one
+ * (ENAMETOOLONG: no path of PATH_MAX bytes names it, though openat()
+ * reaches it). The walk, a lookup a level, costs each rename that much.
  */
 #define DEPTH_MAX	4096u
 
@@ -725,9 +725,9 @@ static int is_within(struct store *s, const struct lento_fid *fid,
 			return r;
 	}
 	snprintf(s->why, sizeof(s->why), "directory " FIDFMT
-		 " is deeper than %u levels (or in a loop)", FIDARG(fid),
+		 " is %u levels deep or deeper (or in a loop)", FIDARG(fid),
 		 DEPTH_MAX);
-	return -ELOOP;
+	return -ENAMETOOLONG;
 }
 
 /* -------------------------------------------------------- transactions */
@@ -2885,6 +2885,8 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 		if (ret > 0)
 			return bfail(b, -EINVAL, &o.fid, "a directory into its "
 				     "own subtree");
+		if (ret == -ENAMETOOLONG)
+			return bfail(b, ret, &dd->fid, "%s", b->s->why);
 		if (ret)
 			return bsql(b, ret);
 	}
@@ -2893,6 +2895,8 @@ static int op_rename(struct batch *b, const struct lento_rec *r)
 		if (ret > 0)
 			return bfail(b, -EINVAL, &t.fid, "a directory into its "
 				     "own subtree");
+		if (ret == -ENAMETOOLONG)
+			return bfail(b, ret, &sd->fid, "%s", b->s->why);
 		if (ret)
 			return bsql(b, ret);
 	}

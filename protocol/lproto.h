@@ -140,7 +140,6 @@ enum lp_err {
 	LP_ENAMETOOLONG		= 36,
 	LP_ENOSYS		= 38,
 	LP_ENOTEMPTY		= 39,
-	LP_ELOOP		= 40,
 	LP_ENODATA		= 61,
 	LP_EPROTO		= 71,
 	LP_EBADMSG		= 74,

@@ -2396,8 +2396,6 @@ START_TEST(error_codes)
 	ck_assert_uint_eq(lp_err_from_errno(0), LP_OK);
 	ck_assert_uint_eq(lp_err_from_errno(-ENOSPC), LP_ENOSPC);
 	ck_assert_uint_eq(lp_err_from_errno(EDQUOT), LP_EDQUOT);
-	ck_assert_uint_eq(lp_err_from_errno(-ELOOP), LP_ELOOP);
-	ck_assert_int_eq(lp_err_to_errno(LP_ELOOP), ELOOP);
 	ck_assert_uint_eq(lp_err_from_errno(-ENOTSUP), LP_EOPNOTSUPP);
 	ck_assert_uint_eq(lp_err_from_errno(-ECHILD), LP_EIO);
 	ck_assert_uint_eq(lp_err_from_errno(INT_MIN), LP_EIO);
