@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "array.h"
-#include "array.h"
 #include "client_int.h"
 #include "client_kernel.h"
 #include "cml.h"
@@ -554,12 +553,14 @@ static int validate_start(struct job *j)
 
 /* ------------------------------------------------------------ listings */
 
-/* A name a listing step gave an object new to the rows (listing_unmake()). */
+/* A name a listing step gave an inode it made (listing_unmake()). */
 struct made_name {
 	char *path;
+	struct lento_fid fid;
 	dev_t dev;
 	ino_t ino;
 	bool dir;
+	bool had_row;		/* the object's row is older than the step */
 };
 
 struct listing {
@@ -633,64 +634,104 @@ static void listing_free(struct job *j)
 }
 
 /*
- * @path, just made the name of @o's inode open as @fd, is noted if the
- * object is new to the rows (@have: it had a row, maybe one this step
- * made for another of its names).
+ * @path, just made the name of @o's inode open as @fd, is noted: @have,
+ * the object had a row (maybe one this step made for another of its
+ * names).
  */
 static int made_note(struct listing *li, const char *path, int fd,
 		     const struct cache_obj *o, bool have)
 {
+	bool had_row = have && !fidset_has(&li->made_fids, &o->fid);
 	struct made_name *m;
 	struct stat sb;
-	int err;
+	char *p;
 
-	if (have && !fidset_has(&li->made_fids, &o->fid))
-		return 0;
-	err = fidset_add(&li->made_fids, &o->fid);
-	if (err < 0)
-		return err;
 	if (fstat(fd, &sb))
 		return -errno;
 	m = array_grow(li->made, &li->capmade, li->nmade, 1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	li->made = m;
-	m = &li->made[li->nmade];
-	m->path = strdup(path);
-	if (!m->path)
+	p = strdup(path);
+	if (!p)
 		return -ENOMEM;
-	m->dev = sb.st_dev;
-	m->ino = sb.st_ino;
-	m->dir = S_ISDIR(sb.st_mode);
-	li->nmade++;
+	if (!had_row && fidset_add(&li->made_fids, &o->fid) < 0) {
+		free(p);
+		return -ENOMEM;
+	}
+	li->made[li->nmade++] = (struct made_name){
+		.path = p, .fid = o->fid, .dev = sb.st_dev, .ino = sb.st_ino,
+		.dir = S_ISDIR(sb.st_mode), .had_row = had_row,
+	};
 	return 0;
 }
 
 /*
- * A step rolled back: the names it gave objects new to the rows go from
- * the disk too, where they still name what it made. Left, they would be
+ * The inode at @m->path, if it is still the one the step made: opened
+ * O_PATH, or -1.
+ */
+static int made_still(struct client *cl, const struct made_name *m)
+{
+	struct stat sb;
+	int fd = cache_open_obj(cl->cache, m->path, O_PATH | O_NOFOLLOW, 0);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) || sb.st_dev != m->dev || sb.st_ino != m->ino) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * A step rolled back: what it made on the disk must not outlive it as
  * inodes the rows do not know, which a fileset's next listing may not
- * replace (they may be a user's) and would meet for good.
+ * replace (they may be a user's) and would meet for good. A name given
+ * an object new to the rows goes; an inode put in place of an object's
+ * old one (its handle gone with the rollback) is recorded as its now, the
+ * object not current and its content not cached, in a transaction of its
+ * own.
  */
 static void listing_unmake(struct client *cl, struct listing *li)
 {
-	struct stat sb;
+	bool begun = false;
+	int err = 0;
 
 	for (size_t i = li->nmade; i-- > 0;) {
 		const struct made_name *m = &li->made[i];
-		int err = cache_lstat(cl->cache, m->path, &sb);
+		int fd = made_still(cl, m);
 
-		if (err || sb.st_dev != m->dev || sb.st_ino != m->ino)
+		if (fd < 0)
 			continue;	/* not what the step made any more */
-		err = cache_unlink(cl->cache, m->path,
-				   m->dir ? AT_REMOVEDIR : 0);
-		if (err)
-			log_warn("listing: %s, made by a step rolled back, "
-				 "stays: %s", m->path, cache_strerror(err));
+		if (!m->had_row) {
+			close(fd);
+			err = cache_unlink(cl->cache, m->path,
+					   m->dir ? AT_REMOVEDIR : 0);
+			if (err)
+				log_warn("listing: %s, made by a step rolled "
+					 "back, stays: %s", m->path,
+					 cache_strerror(err));
+			err = 0;
+			continue;
+		}
+		if (!begun && !err)
+			err = cache_begin(cl->cache);
+		begun = begun || !err;
+		err = err ?: cache_handle_update_fd(cl->cache, &m->fid, fd);
+		err = err ?: cache_obj_set_state(cl->cache, &m->fid, false,
+						 false);
+		close(fd);
+	}
+	if (begun)
+		err = err ?: cache_commit(cl->cache);
+	if (err) {
+		if (begun)
+			cache_rollback(cl->cache);
+		log_warn("listing: the inodes a step rolled back put in place "
+			 "stay unrecorded: %s", cache_strerror(err));
 	}
 }
-
-
 
 static void obj_from_status(struct cache_obj *o, const struct lento_status *st)
 {
@@ -1040,6 +1081,7 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	bool same_name = has_name && lento_fid_eq(&was, &e->de.st.fid);
 	bool same = have && old.type == e->de.st.type &&
 		    lento_vv_eq(&old.vv, &e->de.st.vv);
+	bool newer;
 	int fd = -1, err;
 
 	if (li->keep_names && !same_name)
@@ -1061,10 +1103,6 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 		if (err)
 			return err < 0 ? err : 0;
 	}
-	err = same_name ? 0 : listing_event(li, e->de.name, e->de.st.type,
-					    PRESTO_EV_CREATE);
-	if (err)
-		return err;
 	/*
 	 * Changed here, or newer here than the listing: news that came
 	 * after it (between two of its steps) -- a reintegration's answer,
@@ -1072,9 +1110,19 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	 * name the news gave it (a move the journal brought and the
 	 * reintegration answered): the listing's is older.
 	 */
-	if (have && (old.dirty ||
-		     lento_vv_cmp(&old.vv, &e->de.st.vv) == LENTO_VV_AFTER))
-		return same_name || old.type == LENTO_T_DIR ? 0 :
+	newer = have && (old.dirty || lento_vv_cmp(&old.vv, &e->de.st.vv) ==
+			 LENTO_VV_AFTER);
+	if (newer && !same_name && old.type == LENTO_T_DIR) {
+		err = cache_name_count(cl->cache, &e->de.st.fid);
+		if (err)
+			return err < 0 ? err : 0;
+	}
+	err = same_name ? 0 : listing_event(li, e->de.name, e->de.st.type,
+					    PRESTO_EV_CREATE);
+	if (err)
+		return err;
+	if (newer)
+		return same_name ? 0 :
 		       cache_dirent_put(cl->cache, dir, e->de.name,
 					&e->de.st.fid);
 	obj_from_status(&o, &e->de.st);
@@ -1527,7 +1575,7 @@ static int listing_turn(struct job *j)
 	int rc = cache_begin(c), e;
 
 	rc = rc ?: listing_step(j);
-	e = rc < 0 ? rc : cache_commit(c);
+	e = rc < 0 ? rc : fault_at("listing-commit") ? -EIO : cache_commit(c);
 	if (e) {
 		cache_rollback(c);
 		li->nev = nev;
