@@ -1736,13 +1736,20 @@ static bool resizes_start(struct session *s, struct reint_in *ri)
 	struct content *cs = NULL, *c;
 	size_t ncs = 0, capcs = 0, caprz = 0;
 	struct resize_job *j;
+	uint64_t applied = 0;
 	uint32_t i;
 
+	/* A batch sent again: what was applied is skipped, the content on. */
+	if (store_last_applied(srv->st, ri->volume, s->client, &applied))
+		applied = 0;
 	for (i = 0; i < ri->n; i++) {
 		const struct lento_rec *r = &ri->recs[i];
 		struct lento_storeid sid = { s->client, r->recno };
 		struct store_resize *z;
 		int in = -1;
+
+		if (r->recno <= applied)
+			continue;
 
 		if (!(r->op == LENTO_OP_STORE ||
 		      (r->op == LENTO_OP_CREATE && r->type == LENTO_T_REG) ||

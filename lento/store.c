@@ -3459,6 +3459,13 @@ static int client_get(struct store *s, uint32_t vol, uint32_t client,
 	return r < 0 ? r : 0;
 }
 
+int store_last_applied(struct store *s, uint32_t volume, uint32_t client,
+		       uint64_t *last)
+{
+	USABLE(s);
+	return client_get(s, volume, client, last);
+}
+
 /* A failure not about one record. */
 static int batch_fail(struct batch *b, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

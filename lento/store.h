@@ -334,6 +334,10 @@ struct store_resize {
 	bool taken;			/* an apply took it */
 };
 
+/* The last record of @client applied in @volume (0: none), or -errno. */
+int store_last_applied(struct store *s, uint32_t volume, uint32_t client,
+		       uint64_t *last);
+
 /*
  * Regular file @fid's content now: whether it has a body, the body's
  * StoreId, the file's size, and (@fd not NULL, a body) the body opened
