@@ -589,10 +589,10 @@ struct listing {
 	struct fidset broken;
 	uint32_t steps;		/* committed before the one under way */
 	bool keep_names;	/* the directory's names are the log's */
-	/* The step under way's names of objects new to the rows. */
+	/* The names the step under way gave inodes it made. */
 	struct made_name *made;
 	size_t nmade, capmade;
-	struct fidset made_fids;	/* those objects */
+	struct fidset made_fids;	/* their objects new to the rows */
 };
 
 /* A BREAK of @fid, heard while listing job @j lives. */

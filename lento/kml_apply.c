@@ -1334,12 +1334,8 @@ static void vsaid(struct kapply *ka, bool warn, const struct lento_fid *dir,
 	if (cache_path(ka->cache, dir, path, sizeof(path)))
 		snprintf(path, sizeof(path), "?");
 	vsnprintf(what, sizeof(what), fmt, ap);
-	if (warn)
-		log_warn("journal recovery: %s%s%s: %s", path,
-			 path[0] ? "/" : "", name, what);
-	else
-		log_info("journal recovery: %s%s%s: %s", path,
-			 path[0] ? "/" : "", name, what);
+	log_msg(warn ? LOG_WARN : LOG_INFO, "journal recovery: %s%s%s: %s",
+		path, path[0] ? "/" : "", name, what);
 }
 
 __attribute__((format(printf, 4, 5)))

@@ -850,21 +850,13 @@ static int64_t age_ms_of(const struct cml_stats *cs)
 	       wall_ms() - cs->oldest_ns / 1000000 : 0;
 }
 
-/*
- * The new versions of the objects the batch changed, into the cache. One
- * that is not what the batch's records leave was changed at the server by
- * another client since (an answer read late: sent again after a crash or
- * a lost settlement, and skipped): its copy here is not that version, so
- * it is broken as by a BREAK -- never a version taken for content it is
- * not.
- */
 /* Objects gathered while a batch settles. */
 struct fid_list {
 	struct lento_fid *fid;
 	size_t n, cap;
 };
 
-static int moved_add(struct fid_list *l, const struct lento_fid *f)
+static int fid_list_add(struct fid_list *l, const struct lento_fid *f)
 {
 	struct lento_fid *p = array_grow(l->fid, &l->cap, l->n, 1,
 					 sizeof(*p));
@@ -876,6 +868,14 @@ static int moved_add(struct fid_list *l, const struct lento_fid *f)
 	return 0;
 }
 
+/*
+ * The new versions of the objects the batch changed, into the cache. One
+ * that is not what the batch's records leave was changed at the server by
+ * another client since (an answer read late: sent again after a crash or
+ * a lost settlement, and skipped): its copy here is not that version, so
+ * it is broken as by a BREAK -- never a version taken for content it is
+ * not.
+ */
 static int take_versions(struct client *cl, const struct batch *b,
 			 const struct lp_reint_reply *m,
 			 struct fid_list *moved, struct fid_list *invalid)
@@ -903,9 +903,9 @@ static int take_versions(struct client *cl, const struct batch *b,
 					  &b->pred->vv[i] : &fv.vv, stale);
 		err = cached < 0 ? cached : 0;
 		if (cached > 0 && stale)
-			err = moved_add(moved, &fv.fid);
+			err = fid_list_add(moved, &fv.fid);
 		else if (cached == 2)	/* for stale_when_clean() */
-			err = moved_add(invalid, &fv.fid);
+			err = fid_list_add(invalid, &fv.fid);
 	}
 	return err;
 }
@@ -960,7 +960,7 @@ static int stale_when_clean(struct client *cl, const struct batch *b,
 		    !base_before(b, f, &was))
 			continue;	/* gone or pending */
 		err = cache_obj_set_vv(cl->cache, f, &was, true);
-		err = err < 0 ? err : moved_add(moved, f);
+		err = err < 0 ? err : fid_list_add(moved, f);
 	}
 	return err;
 }
