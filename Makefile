@@ -286,6 +286,10 @@ bench/bin/kmlapply: bench/kmlapply.c $(KAPPLYLIB)
 		lento/cml_opt.c lento/log.c protocol/kml.c -luring \
 		$$(pkg-config --cflags --libs sqlite3)
 
+# Everything compiled needs what tools/setup installs (headers, libraries,
+# clang): under make -j on a fresh machine nothing may start before it.
+$(TOOLS) $(TEST_PROGS) $(UNITS) $(FUZZERS) bench/bin/kmlapply: | $(SETUP_STAMP)
+
 # C units on the host (under ASan+UBSan), then everything else in one boot
 # of the debug kernel. One closing line counts both.
 check: all build/debug/presto.ko $(UNITS) $(FUZZERS) tools/bin/lento-asan \
