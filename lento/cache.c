@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
+#include <time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -286,6 +287,8 @@ struct cache {
 	int walfd;
 	uint64_t gen, durable;	/* cache_gen(), cache_durable_gen() */
 	int sync_err;		/* sticky: cache_sync_error() */
+	/* When it was opened: what changed before is an earlier run's. */
+	struct timespec opened;
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -690,6 +693,7 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 	if (!c)
 		return -ENOMEM;
 	c->walfd = -1;
+	clock_gettime(CLOCK_REALTIME, &c->opened);
 	c->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (c->dirfd < 0) {
 		e = -errno;
@@ -2145,6 +2149,82 @@ static int fd_fid(struct cache *c, int fd, struct lento_fid *fid)
 					  h.fh.handle_bytes, fid);
 }
 
+/*
+ * Every inode lento installs carries the fid of the object it was made
+ * for, in an xattr of presto's (trusted.presto.*: no user sets or reads
+ * those through a presto mount), set before it takes its name. Its
+ * handle is recorded in the same transaction as the rows that name it;
+ * a crash between the two leaves an inode no recorded handle gives.
+ * The mark tells that leftover from an inode a user made under the name
+ * through presto, which the journal has yet to tell lento of.
+ * Little-endian: volume (u32), client (u32), seq (u64).
+ */
+#define MADE_XATTR	"trusted.presto.fid"
+#define MADE_LEN	16
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static int made_mark(int fd, const struct lento_fid *fid)
+{
+	uint8_t v[MADE_LEN];
+	int err;
+
+	put_le(v, fid->volume, 4);
+	put_le(v + 4, fid->client, 4);
+	put_le(v + 8, fid->seq, 8);
+	err = cache_fsetxattr(fd, MADE_XATTR, v, sizeof(v));
+	/*
+	 * A lento without CAP_SYS_ADMIN, or a file system without trusted
+	 * xattrs: unmarked, a crash's leftover is taken for a user's and
+	 * left, as it was before marks.
+	 */
+	return err == -EPERM || err == -EOPNOTSUPP ? 0 : err;
+}
+
+/* The object lento made the inode open as @fd for: 0, -ENOENT, -errno. */
+static int made_for(int fd, struct lento_fid *fid)
+{
+	uint8_t v[MADE_LEN];
+	ssize_t n = cache_fgetxattr(fd, MADE_XATTR, v, sizeof(v));
+
+	if (n == -ENODATA || n == -EOPNOTSUPP || n == -ERANGE ||
+	    (n >= 0 && n != (ssize_t)sizeof(v)))
+		return -ENOENT;		/* none, or not lento's */
+	if (n < 0)
+		return (int)n;
+	fid->volume = (uint32_t)get_le(v, 4);
+	fid->client = (uint32_t)get_le(v + 4, 4);
+	fid->seq = get_le(v + 8, 8);
+	return 0;
+}
+
+/*
+ * An inode no recorded handle gives: lento's own for @fid, its handle's
+ * row lost to a crash? 0 if so, -ESTALE if not, or -errno.
+ */
+static int made_lost(int fd, const struct lento_fid *fid)
+{
+	struct lento_fid got;
+	int err = fid ? made_for(fd, &got) : -ENOENT;
+
+	if (err)
+		return err == -ENOENT ? -ESTALE : err;
+	return lento_fid_eq(&got, fid) ? 0 : -ESTALE;
+}
+
 int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
 {
 	struct lento_fid got;
@@ -2166,9 +2246,9 @@ int cache_at_allows(struct cache *c, int fd, const char *path,
 	if (err != -ENOENT)
 		return err;
 	/* A volume's root, DIR/VOLUME, was made with no handle recorded. */
-	if (at->fid && !strchr(path, '/'))
+	if ((at->fid && !strchr(path, '/')) || at->lax)
 		return 0;
-	return at->lax ? 0 : -ESTALE;
+	return made_lost(fd, at->fid);
 }
 
 int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
@@ -2184,7 +2264,9 @@ int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
 	 */
 	if (is == -ENOENT && !strchr(path, '/'))
 		return 0;
-	return is < 0 && is != -ENOENT ? is : -ESTALE;
+	if (is == -ENOENT)
+		return made_lost(fd, fid);
+	return is < 0 ? is : -ESTALE;
 }
 
 int cache_path_is_fd(struct cache *c, const char *path, int fd)
@@ -2511,6 +2593,8 @@ static int install_open(struct cache *c, int fd, const char *tmp,
 	err = cache_set_attrs_fd(fd, o);
 	if (!err && xa)
 		err = xattrs_set_fd(fd, xa);
+	if (!err && at && !at->lax)
+		err = made_mark(fd, &o->fid);
 	err = err ?: parents2(c, tmp, path, &tpfd, &tname, &pfd, &name);
 	if (!err) {
 		err = at_check(c, pfd, name, path, at, &was);
@@ -2822,6 +2906,74 @@ int cache_remove_tree(struct cache *c, const char *path)
 	err = remove_name(pfd, name);
 	cache_parent_put(c, pfd);
 	return err;
+}
+
+/* @name in @dirpath, open as @dfd: dropped if a crash's leftover (1). */
+static int drop_stray(struct cache *c, int dfd, const char *dirpath,
+		      const char *name)
+{
+	char path[CACHE_PATH_MAX];
+	struct lento_fid fid;
+	struct cache_at at = { &fid, false };
+	int fd = cache_beneath(dfd, name, O_PATH, 0), err;
+	struct stat sb;
+
+	if (fd < 0)
+		return fd == -ENOENT || fd == -ELOOP ? 0 : fd;
+	err = fd_fid(c, fd, &fid);
+	if (err == -ENOENT)
+		err = made_for(fd, &fid) ?: fstat(fd, &sb) ? -errno : 1;
+	else
+		err = err == -EOPNOTSUPP || !err ? 0 : err;
+	close(fd);
+	/*
+	 * Changed since this run began: not an earlier run's leftover (a
+	 * failure in this one is undone where it happens), but, say, an
+	 * inode whose rows went while a user linked it under a new name,
+	 * and the journal has yet to say so.
+	 */
+	if (err > 0 && (sb.st_ctim.tv_sec > c->opened.tv_sec ||
+			(sb.st_ctim.tv_sec == c->opened.tv_sec &&
+			 sb.st_ctim.tv_nsec >= c->opened.tv_nsec)))
+		return 0;
+	if (err <= 0)
+		return err == -ENOENT ? 0 : err;
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dirpath, name) >=
+	    sizeof(path))
+		return -ENAMETOOLONG;
+	/* Checked again as it goes: lento's, for that object, no handle. */
+	err = cache_remove_at(c, path, &at);
+	return err == -ESTALE ? 0 : err ?: 1;
+}
+
+int cache_drop_strays(struct cache *c, const char *dirpath,
+		      bool (*known)(void *arg, const char *name), void *arg)
+{
+	int dfd = cache_open_obj(c, dirpath, O_RDONLY | O_DIRECTORY, 0);
+	int err = 0, n = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (dfd < 0)
+		return dfd == -ENOENT || dfd == -ENOTDIR ? 0 : dfd;
+	d = fdopendir(dfd);
+	if (!d) {
+		err = -errno;
+		close(dfd);
+		return err;
+	}
+	for (errno = 0; !err && (de = readdir(d)); errno = 0) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    known(arg, de->d_name))
+			continue;
+		err = drop_stray(c, dirfd(d), dirpath, de->d_name);
+		n += err > 0;
+		err = err < 0 ? err : 0;
+	}
+	if (!err && errno)
+		err = -errno;
+	closedir(d);
+	return err ?: n;
 }
 
 int cache_remove_at(struct cache *c, const char *path,

@@ -452,9 +452,10 @@ int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid);
 /*
  * Is the object open as @fd, found at @path (of the rows), @fid's own?
  * 0 if so by its handle -- or if nothing can tell (no handles), or it is
- * a volume's root (no '/' in @path; made with no handle recorded) --,
- * -ESTALE if it is another object or one the cache does not know (a
- * user's, made under the name), or -errno.
+ * a volume's root (no '/' in @path; made with no handle recorded), or
+ * lento's mark for @fid is on it and no handle recorded (a crash's
+ * leftover; cache_at below) --, -ESTALE if it is another object or one
+ * the cache does not know (a user's, made under the name), or -errno.
  */
 int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
 		 const char *path);
@@ -470,9 +471,12 @@ int cache_path_is_fd(struct cache *c, const char *path, int fd);
  * name's inode is replaced or removed only if it is
  *   - an inode of @fid (cache_fd_is(): by its handle), or nothing tells
  *     (the file system gives no handles), or a volume's root;
- *   - or, with @lax, an inode the cache knows no handle of: lento's own
- *     left by a crash between a change on the disk and its commit, where
- *     nobody else changes the tree (no presto mount over it).
+ *   - or an inode the cache knows no handle of that carries lento's
+ *     mark for @fid: its own, made for the object and left by a crash
+ *     between the change on the disk and the commit of its handle;
+ *   - or, with @lax, any inode the cache knows no handle of: lento's own
+ *     left by a crash, where nobody else changes the tree (no presto
+ *     mount over it).
  * Anything else -- an inode of another object, or, without @lax, one the
  * cache does not know (a user's, made through a presto mount) -- is left
  * as it is: -ESTALE. @fid NULL: the rows have nothing at the name.
@@ -491,6 +495,19 @@ struct cache_at {
  */
 int cache_at_allows(struct cache *c, int fd, const char *path,
 		    const struct cache_at *at);
+/*
+ * Inodes in the directory at @dirpath that a crash left behind: lento
+ * made each for an object (the mark install gives every inode it puts
+ * in place), and the transaction that was to record its handle and name
+ * never committed. Names @known says the rows have are not looked at;
+ * of the others, those no recorded handle gives, that lento's mark is on
+ * and that have not changed since the cache was opened (an earlier
+ * run's) are removed; a user's, made through presto, carries no mark.
+ * Marks go only where @at of an install is not lax (a fileset's). The
+ * count removed, or -errno.
+ */
+int cache_drop_strays(struct cache *c, const char *dirpath,
+		      bool (*known)(void *arg, const char *name), void *arg);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);

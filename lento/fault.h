@@ -7,6 +7,8 @@
  * point's name into it; the next fault_at() of that point removes the
  * file and returns true, once. Without the variable, as in use,
  * fault_at() is false at the cost of a test of a static variable.
+ * Some points stand for a crash: there lento kills itself (SIGKILL), as
+ * the kernel would kill it, with its work on the disk half done.
  */
 #ifndef LENTO_FAULT_H
 #define LENTO_FAULT_H
