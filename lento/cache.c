@@ -287,8 +287,12 @@ struct cache {
 	int walfd;
 	uint64_t gen, durable;	/* cache_gen(), cache_durable_gen() */
 	int sync_err;		/* sticky: cache_sync_error() */
-	/* When it was opened: what changed before is an earlier run's. */
+	/*
+	 * When it was opened, by the clock the kernel stamps ctimes with
+	 * (the coarse one): what changed before is an earlier run's.
+	 */
 	struct timespec opened;
+	int mntfd;		/* open_by_handle_at()'s: not O_PATH */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -693,7 +697,8 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 	if (!c)
 		return -ENOMEM;
 	c->walfd = -1;
-	clock_gettime(CLOCK_REALTIME, &c->opened);
+	clock_gettime(CLOCK_REALTIME_COARSE, &c->opened);
+	c->mntfd = -1;
 	c->dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (c->dirfd < 0) {
 		e = -errno;
@@ -701,6 +706,8 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 		cache_close(c);
 		return e;
 	}
+	/* Without it (no read access?), marks stay on rows' removal. */
+	c->mntfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	e = db_open(c, dir, err, errlen);
 	if (!e)
 		e = empty_tmp(c, dir, err, errlen);
@@ -727,6 +734,8 @@ void cache_close(struct cache *c)
 		close(c->walfd);
 	if (c->dirfd >= 0)
 		close(c->dirfd);
+	if (c->mntfd >= 0)
+		close(c->mntfd);
 	free(c);
 }
 
@@ -1661,11 +1670,65 @@ static int fid_run(struct cache *c, enum stmt s, const struct lento_fid *fid)
 	return run(c, s);
 }
 
+static int unmark_one(void *arg, int type, const void *handle, size_t len);
+
 int cache_obj_del(struct cache *c, const struct lento_fid *fid)
 {
+	int err = cache_handles(c, fid, unmark_one, c);
+
+	if (err)
+		return err;
 	return fid_run(c, S_OBJ_DEL, fid) ?:
 	       fid_run(c, S_OBJ_DEL_NAMES, fid) ?:
 	       fid_run(c, S_OBJ_DEL_HANDLES, fid);
+}
+
+struct fid_stack {
+	struct lento_fid *f;
+	size_t n, cap;
+};
+
+static int fid_push(void *arg, const char *name, const struct lento_fid *fid)
+{
+	struct fid_stack *s = arg;
+	struct lento_fid *p = array_grow(s->f, &s->cap, s->n, 1, sizeof(*p));
+
+	(void)name;
+	if (!p)
+		return -ENOMEM;
+	s->f = p;
+	s->f[s->n++] = *fid;
+	return 0;
+}
+
+int cache_obj_del_tree(struct cache *c, const struct lento_fid *fid)
+{
+	struct fid_stack s = { 0 };
+	int err = fid_push(&s, NULL, fid);
+
+	while (!err && s.n) {
+		struct lento_fid f = s.f[--s.n];
+		size_t kids = s.n;
+
+		/* Its entries, then it and its names there go... */
+		err = cache_readdir(c, &f, fid_push, &s);
+		err = err ?: cache_obj_del(c, &f);
+		if (!err)
+			cache_names_drop(c, &f);
+		/* ... and an entry with no name left goes next. */
+		for (size_t i = kids; !err && i < s.n;) {
+			int n = cache_name_count(c, &s.f[i]);
+
+			if (n < 0)
+				err = n;
+			else if (n)
+				s.f[i] = s.f[--s.n];
+			else
+				i++;
+		}
+	}
+	free(s.f);
+	return err;
 }
 
 int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
@@ -2177,6 +2240,8 @@ static uint64_t get_le(const uint8_t *p, int n)
 	return v;
 }
 
+static bool xattr_unholdable(int err);
+
 static int made_mark(int fd, const struct lento_fid *fid)
 {
 	uint8_t v[MADE_LEN];
@@ -2187,11 +2252,40 @@ static int made_mark(int fd, const struct lento_fid *fid)
 	put_le(v + 8, fid->seq, 8);
 	err = cache_fsetxattr(fd, MADE_XATTR, v, sizeof(v));
 	/*
-	 * A lento without CAP_SYS_ADMIN, or a file system without trusted
-	 * xattrs: unmarked, a crash's leftover is taken for a user's and
-	 * left, as it was before marks.
+	 * A lento without CAP_SYS_ADMIN, a file system without trusted
+	 * xattrs, or no room left for one: unmarked, a crash's leftover is
+	 * taken for a user's and left, as it was before marks.
 	 */
-	return err == -EPERM || err == -EOPNOTSUPP ? 0 : err;
+	return err == -EPERM || xattr_unholdable(-err) ? 0 : err;
+}
+
+/*
+ * The mark off an inode of an object whose rows go: a user may have
+ * renamed it (the journal has yet to say so), and marked, with no handle
+ * recorded any more, it would pass for a crash's leftover. Inodes no
+ * longer there, or lento without CAP_DAC_READ_SEARCH: nothing to do.
+ */
+static int unmark_one(void *arg, int type, const void *handle, size_t len)
+{
+	struct cache *c = arg;
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} h;
+	int fd;
+
+	if (c->mntfd < 0 || len > MAX_HANDLE_SZ)
+		return 0;
+	h.fh.handle_bytes = (unsigned int)len;
+	h.fh.handle_type = type;
+	memcpy(h.fh.f_handle, handle, len);
+	fd = open_by_handle_at(c->mntfd, &h.fh, O_PATH | O_NOFOLLOW |
+			       O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	cache_fremovexattr(fd, MADE_XATTR);
+	close(fd);
+	return 0;
 }
 
 /* The object lento made the inode open as @fd for: 0, -ENOENT, -errno. */
@@ -2211,18 +2305,43 @@ static int made_for(int fd, struct lento_fid *fid)
 	return 0;
 }
 
+/* Has the inode open as @fd not changed since this run began? 1, 0. */
+static int earlier_run(const struct cache *c, int fd)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb))
+		return -errno;
+	return sb.st_ctim.tv_sec < c->opened.tv_sec ||
+	       (sb.st_ctim.tv_sec == c->opened.tv_sec &&
+		sb.st_ctim.tv_nsec < c->opened.tv_nsec);
+}
+
+int cache_fd_made_for(int fd, struct lento_fid *fid)
+{
+	return made_for(fd, fid);
+}
+
 /*
- * An inode no recorded handle gives: lento's own for @fid, its handle's
- * row lost to a crash? 0 if so, -ESTALE if not, or -errno.
+ * An inode no recorded handle gives: lento's own, its handle's row lost
+ * to a crash? 0 if so, -ESTALE if not, or -errno. Marked for @fid, it
+ * is; marked for another object, if an earlier run left it (an install
+ * in place of @fid's inode that never committed). The mark goes when an
+ * object's rows go (unmark_one()), so a marked inode without a handle
+ * is one whose install never committed.
  */
-static int made_lost(int fd, const struct lento_fid *fid)
+static int made_lost(const struct cache *c, int fd,
+		     const struct lento_fid *fid)
 {
 	struct lento_fid got;
-	int err = fid ? made_for(fd, &got) : -ENOENT;
+	int err = made_for(fd, &got);
 
 	if (err)
 		return err == -ENOENT ? -ESTALE : err;
-	return lento_fid_eq(&got, fid) ? 0 : -ESTALE;
+	if (fid && lento_fid_eq(&got, fid))
+		return 0;
+	err = earlier_run(c, fd);
+	return err < 0 ? err : err ? 0 : -ESTALE;
 }
 
 int cache_fd_is(struct cache *c, int fd, const struct lento_fid *fid)
@@ -2248,7 +2367,7 @@ int cache_at_allows(struct cache *c, int fd, const char *path,
 	/* A volume's root, DIR/VOLUME, was made with no handle recorded. */
 	if ((at->fid && !strchr(path, '/')) || at->lax)
 		return 0;
-	return made_lost(fd, at->fid);
+	return made_lost(c, fd, at->fid);
 }
 
 int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
@@ -2265,7 +2384,7 @@ int cache_fd_own(struct cache *c, int fd, const struct lento_fid *fid,
 	if (is == -ENOENT && !strchr(path, '/'))
 		return 0;
 	if (is == -ENOENT)
-		return made_lost(fd, fid);
+		return made_lost(c, fd, fid);
 	return is < 0 ? is : -ESTALE;
 }
 
@@ -2591,10 +2710,11 @@ static int install_open(struct cache *c, int fd, const char *tmp,
 	 * security.capability). After the owner, which clears it.
 	 */
 	err = cache_set_attrs_fd(fd, o);
-	if (!err && xa)
-		err = xattrs_set_fd(fd, xa);
+	/* Before the server's xattrs, which may fill the room there is. */
 	if (!err && at && !at->lax)
 		err = made_mark(fd, &o->fid);
+	if (!err && xa)
+		err = xattrs_set_fd(fd, xa);
 	err = err ?: parents2(c, tmp, path, &tpfd, &tname, &pfd, &name);
 	if (!err) {
 		err = at_check(c, pfd, name, path, at, &was);
@@ -2916,26 +3036,20 @@ static int drop_stray(struct cache *c, int dfd, const char *dirpath,
 	struct lento_fid fid;
 	struct cache_at at = { &fid, false };
 	int fd = cache_beneath(dfd, name, O_PATH, 0), err;
-	struct stat sb;
 
 	if (fd < 0)
 		return fd == -ENOENT || fd == -ELOOP ? 0 : fd;
 	err = fd_fid(c, fd, &fid);
+	/*
+	 * Unrecorded, marked, and not changed since this run began: an
+	 * earlier run's leftover (a failure in this one is undone where it
+	 * happens).
+	 */
 	if (err == -ENOENT)
-		err = made_for(fd, &fid) ?: fstat(fd, &sb) ? -errno : 1;
+		err = made_for(fd, &fid) ?: earlier_run(c, fd);
 	else
 		err = err == -EOPNOTSUPP || !err ? 0 : err;
 	close(fd);
-	/*
-	 * Changed since this run began: not an earlier run's leftover (a
-	 * failure in this one is undone where it happens), but, say, an
-	 * inode whose rows went while a user linked it under a new name,
-	 * and the journal has yet to say so.
-	 */
-	if (err > 0 && (sb.st_ctim.tv_sec > c->opened.tv_sec ||
-			(sb.st_ctim.tv_sec == c->opened.tv_sec &&
-			 sb.st_ctim.tv_nsec >= c->opened.tv_nsec)))
-		return 0;
 	if (err <= 0)
 		return err == -ENOENT ? 0 : err;
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dirpath, name) >=
@@ -2947,7 +3061,8 @@ static int drop_stray(struct cache *c, int dfd, const char *dirpath,
 }
 
 int cache_drop_strays(struct cache *c, const char *dirpath,
-		      bool (*known)(void *arg, const char *name), void *arg)
+		      bool (*known)(void *arg, const char *name), void *arg,
+		      int *stuck)
 {
 	int dfd = cache_open_obj(c, dirpath, O_RDONLY | O_DIRECTORY, 0);
 	int err = 0, n = 0;
@@ -2968,7 +3083,10 @@ int cache_drop_strays(struct cache *c, const char *dirpath,
 			continue;
 		err = drop_stray(c, dirfd(d), dirpath, de->d_name);
 		n += err > 0;
-		err = err < 0 ? err : 0;
+		/* One that will not go stays (harmless): the others go. */
+		if (err < 0 && !*stuck)
+			*stuck = err;
+		err = 0;
 	}
 	if (!err && errno)
 		err = -errno;

@@ -294,8 +294,18 @@ int cache_obj_put(struct cache *c, const struct cache_obj *o,
 /* The same, keeping the target, and cache_dirty_add(@dirty_delta) too. */
 int cache_obj_put_dirty(struct cache *c, const struct cache_obj *o,
 			int dirty_delta);
-/* The row, its names in listings and its handles. */
+/*
+ * The row, its names in listings and its handles; lento's mark goes from
+ * the inodes those handles give (a user may have moved one: with neither
+ * handle nor mark it is theirs, not a crash's leftover).
+ */
 int cache_obj_del(struct cache *c, const struct lento_fid *fid);
+/*
+ * The same for @fid and, a directory, for every object below it that has
+ * no name elsewhere (a removed tree's rows; hidden names too). The caller
+ * has made sure that nothing in it has changes to reintegrate.
+ */
+int cache_obj_del_tree(struct cache *c, const struct lento_fid *fid);
 int cache_obj_set_state(struct cache *c, const struct lento_fid *fid,
 			bool valid, bool data);
 /*
@@ -504,10 +514,17 @@ int cache_at_allows(struct cache *c, int fd, const char *path,
  * and that have not changed since the cache was opened (an earlier
  * run's) are removed; a user's, made through presto, carries no mark.
  * Marks go only where @at of an install is not lax (a fileset's). The
- * count removed, or -errno.
+ * count removed, or -errno if the directory cannot be read; *@stuck
+ * (0 before) gets the first error of one that would not go.
  */
 int cache_drop_strays(struct cache *c, const char *dirpath,
-		      bool (*known)(void *arg, const char *name), void *arg);
+		      bool (*known)(void *arg, const char *name), void *arg,
+		      int *stuck);
+/*
+ * The object lento made the inode open as @fd for (its mark), into
+ * *@fid: 0, -ENOENT if the inode has no mark, or -errno.
+ */
+int cache_fd_made_for(int fd, struct lento_fid *fid);
 /* The fid of the object with this handle. */
 int cache_handle_lookup(struct cache *c, int type, const void *handle,
 			size_t len, struct lento_fid *fid);

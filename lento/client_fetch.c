@@ -44,8 +44,6 @@
 #include "presto_genl.h"
 #include "vv.h"
 
-#define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
-#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
 #define EVICT_BATCH	256
 
 static void job_msg(struct job *j, const char *fmt, ...)
@@ -995,10 +993,9 @@ static int drop_entry(struct client *cl, struct listing *li,
 		err = 0;
 	}
 	err = err ?: cache_dirent_del(cl->cache, dir, oe->name);
-	if (!err && cache_name_count(cl->cache, &oe->fid) == 0) {
-		err = cache_obj_del(cl->cache, &oe->fid);
-		cache_names_drop(cl->cache, &oe->fid);
-	}
+	/* Gone with its last name, and a directory's tree with it. */
+	if (!err && cache_name_count(cl->cache, &oe->fid) == 0)
+		err = cache_obj_del_tree(cl->cache, &oe->fid);
 	return err;
 }
 
@@ -1342,16 +1339,23 @@ static int listing_begin(struct job *j, const struct cache_obj *d,
 					   &ol);
 	/*
 	 * What a listing that a crash cut short left on the disk: inodes
-	 * made for names the rows never got. Those the listing has again
-	 * are replaced as they come (their mark allows it).
+	 * made for names the rows never got, removed here whether listed
+	 * again or not. Those at names the rows have (in place of their
+	 * object's inode) are replaced or removed as the entries come: the
+	 * mark allows it. Best effort: a leftover that stays is harmless.
 	 */
 	if (!err && !li->keep_names) {
-		int n = cache_drop_strays(cl->cache, dirpath, old_has, &ol);
+		int stuck = 0;
+		int n = cache_drop_strays(cl->cache, dirpath, old_has, &ol,
+					  &stuck);
 
 		if (n > 0)
 			log_info("listing %s: removed %d inodes an interrupted "
 				 "listing left there", dirpath, n);
-		err = n < 0 ? n : 0;
+		if (n < 0 || stuck)
+			log_warn("listing %s: the inodes an interrupted listing "
+				 "left there stay: %s", dirpath,
+				 cache_strerror(n < 0 ? n : stuck));
 	}
 	fidset_init(&dirs);
 	for (size_t i = 0; !err && i < ol.n; i++) {

@@ -1639,16 +1639,27 @@ static int listed_new(struct kapply *ka, const struct who *w,
 		      const struct kapply_dirent *e)
 {
 	struct lento_attr a = { 0 };
+	struct lento_fid made;
 	struct stat sb;
-	int fd = open_handle(ka, &e->h);
+	int fd = open_handle(ka, &e->h), err;
 
 	if (fd < 0)
 		return fd == -ESTALE ? 0 : fd;	/* gone again: nothing */
-	if (fstat(fd, &sb)) {
-		close(fd);
-		return -errno;
-	}
+	/*
+	 * lento's own, that a crash kept from being recorded (a listing
+	 * step's): not a user's new object. The directory's next listing
+	 * removes it.
+	 */
+	err = fstat(fd, &sb) ? -errno : cache_fd_made_for(fd, &made);
 	close(fd);
+	if (!err) {
+		said_warn(ka, dir, e->name, "not logged: lento made it for "
+			  FIDFMT " and a crash kept it from being recorded",
+			  FIDARG(&made));
+		return 0;
+	}
+	if (err != -ENOENT)
+		return err;
 	said(ka, dir, e->name, "new (%s)", S_ISDIR(e->mode) ? "MKDIR" :
 	     "CREATE");
 	a.mode = sb.st_mode & 07777;

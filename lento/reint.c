@@ -85,8 +85,6 @@
 #include "vv.h"
 #include "worker.h"
 
-#define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
-#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
 
 struct batch {
 	struct client *cl;

@@ -40,8 +40,6 @@
 #include "cml.h"
 #include "log.h"
 
-#define FIDFMT	"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
-#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
 
 enum choice { C_LOCAL, C_SERVER, C_BOTH };
 

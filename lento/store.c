@@ -89,8 +89,6 @@
  */
 #define DEPTH_MAX	4096u
 
-#define FIDFMT		"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
-#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
 /* FID.STOREID */
 #define BODY_NAME_LEN	(8 + 1 + 8 + 1 + 16 + 1 + 8 + 1 + 16)
 

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
 
 /* Limits every decoder and store enforces. */
@@ -35,6 +36,10 @@ struct lento_fid {
 	uint32_t client;
 	uint64_t seq;
 };
+
+/* A fid in messages and logs: printf("..." FIDFMT "...", FIDARG(f)). */
+#define FIDFMT		"%08" PRIx32 "-%08" PRIx32 "-%016" PRIx64
+#define FIDARG(f)	(f)->volume, (f)->client, (f)->seq
 
 /* The fid of volume @v's root directory. */
 #define LENTO_ROOT_FID(v)	((struct lento_fid){ (v), 0, 1 })

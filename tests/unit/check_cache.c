@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -1203,7 +1204,8 @@ static bool only_f(void *arg, const char *name)
  * mark. Marked for the object being put there, one is replaced (a
  * directory kept); marked for another, or unmarked, it stays (-ESTALE);
  * cache_drop_strays() removes the marked ones an earlier run left at
- * names the rows lack, and leaves the rows' names and a user's file.
+ * names the rows lack, and leaves the rows' names, a user's file, and an
+ * inode whose rows went (its mark went with them).
  */
 START_TEST(crash_leftovers)
 {
@@ -1212,11 +1214,13 @@ START_TEST(crash_leftovers)
 	struct cache_obj f = obj(fid(1, 3), LENTO_T_REG, 1),
 			 g = obj(fid(1, 5), LENTO_T_REG, 1),
 			 d = obj(fid(1, 6), LENTO_T_DIR, 1),
-			 h = obj(fid(1, 7), LENTO_T_DIR, 1);
+			 h = obj(fid(1, 7), LENTO_T_DIR, 1),
+			 k = obj(fid(1, 8), LENTO_T_REG, 1);
 	struct cache_at own = { &f.fid, false }, gs = { &g.fid, false },
-			ds = { &d.fid, false };
+			ds = { &d.fid, false }, ks = { &k.fid, false };
 	struct stat sb, was;
 	char mark[16], p[CACHE_PATH_MAX];
+	int stuck = 0;
 
 	add_volume(c);
 	ck_assert_int_eq(mkdirat(dfd, "vol", 0700), 0);
@@ -1254,18 +1258,30 @@ START_TEST(crash_leftovers)
 	ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert_uint_eq(sb.st_ino, was.st_ino);
 	/* Made in this run: not an earlier run's leftovers. */
-	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL), 0);
+	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL, &stuck), 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/g", &sb, AT_SYMLINK_NOFOLLOW), 0);
-	/* The next run: the rows have f; g and d go, the user's u stays. */
+	/* An object whose rows go: its inode, wherever it is, unmarked. */
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/k", &k, NULL, NULL,
+					      &ks, NULL), 0);
+	ck_assert_int_eq(cache_handle_update(c, &k.fid, "vol/k"), 0);
+	ck_assert_int_eq(renameat(dfd, "vol/k", dfd, "vol/users"), 0);
+	ck_assert_int_eq(cache_obj_del(c, &k.fid), 0);
+	snprintf(p, sizeof(p), "%s/vol/users", dir);
+	ck_assert_int_eq(lgetxattr(p, "trusted.presto.fid", mark,
+				   sizeof(mark)), -1);
+	/* The next run (a clock tick on): the rows have f; g and d go. */
 	cache_close(c);
+	nanosleep(&(struct timespec){ 0, 30 * 1000 * 1000 }, NULL);
 	c = open_cache();
 	dfd = cache_dirfd(c);
-	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL), 2);
+	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL, &stuck), 2);
 	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/u", &sb, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/users", &sb, AT_SYMLINK_NOFOLLOW),
+			 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/g", &sb, AT_SYMLINK_NOFOLLOW), -1);
 	ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, AT_SYMLINK_NOFOLLOW), -1);
-	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL), 0);
+	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL, &stuck), 0);
 	cache_close(c);
 }
 END_TEST

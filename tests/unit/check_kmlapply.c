@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "blob.h"
@@ -793,6 +794,56 @@ START_TEST(recovery_block)
 	nf = at(&root, "d");
 	ck_assert(lento_fid_eq(&nf, &d));
 	ck_assert_int_eq(cache_lookup(c, &root, "a", &nf), -ENOENT);
+}
+END_TEST
+
+/*
+ * A crash kept a listing step's inode from being recorded: lento's mark
+ * (trusted.presto.fid) is on it. The restated listing does not make it
+ * a user's new object; the user's new file beside it is one.
+ */
+START_TEST(recovery_leftover_is_not_new)
+{
+	static const unsigned char mark[16] = { VOL, 0, 0, 0, 9, 0, 0, 0,
+						 77 };
+	struct kml_fh nh, lh;
+	uint64_t n3 = 3;
+	char path[256], left[256];
+	struct run run;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/vol/new", dir);
+	snprintf(left, sizeof(left), "%s/vol/left", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0640);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fd = open(left, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	if (setxattr(left, "trusted.presto.fid", mark, sizeof(mark), 0))
+		return;		/* no trusted xattrs here: nothing to test */
+	nh = real_handle("vol/new");
+	lh = real_handle("vol/left");
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &n3, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, lh, "left", S_IFREG | 0600,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, nh, "new", S_IFREG | 0640,
+		  NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	for (int i = 0; i < nrecs; i++)
+		ck_assert_msg(strcmp(recs[i].name, "left"),
+			      "a record of the leftover: op %d", recs[i].op);
+	ck_assert_int_eq(nrecs, 2);	/* UNLINK a, CREATE new */
+	ck_assert_int_eq(recs[1].op, LENTO_OP_CREATE);
+	ck_assert_str_eq(recs[1].name, "new");
+	{
+		struct lento_fid f;
+
+		ck_assert_int_eq(cache_lookup(c, &root, "left", &f), -ENOENT);
+	}
 }
 END_TEST
 
@@ -1700,6 +1751,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, unknown_handles);
 	tcase_add_test(tc, listing_of_an_unknown_directory_passes);
 	tcase_add_test(tc, recovery_block);
+	tcase_add_test(tc, recovery_leftover_is_not_new);
 	tcase_add_test(tc, recovery_moved);
 	tcase_add_test(tc, recovery_moved_into_new_dir);
 	tcase_add_test(tc, recovery_removal_lost);
