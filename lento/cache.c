@@ -57,6 +57,7 @@ enum stmt {
 	S_DIRTY_ADD,
 	S_PURGE,
 	S_PURGE_HANDLES,
+	S_PURGE_HANDLES_OF,
 	S_LOOKUP,
 	S_DIRENT_PUT,
 	S_DIRENT_DEL,
@@ -137,6 +138,9 @@ static const char *const sql[S_COUNT] = {
 	[S_PURGE_HANDLES] = "DELETE FROM handles WHERE fid IN (SELECT fid "
 			    "FROM cache WHERE volume = ?1 AND nlink = 0 AND "
 			    "dirty = 0)",
+	[S_PURGE_HANDLES_OF] = "SELECT htype, handle FROM handles WHERE fid IN "
+			       "(SELECT fid FROM cache WHERE volume = ?1 AND "
+			       "nlink = 0 AND dirty = 0)",
 	[S_PURGE] = "DELETE FROM cache WHERE volume = ?1 AND nlink = 0 AND "
 		    "dirty = 0",
 	[S_LOOKUP] = "SELECT fid FROM dirents WHERE dir = ?1 AND name = ?2",
@@ -293,6 +297,7 @@ struct cache {
 	 */
 	struct timespec opened;
 	int mntfd;		/* open_by_handle_at()'s: not O_PATH */
+	bool marks;		/* lento's marks set: they can be taken off */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -684,6 +689,30 @@ static int make_dirs(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Can lento take its mark off an inode it finds by handle (it needs
+ * CAP_DAC_READ_SEARCH for open_by_handle_at())? Only then does it mark
+ * (made_mark()): a mark it could not take off when the object's rows go
+ * would make a user's file look like a crash's leftover.
+ */
+static bool can_unmark(struct cache *c)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char buf[MAX_HANDLE_SZ];
+	} h;
+	int mount_id, fd;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (c->mntfd < 0 || cache_fd_handle(c->mntfd, &h.fh, &mount_id))
+		return false;
+	fd = open_by_handle_at(c->mntfd, &h.fh, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
 int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 {
 	struct cache *c;
@@ -706,8 +735,8 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 		cache_close(c);
 		return e;
 	}
-	/* Without it (no read access?), marks stay on rows' removal. */
 	c->mntfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	c->marks = can_unmark(c);
 	e = db_open(c, dir, err, errlen);
 	if (!e)
 		e = empty_tmp(c, dir, err, errlen);
@@ -1709,9 +1738,21 @@ int cache_obj_del_tree(struct cache *c, const struct lento_fid *fid)
 	while (!err && s.n) {
 		struct lento_fid f = s.f[--s.n];
 		size_t kids = s.n;
+		struct cache_obj o;
 
+		/*
+		 * Never a volume's root (a broken cache's cycle), nor what
+		 * has changes to reintegrate (a broken cache's, or a row
+		 * gone while its tree stayed): its rows stay.
+		 */
+		if (lento_fid_eq(&f, &LENTO_ROOT_FID(f.volume)))
+			continue;
+		err = cache_obj_get(c, &f, &o, NULL, 0);
+		if (!err && o.dirty)
+			continue;
+		err = err == -ENOENT ? 0 : err;
 		/* Its entries, then it and its names there go... */
-		err = cache_readdir(c, &f, fid_push, &s);
+		err = err ?: cache_readdir(c, &f, fid_push, &s);
 		err = err ?: cache_obj_del(c, &f);
 		if (!err)
 			cache_names_drop(c, &f);
@@ -1812,13 +1853,40 @@ int cache_dirty_add(struct cache *c, const struct lento_fid *fid, int delta)
 }
 
 static void names_purge(struct cache *c, uint32_t volume);
+static int unmark_one(void *arg, int type, const void *handle, size_t len);
+
+/* Each (type, handle) row of statement @s, bound already, to @fn. */
+static int handle_rows(struct cache *c, enum stmt s, cache_handle_fn fn,
+		       void *arg)
+{
+	sqlite3_stmt *st = stmt(c, s);
+	int rc, err = 0;
+
+	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
+		err = fn(arg, sqlite3_column_int(st, 0),
+			 sqlite3_column_blob(st, 1),
+			 (size_t)sqlite3_column_bytes(st, 1));
+	if (!err && rc != SQLITE_DONE)
+		err = sql_err(rc);
+	reset(c, s);
+	return err;
+}
+
+/* The marks off the inodes of the objects cache_purge() drops. */
+static int purge_unmark(struct cache *c, uint32_t volume)
+{
+	sqlite3_bind_int64(stmt(c, S_PURGE_HANDLES_OF), 1, volume);
+	return handle_rows(c, S_PURGE_HANDLES_OF, unmark_one, c);
+}
 
 int cache_purge(struct cache *c, uint32_t volume)
 {
 	int err;
 
 	names_purge(c, volume);
-
+	err = purge_unmark(c, volume);
+	if (err)
+		return err;
 	sqlite3_bind_int64(stmt(c, S_PURGE_HANDLES), 1, volume);
 	err = run(c, S_PURGE_HANDLES);
 	if (err)
@@ -2183,18 +2251,8 @@ int cache_handle_set(struct cache *c, const struct lento_fid *fid, int type,
 int cache_handles(struct cache *c, const struct lento_fid *fid,
 		  cache_handle_fn fn, void *arg)
 {
-	sqlite3_stmt *st = stmt(c, S_HANDLES_OF);
-	int rc, err = 0;
-
-	bind_fid(st, 1, fid);
-	while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW)
-		err = fn(arg, sqlite3_column_int(st, 0),
-			 sqlite3_column_blob(st, 1),
-			 (size_t)sqlite3_column_bytes(st, 1));
-	if (!err && rc != SQLITE_DONE)
-		err = sql_err(rc);
-	reset(c, S_HANDLES_OF);
-	return err;
+	bind_fid(stmt(c, S_HANDLES_OF), 1, fid);
+	return handle_rows(c, S_HANDLES_OF, fn, arg);
 }
 
 /* The object whose inode is open as @fd, by its handle: -ENOENT if none. */
@@ -2242,11 +2300,14 @@ static uint64_t get_le(const uint8_t *p, int n)
 
 static bool xattr_unholdable(int err);
 
-static int made_mark(int fd, const struct lento_fid *fid)
+static int made_mark(const struct cache *c, int fd,
+		     const struct lento_fid *fid)
 {
 	uint8_t v[MADE_LEN];
 	int err;
 
+	if (!c->marks)
+		return 0;
 	put_le(v, fid->volume, 4);
 	put_le(v + 4, fid->client, 4);
 	put_le(v + 8, fid->seq, 8);
@@ -2262,8 +2323,8 @@ static int made_mark(int fd, const struct lento_fid *fid)
 /*
  * The mark off an inode of an object whose rows go: a user may have
  * renamed it (the journal has yet to say so), and marked, with no handle
- * recorded any more, it would pass for a crash's leftover. Inodes no
- * longer there, or lento without CAP_DAC_READ_SEARCH: nothing to do.
+ * recorded any more, it would pass for a crash's leftover. An inode no
+ * longer there: nothing to do. Cannot: -errno.
  */
 static int unmark_one(void *arg, int type, const void *handle, size_t len)
 {
@@ -2272,9 +2333,9 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len)
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
-	int fd;
+	int fd, err;
 
-	if (c->mntfd < 0 || len > MAX_HANDLE_SZ)
+	if (!c->marks || len > MAX_HANDLE_SZ)
 		return 0;
 	h.fh.handle_bytes = (unsigned int)len;
 	h.fh.handle_type = type;
@@ -2282,10 +2343,11 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len)
 	fd = open_by_handle_at(c->mntfd, &h.fh, O_PATH | O_NOFOLLOW |
 			       O_CLOEXEC);
 	if (fd < 0)
-		return 0;
-	cache_fremovexattr(fd, MADE_XATTR);
+		return errno == ESTALE || errno == ENOENT ? 0 : -errno;
+	err = cache_fremovexattr(fd, MADE_XATTR);
 	close(fd);
-	return 0;
+	/* Not taken off, the rows stay (the caller's step fails). */
+	return err == -ENODATA ? 0 : err;
 }
 
 /* The object lento made the inode open as @fd for: 0, -ENOENT, -errno. */
@@ -2712,7 +2774,7 @@ static int install_open(struct cache *c, int fd, const char *tmp,
 	err = cache_set_attrs_fd(fd, o);
 	/* Before the server's xattrs, which may fill the room there is. */
 	if (!err && at && !at->lax)
-		err = made_mark(fd, &o->fid);
+		err = made_mark(c, fd, &o->fid);
 	if (!err && xa)
 		err = xattrs_set_fd(fd, xa);
 	err = err ?: parents2(c, tmp, path, &tpfd, &tname, &pfd, &name);

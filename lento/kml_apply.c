@@ -1168,13 +1168,39 @@ static const struct kapply_dirent *listed(const struct kapply *ka,
 }
 
 /* Does the listing have @name as the object @fid? */
+/*
+ * An inode of @h no recorded handle gives, that lento made for @fid (its
+ * mark): @fid's own, installed by a fetch or listing whose commit a crash
+ * lost (not a user's new file). 1 if so, 0 if not, or -errno.
+ */
+static int made_for_fid(struct kapply *ka, const struct kml_fh *h,
+			const struct lento_fid *fid)
+{
+	struct lento_fid made;
+	int fd = open_handle(ka, h), err;
+
+	if (fd < 0)
+		return fd == -ESTALE ? 0 : fd;
+	err = cache_fd_made_for(fd, &made);
+	close(fd);
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	return lento_fid_eq(&made, fid);
+}
+
 static bool listed_as(struct kapply *ka, const char *name,
 		      const struct lento_fid *fid)
 {
 	const struct kapply_dirent *e = listed(ka, name);
 	struct lento_fid now;
+	int err;
 
-	return e && !lookup_handle(ka, &e->h, &now) && lento_fid_eq(&now, fid);
+	if (!e)
+		return false;
+	err = lookup_handle(ka, &e->h, &now);
+	if (!err)
+		return lento_fid_eq(&now, fid);
+	return err == -ENOENT && made_for_fid(ka, &e->h, fid) == 1;
 }
 
 struct stale {
@@ -1636,7 +1662,7 @@ out:
 /* A listed entry whose handle lento does not know: a new object. */
 static int listed_new(struct kapply *ka, const struct who *w,
 		      const struct lento_fid *dir,
-		      const struct kapply_dirent *e)
+		      const struct kapply_dirent *e, bool unknown)
 {
 	struct lento_attr a = { 0 };
 	struct lento_fid made;
@@ -1647,10 +1673,12 @@ static int listed_new(struct kapply *ka, const struct who *w,
 		return fd == -ESTALE ? 0 : fd;	/* gone again: nothing */
 	/*
 	 * lento's own, that a crash kept from being recorded (a listing
-	 * step's): not a user's new object. The directory's next listing
-	 * removes it.
+	 * step's): not a user's new object. The directory's next full
+	 * listing removes it. (A handle known for an object removed here
+	 * is the removal a crash lost: new again, mark or not.)
 	 */
-	err = fstat(fd, &sb) ? -errno : cache_fd_made_for(fd, &made);
+	err = fstat(fd, &sb) ? -errno :
+	      unknown ? cache_fd_made_for(fd, &made) : -ENOENT;
 	close(fd);
 	if (!err) {
 		said_warn(ka, dir, e->name, "not logged: lento made it for "
@@ -1782,6 +1810,12 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 		const struct kapply_dirent *e = &ka->list[i];
 
 		if (!cache_lookup(ka->cache, &dir, e->name, &fid)) {
+			struct lento_fid now;
+
+			/* Its own inode, unrecorded: recorded now. */
+			if (lookup_handle(ka, &e->h, &now) == -ENOENT &&
+			    made_for_fid(ka, &e->h, &fid) == 1)
+				err = record_handle(ka, &fid, &e->h);
 			/* As it was, or moved here just now; or left. */
 			if (!listed_as(ka, e->name, &fid))
 				said_warn(ka, &dir, e->name, "not logged: the "
@@ -1797,7 +1831,7 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 		 * object, so for lento it is a new one now.
 		 */
 		if (err == -ENOENT || (!err && !o.nlink))
-			err = listed_new(ka, &w, &dir, e);
+			err = listed_new(ka, &w, &dir, e, err == -ENOENT);
 		else if (!err)
 			err = listed_known(ka, &w, &dir, e, &o);
 	}

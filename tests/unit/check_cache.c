@@ -1192,10 +1192,53 @@ START_TEST(replace_only_own)
 }
 END_TEST
 
+/*
+ * A directory's rows go with everything below it that has no name
+ * elsewhere: a file linked from outside the tree stays, and so does an
+ * object with changes to reintegrate; a cycle in a broken cache ends.
+ */
+START_TEST(del_tree)
+{
+	struct cache *c = open_cache();
+	struct cache_obj root = obj(fid(1, 1), LENTO_T_DIR, 1),
+			 d = obj(fid(1, 2), LENTO_T_DIR, 1),
+			 e = obj(fid(1, 3), LENTO_T_DIR, 1),
+			 f = obj(fid(1, 4), LENTO_T_REG, 1),
+			 g = obj(fid(1, 5), LENTO_T_REG, 1),
+			 x = obj(fid(1, 6), LENTO_T_REG, 1), got;
+	const struct cache_obj *all[] = { &d, &e, &f, &g, &x };
+
+	add_volume(c);
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		ck_assert_int_eq(cache_obj_put(c, all[i], NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_put_dirty(c, &x, 1), 0);
+	ck_assert_int_eq(cache_obj_get(c, &x.fid, &got, NULL, 0), 0);
+	ck_assert(got.dirty);
+	ck_assert_int_eq(cache_dirent_put(c, &root.fid, "d", &d.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &d.fid, "e", &e.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e.fid, "f", &f.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e.fid, "f2", &f.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e.fid, "g", &g.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &root.fid, "g", &g.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e.fid, "x", &x.fid), 0);
+	ck_assert_int_eq(cache_dirent_put(c, &e.fid, "up", &d.fid), 0);
+	ck_assert_int_eq(cache_dirent_del(c, &root.fid, "d"), 0);
+	ck_assert_int_eq(cache_obj_del_tree(c, &d.fid), 0);
+	ck_assert_int_eq(cache_obj_get(c, &d.fid, &got, NULL, 0), -ENOENT);
+	ck_assert_int_eq(cache_obj_get(c, &e.fid, &got, NULL, 0), -ENOENT);
+	ck_assert_int_eq(cache_obj_get(c, &f.fid, &got, NULL, 0), -ENOENT);
+	ck_assert_int_eq(cache_obj_get(c, &g.fid, &got, NULL, 0), 0);
+	ck_assert_int_eq(cache_name_count(c, &g.fid), 1);
+	ck_assert_int_eq(cache_obj_get(c, &x.fid, &got, NULL, 0), 0);
+	ck_assert_int_eq(cache_obj_get(c, &root.fid, &got, NULL, 0), 0);
+	cache_close(c);
+}
+END_TEST
+
 static bool only_f(void *arg, const char *name)
 {
 	(void)arg;
-	return !strcmp(name, "f");
+	return !strcmp(name, "f") || !strcmp(name, "m");
 }
 
 /*
@@ -1269,15 +1312,36 @@ START_TEST(crash_leftovers)
 	snprintf(p, sizeof(p), "%s/vol/users", dir);
 	ck_assert_int_eq(lgetxattr(p, "trusted.presto.fid", mark,
 				   sizeof(mark)), -1);
+	/* The same when a volume's removed objects are purged. */
+	k.nlink = 0;
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/k", &k, NULL, NULL,
+					      &ks, NULL), 0);
+	ck_assert_int_eq(cache_obj_put(c, &k, NULL, 0), 0);
+	ck_assert_int_eq(cache_handle_update(c, &k.fid, "vol/k"), 0);
+	ck_assert_int_eq(renameat(dfd, "vol/k", dfd, "vol/users2"), 0);
+	ck_assert_int_eq(cache_purge(c, 1), 0);
+	snprintf(p, sizeof(p), "%s/vol/users2", dir);
+	ck_assert_int_eq(lgetxattr(p, "trusted.presto.fid", mark,
+				   sizeof(mark)), -1);
+	/* g's install in place of f's inode at m, never committed. */
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/m", &g, NULL, NULL,
+					      &gs, NULL), 0);
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/m", &f, NULL, NULL,
+					      &own, NULL), -ESTALE);
 	/* The next run (a clock tick on): the rows have f; g and d go. */
 	cache_close(c);
 	nanosleep(&(struct timespec){ 0, 30 * 1000 * 1000 }, NULL);
 	c = open_cache();
 	dfd = cache_dirfd(c);
+	/* An earlier run's, marked for another: f's inode goes in. */
+	ck_assert_int_eq(cache_placeholder_fd(c, "vol/m", &f, NULL, NULL,
+					      &own, NULL), 0);
 	ck_assert_int_eq(cache_drop_strays(c, "vol", only_f, NULL, &stuck), 2);
 	ck_assert_int_eq(fstatat(dfd, "vol/f", &sb, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/u", &sb, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/users", &sb, AT_SYMLINK_NOFOLLOW),
+			 0);
+	ck_assert_int_eq(fstatat(dfd, "vol/users2", &sb, AT_SYMLINK_NOFOLLOW),
 			 0);
 	ck_assert_int_eq(fstatat(dfd, "vol/g", &sb, AT_SYMLINK_NOFOLLOW), -1);
 	ck_assert_int_eq(fstatat(dfd, "vol/d", &sb, AT_SYMLINK_NOFOLLOW), -1);
@@ -1557,6 +1621,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, placeholder_identity);
 	tcase_add_test(tc, replace_only_own);
 	tcase_add_test(tc, crash_leftovers);
+	tcase_add_test(tc, del_tree);
 	tcase_add_test(tc, xattrs_read_fd);
 	tcase_add_test(tc, quarantine_list_drop);
 	tcase_add_test(tc, quarantine_drop_cut_short);

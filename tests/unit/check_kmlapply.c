@@ -847,6 +847,48 @@ START_TEST(recovery_leftover_is_not_new)
 }
 END_TEST
 
+/*
+ * A crash kept a fetch's new inode of "a" from being recorded: in the
+ * lower, "a" is an inode lento made for a (its mark), no handle known.
+ * The restated listing takes it for a's own: nothing logged (no UNLINK
+ * of a, no CREATE), and its handle recorded for a.
+ */
+START_TEST(recovery_own_unrecorded_inode)
+{
+	static const unsigned char mark[16] = { VOL, 0, 0, 0, 0, 0, 0, 0, 2 };
+	struct lento_fid a = { VOL, 0, 2 }, hf;
+	struct kml_fh ah, nh;
+	uint64_t two = 2;
+	char path[256], tmp[256];
+	struct run run;
+	uint8_t b[8];
+	int fd;
+
+	ah = materialise_a(path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s/vol/a.new", dir);
+	fd = open(tmp, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	if (setxattr(tmp, "trusted.presto.fid", mark, sizeof(mark), 0))
+		return;		/* no trusted xattrs here */
+	ck_assert_int_eq(rename(tmp, path), 0);
+	nh = real_handle("vol/a");
+	ck_assert_uint_ne(nh.ino, ah.ino);
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, nh, "a", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+	ck_assert_int_eq(nrecs, 0);
+	hf = at(&root, "a");
+	ck_assert(lento_fid_eq(&hf, &a));
+	kapply_handle(nh.ino, nh.gen, b);
+	ck_assert_int_eq(cache_handle_lookup(c, KAPPLY_HTYPE, b, 8, &hf), 0);
+	ck_assert(lento_fid_eq(&hf, &a));
+}
+END_TEST
+
 START_TEST(recovery_moved)
 {
 	struct lento_fid a = { VOL, 0, 2 }, d = { VOL, 0, 3 };
@@ -940,6 +982,19 @@ START_TEST(recovery_removal_lost)
 	struct run run;
 
 	ah = materialise_a(path, sizeof(path));
+	/*
+	 * Second round: a placed it, with its mark (as for every file
+	 * lento installs in a fileset); the removal a crash lost makes it
+	 * new all the same.
+	 */
+	if (_i) {
+		static const unsigned char mark[16] = { VOL, 0, 0, 0, 0, 0, 0,
+							 0, 2 };
+
+		if (setxattr(path, "trusted.presto.fid", mark, sizeof(mark),
+			     0))
+			return;		/* no trusted xattrs here */
+	}
 	r.fh[PRESTO_KML_FH_DIR] = root_h;
 	r.fh[PRESTO_KML_FH_OBJ] = ah;
 	r.attr.valid = PRESTO_KML_A_NLINK | PRESTO_KML_A_CTIME;
@@ -1752,9 +1807,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, listing_of_an_unknown_directory_passes);
 	tcase_add_test(tc, recovery_block);
 	tcase_add_test(tc, recovery_leftover_is_not_new);
+	tcase_add_test(tc, recovery_own_unrecorded_inode);
 	tcase_add_test(tc, recovery_moved);
 	tcase_add_test(tc, recovery_moved_into_new_dir);
-	tcase_add_test(tc, recovery_removal_lost);
+	tcase_add_loop_test(tc, recovery_removal_lost, 0, 2);
 	tcase_add_test(tc, recovery_gone_dir);
 	tcase_add_test(tc, recovery_gone_deep);
 	tcase_add_test(tc, recovery_moved_beside_a_renamed_dir);
