@@ -1150,7 +1150,26 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 					o.type != LENTO_T_DIR);
 	o.used_ms = have ? old.used_ms : wall_ms();
 	err = join(path, dirpath, e->de.name);
-	if (!err && have && !same_name && old.type == LENTO_T_DIR) {
+	if (err)
+		return err;
+	/*
+	 * Its name gone from a fileset's disk: a user removed or moved it
+	 * through presto, and the journal has yet to say so. Put back, it
+	 * would come back to life there, and stay when the journal's
+	 * removal reaches the rows: left to the journal. (A device that
+	 * lento may not make is listed only, never on the disk.)
+	 */
+	if (have && same_name && old.type != LENTO_T_CHR &&
+	    old.type != LENTO_T_BLK && !listing_at(cl, &o.fid).lax) {
+		struct stat sb;
+
+		err = cache_lstat(cl->cache, path, &sb);
+		if (err == -ENOENT)
+			return 0;
+		if (err)
+			return err;
+	}
+	if (have && !same_name && old.type == LENTO_T_DIR) {
 		err = dir_moved(cl, &o.fid, path);
 		err = err < 0 ? err : 0;
 	}
