@@ -689,11 +689,15 @@ static int make_dirs(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
+/* lento's mark on the inodes it installs: below, made_mark(). */
+#define MADE_XATTR	"trusted.presto.fid"
+#define MADE_LEN	16
+
 /*
- * Can lento take its mark off an inode it finds by handle (it needs
- * CAP_DAC_READ_SEARCH for open_by_handle_at())? Only then does it mark
- * (made_mark()): a mark it could not take off when the object's rows go
- * would make a user's file look like a crash's leftover.
+ * Can lento take its mark off a file it finds by handle (it needs
+ * CAP_DAC_READ_SEARCH for open_by_handle_at(), CAP_SYS_ADMIN for trusted
+ * xattrs)? Tried on a file of its own. Only then does it mark
+ * (made_mark()).
  */
 static bool can_unmark(struct cache *c)
 {
@@ -701,16 +705,24 @@ static bool can_unmark(struct cache *c)
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
-	int mount_id, fd;
+	char tmp[CACHE_PATH_MAX];
+	int mount_id, fd = cache_tmpfile(c, tmp), by = -1;
+	bool can;
 
-	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (c->mntfd < 0 || cache_fd_handle(c->mntfd, &h.fh, &mount_id))
-		return false;
-	fd = open_by_handle_at(c->mntfd, &h.fh, O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		return false;
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	can = c->mntfd >= 0 && !cache_fd_handle(fd, &h.fh, &mount_id);
+	if (can)
+		by = open_by_handle_at(c->mntfd, &h.fh, O_PATH | O_NOFOLLOW |
+				       O_CLOEXEC);
+	can = by >= 0 && !cache_fsetxattr(by, MADE_XATTR, "probe", 5) &&
+	      !cache_fremovexattr(by, MADE_XATTR);
+	if (by >= 0)
+		close(by);
 	close(fd);
-	return true;
+	cache_unlink(c, tmp, 0);
+	return can;
 }
 
 int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
@@ -736,10 +748,11 @@ int cache_open(const char *dir, struct cache **out, char *err, size_t errlen)
 		return e;
 	}
 	c->mntfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	c->marks = can_unmark(c);
 	e = db_open(c, dir, err, errlen);
 	if (!e)
 		e = empty_tmp(c, dir, err, errlen);
+	if (!e)
+		c->marks = can_unmark(c);
 	if (e) {
 		cache_close(c);
 		return e;
@@ -1703,13 +1716,16 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len);
 
 int cache_obj_del(struct cache *c, const struct lento_fid *fid)
 {
-	int err = cache_handles(c, fid, unmark_one, c);
+	/*
+	 * A mark that did not come off keeps its handle's row: the inode,
+	 * recorded, is then never taken for a crash's leftover (it names
+	 * an object the rows no longer have, as another object's inode).
+	 */
+	bool unmarked = !cache_handles(c, fid, unmark_one, c);
 
-	if (err)
-		return err;
 	return fid_run(c, S_OBJ_DEL, fid) ?:
 	       fid_run(c, S_OBJ_DEL_NAMES, fid) ?:
-	       fid_run(c, S_OBJ_DEL_HANDLES, fid);
+	       (unmarked ? fid_run(c, S_OBJ_DEL_HANDLES, fid) : 0);
 }
 
 struct fid_stack {
@@ -1884,13 +1900,13 @@ int cache_purge(struct cache *c, uint32_t volume)
 	int err;
 
 	names_purge(c, volume);
-	err = purge_unmark(c, volume);
-	if (err)
-		return err;
-	sqlite3_bind_int64(stmt(c, S_PURGE_HANDLES), 1, volume);
-	err = run(c, S_PURGE_HANDLES);
-	if (err)
-		return err;
+	/* As in cache_obj_del(): not unmarked, the handles stay. */
+	if (!purge_unmark(c, volume)) {
+		sqlite3_bind_int64(stmt(c, S_PURGE_HANDLES), 1, volume);
+		err = run(c, S_PURGE_HANDLES);
+		if (err)
+			return err;
+	}
 	sqlite3_bind_int64(stmt(c, S_PURGE), 1, volume);
 	return run(c, S_PURGE);
 }
@@ -2280,8 +2296,6 @@ static int fd_fid(struct cache *c, int fd, struct lento_fid *fid)
  * through presto, which the journal has yet to tell lento of.
  * Little-endian: volume (u32), client (u32), seq (u64).
  */
-#define MADE_XATTR	"trusted.presto.fid"
-#define MADE_LEN	16
 
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
@@ -2324,7 +2338,8 @@ static int made_mark(const struct cache *c, int fd,
  * The mark off an inode of an object whose rows go: a user may have
  * renamed it (the journal has yet to say so), and marked, with no handle
  * recorded any more, it would pass for a crash's leftover. An inode no
- * longer there: nothing to do. Cannot: -errno.
+ * longer there, or unmarked: 0. Not known to be unmarked: -errno, and
+ * the caller keeps the handle's row (cache_obj_del()).
  */
 static int unmark_one(void *arg, int type, const void *handle, size_t len)
 {
@@ -2333,10 +2348,12 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len)
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
-	int fd, err;
+	uint8_t v[MADE_LEN];
+	ssize_t n;
+	int fd, err = 0;
 
 	if (!c->marks || len > MAX_HANDLE_SZ)
-		return 0;
+		return -EOPNOTSUPP;	/* this run cannot tell */
 	h.fh.handle_bytes = (unsigned int)len;
 	h.fh.handle_type = type;
 	memcpy(h.fh.f_handle, handle, len);
@@ -2344,9 +2361,12 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len)
 			       O_CLOEXEC);
 	if (fd < 0)
 		return errno == ESTALE || errno == ENOENT ? 0 : -errno;
-	err = cache_fremovexattr(fd, MADE_XATTR);
+	n = cache_fgetxattr(fd, MADE_XATTR, v, sizeof(v));
+	if (n >= 0)
+		err = cache_fremovexattr(fd, MADE_XATTR);
+	else if (n != -ENODATA && n != -EOPNOTSUPP)
+		err = (int)n;
 	close(fd);
-	/* Not taken off, the rows stay (the caller's step fails). */
 	return err == -ENODATA ? 0 : err;
 }
 
@@ -3131,6 +3151,15 @@ int cache_drop_strays(struct cache *c, const char *dirpath,
 	struct dirent *de;
 	DIR *d;
 
+	/*
+	 * A run that cannot take marks off (nor set them) left them on
+	 * inodes whose rows went: marks prove nothing then.
+	 */
+	if (!c->marks) {
+		if (dfd >= 0)
+			close(dfd);
+		return 0;
+	}
 	if (dfd < 0)
 		return dfd == -ENOENT || dfd == -ENOTDIR ? 0 : dfd;
 	d = fdopendir(dfd);

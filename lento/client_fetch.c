@@ -1159,13 +1159,15 @@ static int take_entry(struct client *cl, struct job *j, const char *dirpath,
 	 * removal reaches the rows: left to the journal. (A device that
 	 * lento may not make is listed only, never on the disk.)
 	 */
-	if (have && same_name && old.type != LENTO_T_CHR &&
+	if (have && same_name && !same && old.type != LENTO_T_CHR &&
 	    old.type != LENTO_T_BLK && !listing_at(cl, &o.fid).lax) {
 		struct stat sb;
 
 		err = cache_lstat(cl->cache, path, &sb);
+		/* Not current: checked again when next used. */
 		if (err == -ENOENT)
-			return 0;
+			return cache_obj_set_state(cl->cache, &o.fid, false,
+						   old.data);
 		if (err)
 			return err;
 	}
@@ -1345,6 +1347,21 @@ static int listing_begin(struct job *j, const struct cache_obj *d,
 	 * changes after a lookup, which needs the listing): it goes in whole.
 	 */
 	li->keep_names = d->dirty && d->data;
+	/*
+	 * Gone from a fileset's disk: moved or removed through presto, the
+	 * journal not read yet. Made again here it would be an empty
+	 * directory beside the one the user has: not listed until the
+	 * journal says where it went.
+	 */
+	if (!at.lax && strchr(dirpath, '/')) {
+		struct stat sb;
+
+		err = cache_lstat(cl->cache, dirpath, &sb);
+		if (err == -ENOENT)
+			return -ESTALE;
+		if (err)
+			return err;
+	}
 	if (!d->dirty) {
 		obj_from_status(&nd, &li->dir);
 		/* Kept if there, if it is this directory; xattrs by inode. */

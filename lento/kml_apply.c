@@ -1200,7 +1200,8 @@ static bool listed_as(struct kapply *ka, const char *name,
 	err = lookup_handle(ka, &e->h, &now);
 	if (!err)
 		return lento_fid_eq(&now, fid);
-	return err == -ENOENT && made_for_fid(ka, &e->h, fid) == 1;
+	/* Not known to be another's (an error): kept, nothing logged. */
+	return err != -ENOENT || made_for_fid(ka, &e->h, fid) != 0;
 }
 
 struct stale {
