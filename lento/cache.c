@@ -24,8 +24,8 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
-#include <time.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/openat2.h>
@@ -691,7 +691,6 @@ static int make_dirs(const char *dir, char *err, size_t errlen)
 
 /* lento's mark on the inodes it installs: below, made_mark(). */
 #define MADE_XATTR	"trusted.presto.fid"
-#define MADE_LEN	16
 
 /*
  * Can lento take its mark off a file it finds by handle (it needs
@@ -2286,45 +2285,27 @@ static int fd_fid(struct cache *c, int fd, struct lento_fid *fid)
 					  h.fh.handle_bytes, fid);
 }
 
-/*
- * Every inode lento installs carries the fid of the object it was made
- * for, in an xattr of presto's (trusted.presto.*: no user sets or reads
- * those through a presto mount), set before it takes its name. Its
- * handle is recorded in the same transaction as the rows that name it;
- * a crash between the two leaves an inode no recorded handle gives.
- * The mark tells that leftover from an inode a user made under the name
- * through presto, which the journal has yet to tell lento of.
- * Little-endian: volume (u32), client (u32), seq (u64).
- */
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static bool xattr_unholdable(int err);
 
+/*
+ * Every inode lento installs where an unknown inode is not its to replace
+ * carries the fid of the object it was made for (its blob, blob.h), in an
+ * xattr of presto's (trusted.presto.*: no user sets or reads those
+ * through a presto mount), set before it takes its name. Its handle is
+ * recorded in the same transaction as the rows that name it; a crash
+ * between the two leaves an inode no recorded handle gives. The mark
+ * tells that leftover from an inode a user made under the name through
+ * presto, which the journal has yet to tell lento of.
+ */
 static int made_mark(const struct cache *c, int fd,
 		     const struct lento_fid *fid)
 {
-	uint8_t v[MADE_LEN];
+	uint8_t v[FID_BLOB];
 	int err;
 
 	if (!c->marks)
 		return 0;
-	put_le(v, fid->volume, 4);
-	put_le(v + 4, fid->client, 4);
-	put_le(v + 8, fid->seq, 8);
+	fid_encode(v, fid);
 	err = cache_fsetxattr(fd, MADE_XATTR, v, sizeof(v));
 	/*
 	 * A lento without CAP_SYS_ADMIN, a file system without trusted
@@ -2348,7 +2329,7 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len)
 		struct file_handle fh;
 		unsigned char buf[MAX_HANDLE_SZ];
 	} h;
-	uint8_t v[MADE_LEN];
+	uint8_t v[FID_BLOB];
 	ssize_t n;
 	int fd, err = 0;
 
@@ -2370,21 +2351,17 @@ static int unmark_one(void *arg, int type, const void *handle, size_t len)
 	return err == -ENODATA ? 0 : err;
 }
 
-/* The object lento made the inode open as @fd for: 0, -ENOENT, -errno. */
-static int made_for(int fd, struct lento_fid *fid)
+int cache_fd_made_for(int fd, struct lento_fid *fid)
 {
-	uint8_t v[MADE_LEN];
+	uint8_t v[FID_BLOB];
 	ssize_t n = cache_fgetxattr(fd, MADE_XATTR, v, sizeof(v));
 
-	if (n == -ENODATA || n == -EOPNOTSUPP || n == -ERANGE ||
-	    (n >= 0 && n != (ssize_t)sizeof(v)))
-		return -ENOENT;		/* none, or not lento's */
+	if (n == -ENODATA || n == -EOPNOTSUPP || n == -ERANGE)
+		return -ENOENT;		/* none */
 	if (n < 0)
 		return (int)n;
-	fid->volume = (uint32_t)get_le(v, 4);
-	fid->client = (uint32_t)get_le(v + 4, 4);
-	fid->seq = get_le(v + 8, 8);
-	return 0;
+	/* Not a fid's length: not lento's. */
+	return fid_decode(v, (size_t)n, fid) ? -ENOENT : 0;
 }
 
 /* Has the inode open as @fd not changed since this run began? 1, 0. */
@@ -2399,11 +2376,6 @@ static int earlier_run(const struct cache *c, int fd)
 		sb.st_ctim.tv_nsec < c->opened.tv_nsec);
 }
 
-int cache_fd_made_for(int fd, struct lento_fid *fid)
-{
-	return made_for(fd, fid);
-}
-
 /*
  * An inode no recorded handle gives: lento's own, its handle's row lost
  * to a crash? 0 if so, -ESTALE if not, or -errno. Marked for @fid, it
@@ -2416,7 +2388,7 @@ static int made_lost(const struct cache *c, int fd,
 		     const struct lento_fid *fid)
 {
 	struct lento_fid got;
-	int err = made_for(fd, &got);
+	int err = cache_fd_made_for(fd, &got);
 
 	if (err)
 		return err == -ENOENT ? -ESTALE : err;
@@ -3128,7 +3100,7 @@ static int drop_stray(struct cache *c, int dfd, const char *dirpath,
 	 * happens).
 	 */
 	if (err == -ENOENT)
-		err = made_for(fd, &fid) ?: earlier_run(c, fd);
+		err = cache_fd_made_for(fd, &fid) ?: earlier_run(c, fd);
 	else
 		err = err == -EOPNOTSUPP || !err ? 0 : err;
 	close(fd);
@@ -3146,8 +3118,7 @@ int cache_drop_strays(struct cache *c, const char *dirpath,
 		      bool (*known)(void *arg, const char *name), void *arg,
 		      int *stuck)
 {
-	int dfd = cache_open_obj(c, dirpath, O_RDONLY | O_DIRECTORY, 0);
-	int err = 0, n = 0;
+	int dfd, err = 0, n = 0;
 	struct dirent *de;
 	DIR *d;
 
@@ -3155,11 +3126,9 @@ int cache_drop_strays(struct cache *c, const char *dirpath,
 	 * A run that cannot take marks off (nor set them) left them on
 	 * inodes whose rows went: marks prove nothing then.
 	 */
-	if (!c->marks) {
-		if (dfd >= 0)
-			close(dfd);
+	if (!c->marks)
 		return 0;
-	}
+	dfd = cache_open_obj(c, dirpath, O_RDONLY | O_DIRECTORY, 0);
 	if (dfd < 0)
 		return dfd == -ENOENT || dfd == -ENOTDIR ? 0 : dfd;
 	d = fdopendir(dfd);

@@ -774,27 +774,21 @@ static int ent_cmp(const void *a, const void *b)
 		      ((const struct lp_dirent *)b)->de.name);
 }
 
-/* Is (name, fid) in the new listing (sorted by name)? */
+static int old_name_cmp(const void *name, const void *oe)
+{
+	return strcmp(name, ((const struct old_ent *)oe)->name);
+}
+
 /* Has @arg, a struct old_list in name order (cache_readdir()), @name? */
 static bool old_has(void *arg, const char *name)
 {
 	const struct old_list *ol = arg;
-	size_t lo = 0, hi = ol->n;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int cmp = strcmp(name, ol->e[mid].name);
-
-		if (!cmp)
-			return true;
-		if (cmp < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return false;
+	return ol->n && bsearch(name, ol->e, ol->n, sizeof(*ol->e),
+				old_name_cmp);
 }
 
+/* Is (name, fid) in the new listing (sorted by name)? */
 static bool listed(const struct listing *li, const struct old_ent *oe)
 {
 	struct lp_dirent key;

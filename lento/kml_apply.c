@@ -1167,7 +1167,6 @@ static const struct kapply_dirent *listed(const struct kapply *ka,
 		       dirent_cmp);
 }
 
-/* Does the listing have @name as the object @fid? */
 /*
  * An inode of @h no recorded handle gives, that lento made for @fid (its
  * mark): @fid's own, installed by a fetch or listing whose commit a crash
@@ -1188,20 +1187,32 @@ static int made_for_fid(struct kapply *ka, const struct kml_fh *h,
 	return lento_fid_eq(&made, fid);
 }
 
+/*
+ * Is the listed entry @e the object @fid? 1 by its recorded handle, 2 by
+ * lento's mark (made_for_fid(): its handle to be recorded), 0 if not.
+ * Not known to be another's (an error): 1, kept, nothing logged.
+ */
+static int entry_is(struct kapply *ka, const struct kapply_dirent *e,
+		    const struct lento_fid *fid)
+{
+	struct lento_fid now;
+	int err = lookup_handle(ka, &e->h, &now);
+
+	if (!err)
+		return lento_fid_eq(&now, fid);
+	if (err != -ENOENT)
+		return 1;
+	err = made_for_fid(ka, &e->h, fid);
+	return err < 0 ? 1 : err ? 2 : 0;
+}
+
+/* Does the listing have @name as the object @fid? */
 static bool listed_as(struct kapply *ka, const char *name,
 		      const struct lento_fid *fid)
 {
 	const struct kapply_dirent *e = listed(ka, name);
-	struct lento_fid now;
-	int err;
 
-	if (!e)
-		return false;
-	err = lookup_handle(ka, &e->h, &now);
-	if (!err)
-		return lento_fid_eq(&now, fid);
-	/* Not known to be another's (an error): kept, nothing logged. */
-	return err != -ENOENT || made_for_fid(ka, &e->h, fid) != 0;
+	return e && entry_is(ka, e, fid);
 }
 
 struct stale {
@@ -1811,14 +1822,13 @@ static int apply_listing(struct kapply *ka, const struct kml_record *r)
 		const struct kapply_dirent *e = &ka->list[i];
 
 		if (!cache_lookup(ka->cache, &dir, e->name, &fid)) {
-			struct lento_fid now;
+			int is = entry_is(ka, e, &fid);
 
 			/* Its own inode, unrecorded: recorded now. */
-			if (lookup_handle(ka, &e->h, &now) == -ENOENT &&
-			    made_for_fid(ka, &e->h, &fid) == 1)
+			if (is == 2)
 				err = record_handle(ka, &fid, &e->h);
 			/* As it was, or moved here just now; or left. */
-			if (!listed_as(ka, e->name, &fid))
+			else if (!is)
 				said_warn(ka, &dir, e->name, "not logged: the "
 				     "lower has another object here, but the "
 				     "name stays the one left as it is");

@@ -85,7 +85,6 @@
 #include "vv.h"
 #include "worker.h"
 
-
 struct batch {
 	struct client *cl;
 	uint32_t volume;

@@ -703,6 +703,35 @@ static void resync_as_is(const char *path, struct kml_fh h)
  * "a" (fid { VOL, 0, 2 }) materialised in the lower at @path (its full
  * path, made here) and recorded by its real handle, which is returned.
  */
+/*
+ * lento's mark for @f on the file at @path, as it installs files in a
+ * fileset: false where trusted xattrs cannot be set (nothing to test).
+ */
+static bool set_mark(const char *path, struct lento_fid f)
+{
+	uint8_t b[FID_BLOB];
+
+	fid_encode(b, &f);
+	return !setxattr(path, "trusted.presto.fid", b, sizeof(b), 0);
+}
+
+/*
+ * The root restated after a crash as "d" and "a" (handle @ah), consumed,
+ * and the CML listed (recs, nrecs).
+ */
+static void restate_d_a(struct kml_fh ah)
+{
+	uint64_t two = 2;
+	struct run run;
+
+	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
+	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
+		  NULL, 0);
+	recovered(PRESTO_KML_DIRENT, root_h, ah, "a", S_IFREG | 0644, NULL, 0);
+	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
+	list_cml();
+}
+
 static struct kml_fh materialise_a(char *path, size_t size)
 {
 	const struct lento_fid a = { VOL, 0, 2 };
@@ -804,8 +833,6 @@ END_TEST
  */
 START_TEST(recovery_leftover_is_not_new)
 {
-	static const unsigned char mark[16] = { VOL, 0, 0, 0, 9, 0, 0, 0,
-						 77 };
 	struct kml_fh nh, lh;
 	uint64_t n3 = 3;
 	char path[256], left[256];
@@ -820,7 +847,7 @@ START_TEST(recovery_leftover_is_not_new)
 	fd = open(left, O_CREAT | O_WRONLY, 0600);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	if (setxattr(left, "trusted.presto.fid", mark, sizeof(mark), 0))
+	if (!set_mark(left, (struct lento_fid){ VOL, 9, 77 }))
 		return;		/* no trusted xattrs here: nothing to test */
 	nh = real_handle("vol/new");
 	lh = real_handle("vol/left");
@@ -855,12 +882,9 @@ END_TEST
  */
 START_TEST(recovery_own_unrecorded_inode)
 {
-	static const unsigned char mark[16] = { VOL, 0, 0, 0, 0, 0, 0, 0, 2 };
 	struct lento_fid a = { VOL, 0, 2 }, hf;
 	struct kml_fh ah, nh;
-	uint64_t two = 2;
 	char path[256], tmp[256];
-	struct run run;
 	uint8_t b[8];
 	int fd;
 
@@ -869,17 +893,12 @@ START_TEST(recovery_own_unrecorded_inode)
 	fd = open(tmp, O_CREAT | O_WRONLY, 0644);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	if (setxattr(tmp, "trusted.presto.fid", mark, sizeof(mark), 0))
+	if (!set_mark(tmp, a))
 		return;		/* no trusted xattrs here */
 	ck_assert_int_eq(rename(tmp, path), 0);
 	nh = real_handle("vol/a");
 	ck_assert_uint_ne(nh.ino, ah.ino);
-	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
-	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
-		  NULL, 0);
-	recovered(PRESTO_KML_DIRENT, root_h, nh, "a", S_IFREG | 0644, NULL, 0);
-	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
-	list_cml();
+	restate_d_a(nh);
 	ck_assert_int_eq(nrecs, 0);
 	hf = at(&root, "a");
 	ck_assert(lento_fid_eq(&hf, &a));
@@ -977,9 +996,7 @@ START_TEST(recovery_removal_lost)
 	struct kmlgen_rec r = { .op = PRESTO_KML_UNLINK, .time_ns = T0,
 				.name = "a" };
 	struct kml_fh ah;
-	uint64_t two = 2;
 	char path[256];
-	struct run run;
 
 	ah = materialise_a(path, sizeof(path));
 	/*
@@ -987,24 +1004,13 @@ START_TEST(recovery_removal_lost)
 	 * lento installs in a fileset); the removal a crash lost makes it
 	 * new all the same.
 	 */
-	if (_i) {
-		static const unsigned char mark[16] = { VOL, 0, 0, 0, 0, 0, 0,
-							 0, 2 };
-
-		if (setxattr(path, "trusted.presto.fid", mark, sizeof(mark),
-			     0))
-			return;		/* no trusted xattrs here */
-	}
+	if (_i && !set_mark(path, a))
+		return;		/* no trusted xattrs here */
 	r.fh[PRESTO_KML_FH_DIR] = root_h;
 	r.fh[PRESTO_KML_FH_OBJ] = ah;
 	r.attr.valid = PRESTO_KML_A_NLINK | PRESTO_KML_A_CTIME;
 	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
-	recovered(PRESTO_KML_RESYNC_DIR, root_h, root_h, NULL, 0, &two, 8);
-	recovered(PRESTO_KML_DIRENT, root_h, fh(11), "d", S_IFDIR | 0755,
-		  NULL, 0);
-	recovered(PRESTO_KML_DIRENT, root_h, ah, "a", S_IFREG | 0644, NULL, 0);
-	ck_assert_int_eq(consume_upto(g.next_seq - 1, &run), 0);
-	list_cml();
+	restate_d_a(ah);
 	ck_assert_int_eq(nrecs, 2);
 	ck_assert_int_eq(recs[0].op, LENTO_OP_UNLINK);
 	ck_assert(lento_fid_eq(&recs[0].obj, &a));
