@@ -1085,6 +1085,7 @@ static void tick(struct lo_loop *loop, void *arg)
 			 "grows until a checkpoint succeeds", strerror(-err));
 	conn_tick(cl->conn, now);
 	kclient_tick(cl, now);
+	listings_journal_moved(cl, NULL);	/* bounded waits end */
 	tick_took("the kernel's filesets", now);
 	permits_tick(cl, now);
 	reint_kick(cl);

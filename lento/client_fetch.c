@@ -45,6 +45,7 @@
 #include "vv.h"
 
 #define EVICT_BATCH	256
+#define LISTING_JOURNAL_MS	10000	/* listing_journal() */
 
 static void job_msg(struct job *j, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -592,6 +593,13 @@ struct listing {
 	struct made_name *made;
 	size_t nmade, capmade;
 	struct fidset made_fids;	/* their objects new to the rows */
+	/*
+	 * In a fileset, not applied before lento read what presto logged
+	 * until the reply came (listing_journal()): when it began to wait
+	 * for that, whether it waits now, whether it is done.
+	 */
+	uint64_t journal_ms;
+	bool journal_wait, journal_read;
 };
 
 /* A BREAK of @fid, heard while listing job @j lives. */
@@ -1680,6 +1688,57 @@ static void listing_abandon(struct job *j)
 }
 
 /*
+ * Does the listing wait for presto's journal? A user's change made
+ * through the mount is on the disk at once, and in lento's rows once
+ * lento has read its record: before that, a name missing on the disk
+ * looks like one the server removed, a user's new file like a leftover
+ * -- and a file the user removed, which the server renamed, would come
+ * back under its new name. So a fileset's listing is applied once the
+ * journal is read up to a KML_SYNC asked for when the reply came: every
+ * change made before then is in the rows (what comes after is the
+ * listing's steps' to meet, as before). Bounded: a journal that does
+ * not get there in LISTING_JOURNAL_MS lets the listing go on.
+ */
+static bool listing_journal(struct job *j)
+{
+	struct listing *li = j->priv;
+	struct client *cl = j->cl;
+	struct vol *v = vol_by_id(cl, j->volume);
+	uint64_t now = lo_now_ms();
+
+	li->journal_wait = false;
+	if (li->journal_read || !v)
+		return false;
+	if (!li->journal_ms) {
+		li->journal_ms = now;
+		kclient_catch_up(cl, v);
+	}
+	li->journal_read = kclient_journal_read(cl, v);
+	if (!li->journal_read && now - li->journal_ms >= LISTING_JOURNAL_MS) {
+		log_warn("listing " FIDFMT ": applied before presto's journal "
+			 "was read up to date (still not after %d s)",
+			 FIDARG(&j->fid), LISTING_JOURNAL_MS / 1000);
+		li->journal_read = true;
+	}
+	li->journal_wait = !li->journal_read;
+	return li->journal_wait;
+}
+
+void listings_journal_moved(struct client *cl, const struct vol *v)
+{
+	for (struct job *j = cl->jobs; j; j = j->next) {
+		struct listing *li = j->priv;
+
+		if (j->kind != J_READDIR || j->done || !li ||
+		    !li->journal_wait || (v && j->volume != v->cv.id))
+			continue;
+		/* Looked at again after a turn of the loop; now, no room. */
+		if (listing_yield(j))
+			li->journal_wait = false;
+	}
+}
+
+/*
  * A step of applying the listing (@err: the reply failed), then the
  * next after a turn of the loop, or the job's end.
  */
@@ -1688,6 +1747,9 @@ static void listing_next(struct job *j, int err)
 	struct client *cl = j->cl;
 	struct listing *li = j->priv;
 
+	/* Waiting: listings_journal_moved() comes back. */
+	if (!err && !li->next && listing_journal(j))
+		return;
 	err = err ?: listing_turn(j);
 	if (err == 1 && listing_yield(j)) {
 		cl->st.listing_steps++;

@@ -296,6 +296,11 @@ void jobs_break_fid(struct client *cl, const struct lento_fid *fid);
 void jobs_break_volume(struct client *cl, uint32_t volume);
 /* The connection went, and with it every promise the server made. */
 void jobs_conn_lost(struct client *cl);
+/*
+ * presto's journal of @v (NULL: any volume) was read further or cannot
+ * be: the listings waiting for it look again.
+ */
+void listings_journal_moved(struct client *cl, const struct vol *v);
 /* A listing of @dir is being applied: lookups in it wait for it. */
 bool listing_applying(struct client *cl, const struct lento_fid *dir);
 void jobs_free(struct client *cl);
@@ -438,6 +443,13 @@ int kclient_sync(struct op *op);
 void kclient_catch_up(struct client *cl, struct vol *v);
 /* Whether that is done (true at once when @v has no fileset). */
 bool kclient_caught_up(struct client *cl, struct vol *v);
+/*
+ * Whether a listing in @v may be applied: what presto logged before the
+ * last kclient_catch_up() is read, or cannot be (no fileset, a journal
+ * not mounted or broken). kclient_journal_moved() says when to look
+ * again.
+ */
+bool kclient_journal_read(struct client *cl, struct vol *v);
 /* Whether @v's journal can be read: no fileset, or one mounted. */
 bool kclient_journal_live(struct client *cl, struct vol *v);
 

@@ -943,6 +943,10 @@ void kclient_fset_woken(struct client *cl, struct fset *fs)
 
 void kclient_journal_moved(struct client *cl, struct fset *fs)
 {
+	struct vol *v = vol_by_name(cl, fs->volume);
+
+	if (v)
+		listings_journal_moved(cl, v);
 	if (cl->k)
 		uc_rerun(cl, match_kml, fs);
 }

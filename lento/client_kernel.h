@@ -167,7 +167,10 @@ int flags_write(struct client *cl, const char *path, uint32_t flags,
 int flags_write_nlink(struct client *cl, const char *path, uint32_t flags,
 		      uint32_t nlink, uint64_t epoch);
 struct kchan *kclient_chan(struct client *cl);
-/* Upcalls that waited for the journal to be consumed run again. */
+/*
+ * Upcalls and listings that waited for the journal to be consumed look
+ * again.
+ */
 void kclient_journal_moved(struct client *cl, struct fset *fs);
 /* Upcalls that waited for @fs's permit to be given back run again. */
 void kclient_fset_woken(struct client *cl, struct fset *fs);

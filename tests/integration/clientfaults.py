@@ -28,6 +28,10 @@ arms a fault point by writing its name to the client's fault file.
   changes are unread (B waits until the server's lease on A's permit runs
   out, or fails with the mount's timeout); once the journal reads again
   A ships its changes, and both changes are at the server.
+- listing_waits_journal: a client apart from the server removes a file
+  that the server renames meanwhile; back in touch, its lento is behind
+  the journal (injected): the directory's listing waits until the
+  removal is read, and the file does not come back under its new name.
 
 Each case prints "ok - NAME" or "not ok - NAME"; the last line is
 "N passed, N failed". Alone in the VM:
@@ -329,6 +333,77 @@ def case_broken_journal_holds_permit(s):
         check(f.read() == b"A's change\n", "A's held change lost")
     a.mount()
     a.ready()
+
+
+def case_listing_waits_journal(s):
+    """D, apart from the server, removes a file through its mount while
+    its lento does not read the journal (injected: a reader behind);
+    meanwhile the file is renamed at the server. Back in touch, the
+    listing of the directory waits until lento has read the removal, and
+    shows neither name; the removal then conflicts with the rename, and
+    resolved for the server D has the file under its new name. Before,
+    the listing was applied at once: the file the user removed came back
+    under its new name."""
+    proxy = s.t.proxy(s.srv)
+    d = rp.Kclient(s.t.tmp, "d", proxy, os.path.join(s.t.tmp, "mnt-d"))
+    d.faults = os.path.join(s.t.tmp, "d.faults")
+    s.t.procs.append(d)
+    s.more.append(d)
+    d.start(env={"LENTO_TEST_FAULTS": d.faults})
+    d.mount()
+    d.ready()
+    s.c.ctl("mkdir", VOL + "/lw")
+    publish(s, "lw/f", b"f's content\n")
+    s.c.sync()
+    lw = os.path.join(d.mnt, "lw")
+    check(os.listdir(lw) == ["f"], "D lists %s" % os.listdir(lw))
+    with open(os.path.join(lw, "f"), "rb") as f:
+        check(f.read() == b"f's content\n", "D reads f wrong")
+    proxy.cut()
+    wait_until(lambda: d.status()["state"] != "connected", 30,
+               "D noticing it is apart")
+    s.c.ctl("rename", VOL + "/lw/f", VOL + "/lw/g")
+    s.c.sync()
+    arm(d, "kml-stall")
+    os.unlink(os.path.join(lw, "f"))
+    os.sync()               # durable: only lento's reading is behind
+    listings = d.ctl("cache")["listings"]
+    proxy.restore()
+    d.wait_connected(60)
+    wait_until(lambda: d.volstat(VOL)["validated"], 30, "D validated")
+    got = {}
+
+    def lister():
+        try:
+            got["names"] = sorted(os.listdir(lw))
+        except OSError as e:
+            got["err"] = e.errno
+    t = threading.Thread(target=lister)
+    t.start()
+    try:
+        time.sleep(3)
+        check(t.is_alive(), "the listing did not wait for the journal: "
+              "D listed %r" % got)
+        check(d.ctl("cache")["listings"] == listings,
+              "a listing was applied while the journal was unread")
+    finally:
+        os.unlink(d.faults)
+        t.join(60)
+    check(not t.is_alive(), "D's listing still waits after the journal "
+          "was read again")
+    check(got == {"names": []}, "D lists %r, want [] (f removed by the "
+          "user, g its new name at the server)" % got)
+    on_disk = sorted(os.listdir(os.path.join(d.cache, VOL, "lw")))
+    check(on_disk == [], "D's cache holds %s" % on_disk)
+    # The removal meets the rename at the server: a conflict, said.
+    rc, out = d.ctl("sync", ok=False, timeout=120)
+    check(rc == 1 and "conflict" in out, "D's sync: %d %s" % (rc, out))
+    d.ctl("resolve", VOL, "server")
+    d.sync(timeout=120)
+    wait_until(lambda: os.listdir(lw) == ["g"], 30,
+               "D listing g once its removal is dropped")
+    with open(os.path.join(lw, "g"), "rb") as f:
+        check(f.read() == b"f's content\n", "D reads g wrong")
 
 
 CASES = [(n[5:], f) for n, f in list(globals().items())
