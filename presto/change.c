@@ -180,6 +180,12 @@ int presto_change_begin(struct presto_change *chg, struct super_block *sb,
 		if (err)
 			goto fail;
 		chg->permit = true;
+	}
+	if (op == PRESTO_KML_SETATTR && chg->fold &&
+	    presto_kml_foldable(sb, chg->fold, chg->fold_valid,
+				current_cred())) {
+		chg->folding = true;
+	} else if (op) {
 		e = presto_kml_alloc(sb, op, name ? name->len : 0,
 				     name2 ? name2->len : 0, data_len, false,
 				     current_cred());
@@ -326,6 +332,33 @@ static u64 presto_kml_log(struct super_block *sb, struct presto_kml_entry *e,
 }
 
 /*
+ * A SETATTR that reserved no record, as it would fold into the object's
+ * last one: folded now, or if that record went to the disk meanwhile,
+ * logged in a record of its own, owed for a change made (rare: the
+ * thread ran in between; reserving it may pass the log's limit by as
+ * much as a STORE at close may).
+ */
+static u64 presto_change_fold(struct presto_change *chg, u32 valid,
+			      struct inode *obj)
+{
+	struct presto_kml_entry *e;
+	struct presto_kml_attr a;
+	u64 seq;
+
+	if (!obj->i_nlink)	/* nothing about it is logged */
+		return 0;
+	presto_kml_set_attr(&a, valid, obj);
+	seq = presto_kml_fold(chg->sb, &a, obj, current_cred());
+	if (seq)
+		return seq;
+	e = presto_kml_alloc(chg->sb, PRESTO_KML_SETATTR, 0, 0, 0, true,
+			     current_cred());
+	if (IS_ERR(e))		/* a broken log, which says so */
+		return 0;
+	return presto_kml_log(chg->sb, e, 0, valid, NULL, obj, NULL, NULL);
+}
+
+/*
  * Log a successful change, given the lower inodes it concerns: @dir the
  * parent (old parent of a rename), @obj the object, @newdir and @target
  * for a rename. @valid says which of @obj's attributes the record
@@ -339,10 +372,13 @@ u64 presto_change_log(struct presto_change *chg, unsigned int flags,
 	unsigned int i;
 	u64 seq = 0;
 
-	if (chg->rec)
+	if (chg->folding)
+		seq = presto_change_fold(chg, valid, obj);
+	else if (chg->rec)
 		seq = presto_kml_log(chg->sb, chg->rec, flags, valid, dir, obj,
 				     newdir, target);
 	chg->rec = NULL;
+	chg->folding = false;
 	for (i = 0; i < chg->nxattrs; i++)
 		seq = presto_kml_log(chg->sb, chg->xattrs[i], 0,
 				     PRESTO_KML_A_MODE | PRESTO_KML_A_CTIME,

@@ -335,7 +335,10 @@ int presto_setattr(struct user_namespace *userns, struct dentry *dentry,
 	struct inode *inode = d_inode(dentry);
 	struct inode *lower = presto_lower_inode(inode);
 	u32 valid = presto_setattr_valid(attr->ia_valid);
-	struct presto_change chg = { .mark_on = { presto_mark_for(dentry) } };
+	struct presto_change chg = {
+		.mark_on = { presto_mark_for(dentry) },
+		.fold = lower, .fold_valid = valid,
+	};
 	int err;
 
 	err = presto_change_begin(&chg, dentry->d_sb, PRESTO_KML_SETATTR, NULL,

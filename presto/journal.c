@@ -899,6 +899,111 @@ u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e)
 	return seq;
 }
 
+/* Did @cred make @t (the ids and groups presto_kml_set_cred() put)? */
+static bool presto_kml_made_by(const struct presto_kml_entry *t,
+			       const struct cred *cred)
+{
+	const struct presto_kml_rec *r = &t->rec;
+	unsigned int i, n = presto_kml_ngroups(cred);
+	const u8 *p = (const u8 *)r + sizeof(*r) + le16_to_cpu(r->name_len) +
+		      le16_to_cpu(r->name2_len) + le32_to_cpu(r->data_len);
+	bool cut = n && cred->group_info->ngroups > n;
+
+	if (le32_to_cpu(r->uid) != from_kuid(&init_user_ns, cred->fsuid) ||
+	    le32_to_cpu(r->gid) != from_kgid(&init_user_ns, cred->fsgid) ||
+	    le16_to_cpu(r->ngroups) != n ||
+	    !!(r->flags & cpu_to_le16(PRESTO_KML_F_GROUPS_CUT)) != cut)
+		return false;
+	for (i = 0; i < n; i++)
+		if (get_unaligned_le32(p + 4 * i) !=
+		    from_kgid(&init_user_ns, cred->group_info->gid[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Under j->lock: the record a SETATTR of @lower changing @valid, made by
+ * @cred, may fold into (KML.md, "Operations"), or NULL. That is the last
+ * record committed, if the thread has not taken it yet, it is about
+ * @lower and @cred made it, and it says what a SETATTR says: a SETATTR
+ * (then the union of both), or a new object's record, which carries
+ * every attribute and is applied with them -- less the size: a new
+ * object is made empty, and its content comes with a STORE.
+ */
+static struct presto_kml_entry *presto_kml_fold_into(struct presto_journal *j,
+						     struct inode *lower,
+						     u32 valid,
+						     const struct cred *cred)
+{
+	struct presto_kml_entry *t;
+	u16 op;
+
+	if (list_empty(&j->queue))
+		return NULL;
+	t = list_last_entry(&j->queue, struct presto_kml_entry, list);
+	op = le16_to_cpu(t->rec.op);
+	if (le64_to_cpu(t->rec.fh[PRESTO_KML_FH_OBJ].ino) != lower->i_ino ||
+	    le32_to_cpu(t->rec.fh[PRESTO_KML_FH_OBJ].gen) !=
+	    lower->i_generation ||
+	    (t->rec.flags & cpu_to_le16(PRESTO_KML_F_RECOVERED)))
+		return NULL;
+	if (op != PRESTO_KML_SETATTR &&
+	    (!(op == PRESTO_KML_CREATE || op == PRESTO_KML_MKDIR ||
+	       op == PRESTO_KML_MKNOD || op == PRESTO_KML_SYMLINK) ||
+	     (valid & PRESTO_KML_A_SIZE)))
+		return NULL;
+	return presto_kml_made_by(t, cred) ? t : NULL;
+}
+
+/*
+ * Would a SETATTR of @lower changing @valid, made by @cred, fold into
+ * the last record if it were made now? Then it reserves no record of its
+ * own (presto_change_begin()).
+ */
+bool presto_kml_foldable(struct super_block *sb, struct inode *lower,
+			 u32 valid, const struct cred *cred)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	bool fold;
+
+	spin_lock(&j->lock);
+	/* A broken log refuses changes: presto_kml_alloc() says why. */
+	fold = !j->error && presto_kml_fold_into(j, lower, valid, cred);
+	spin_unlock(&j->lock);
+	return fold;
+}
+
+/*
+ * Fold a SETATTR of @lower made by @cred, @a its attributes as the
+ * record would carry them, into the last record, if that may still be
+ * (presto_kml_fold_into()). The record takes the object's attributes as
+ * they are now; its sequence number, returned, is the change's. 0: it
+ * may not any more (the thread took the record, or another came after
+ * it), and the SETATTR needs a record of its own.
+ */
+u64 presto_kml_fold(struct super_block *sb, const struct presto_kml_attr *a,
+		    struct inode *lower, const struct cred *cred)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	u32 valid = le32_to_cpu(a->valid);
+	struct presto_kml_entry *t;
+	u64 seq = 0;
+
+	spin_lock(&j->lock);
+	t = presto_kml_fold_into(j, lower, valid, cred);
+	if (t) {
+		if (le16_to_cpu(t->rec.op) == PRESTO_KML_SETATTR)
+			valid |= le32_to_cpu(t->rec.attr.valid);
+		else
+			valid = le32_to_cpu(t->rec.attr.valid);
+		t->rec.attr = *a;
+		t->rec.attr.valid = cpu_to_le32(valid);
+		seq = le64_to_cpu(t->rec.seq);
+	}
+	spin_unlock(&j->lock);
+	return seq;
+}
+
 /* Wait until every record up to @seq, and its change, is on disk. */
 int presto_journal_wait(struct super_block *sb, u64 seq)
 {

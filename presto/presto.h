@@ -247,6 +247,10 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 					  const struct cred *cred);
 void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e);
 u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e);
+bool presto_kml_foldable(struct super_block *sb, struct inode *lower,
+			 u32 valid, const struct cred *cred);
+u64 presto_kml_fold(struct super_block *sb, const struct presto_kml_attr *a,
+		    struct inode *lower, const struct cred *cred);
 int presto_journal_wait(struct super_block *sb, u64 seq);
 void presto_journal_start_written(struct super_block *sb, u64 seq);
 int presto_journal_wait_written(struct super_block *sb, u64 seq);
@@ -396,6 +400,14 @@ struct presto_change {
 	unsigned int nxattrs;
 	struct presto_kml_entry *store;
 	bool permit;			/* held: the change logs */
+	/*
+	 * A SETATTR: set by the caller before presto_change_begin(), the
+	 * lower object and what changes, so that it may fold into the
+	 * object's last record instead of reserving one (journal.c).
+	 */
+	struct inode *fold;
+	u32 fold_valid;
+	bool folding;			/* it reserved none: it will fold */
 };
 
 /* A write in progress (presto_store_begin/end). */

@@ -259,9 +259,13 @@ def setattr_records(s0):
     with open(f"{W}/f", "w") as f:
         f.write("0123456789")
     s1 = last_seq()
+    # Each on its own: a sync writes the last record out (setattrs_fold).
     os.chmod(f"{W}/f", 0o4755)
+    os.sync()
     os.chown(f"{W}/f", 1000, 1000)
+    os.sync()
     os.truncate(f"{W}/f", 3)
+    os.sync()
     os.utime(f"{W}/f", ns=(1_000_000_000, 2_000_000_000))
     recs = records_after(s1)
     check(ops(recs) == ["SETATTR"] * 4, ops(recs))
@@ -450,6 +454,7 @@ def failed_changes_log_nothing(s0):
 @case
 def records_carry_the_callers_ids(s0):
     os.chmod(W, 0o777)
+    s1 = last_seq()         # the chmod folds into W's MKDIR (setattrs_fold)
     pid = os.fork()
     if pid == 0:
         try:
@@ -461,7 +466,7 @@ def records_carry_the_callers_ids(s0):
         except BaseException:
             os._exit(1)
     check(os.waitpid(pid, 0)[1] == 0, "child")
-    recs = records_after(s0 + 1)    # after the chmod
+    recs = records_after(s1)
     check(ops(recs) == ["CREATE", "STORE"], ops(recs))
     for r in recs:
         check(r["uid"] == 1000 and r["gid"] == 1234, r)
@@ -518,9 +523,12 @@ def records_carry_the_callers_groups(s0):
                         "SETXATTR"], ops(recs))
     for r in recs:
         check(by(r, 1000, 1000, [2001, 2002], []), r)
-    # Root's records carry none, even with supplementary groups.
+    # Root's records carry none, even with supplementary groups (its
+    # chown and chmod of the new directory are in the MKDIR).
     roots = [r for r in records_after(s0) if r["seq"] <= s1]
-    check(ops(roots) == ["MKDIR", "SETATTR", "SETATTR"], ops(roots))
+    check(ops(roots) == ["MKDIR"], ops(roots))
+    check((roots[0]["attr"]["gid"], roots[0]["attr"]["mode"]) ==
+          (2001, 0o40775), roots[0])
     s2 = last_seq()
     as_user(lambda: os.mkdir(f"{d}/root"), uid=0, gid=0)
     recs = records_after(s2)
@@ -544,6 +552,57 @@ def written_by_user(path, data):
     a.close()
     b.close()
     return fd
+
+
+@case
+def setattrs_fold(s0):
+    """Attribute changes right after a change of the same object by the
+    same caller, its record not yet written, go into that record: a new
+    file's times, owner and mode (as tar sets them) into its CREATE, a
+    run of SETATTRs into one carrying all they changed. Not a new size
+    into a CREATE (a new object is made empty), nor another caller's
+    change, nor one after a record about something else."""
+    fd = os.open(f"{W}/f", os.O_CREAT | os.O_WRONLY, 0o600)
+    os.write(fd, b"content")
+    os.utime(fd, ns=(1_000_000_000, 2_000_000_000))
+    os.fchown(fd, 1000, 1000)
+    os.fchmod(fd, 0o664)
+    os.close(fd)
+    recs = records_after(s0)
+    check(ops(recs) == ["CREATE", "STORE"], ops(recs))
+    a = recs[0]["attr"]
+    check((a["uid"], a["gid"], a["mode"]) == (1000, 1000, 0o100664), a)
+    check((a["atime_ns"], a["mtime_ns"]) == (1_000_000_000, 2_000_000_000),
+          a)
+    s1 = last_seq()
+    os.chmod(f"{W}/f", 0o644)
+    os.chown(f"{W}/f", 1000, 2001)
+    recs = records_after(s1)
+    check(ops(recs) == ["SETATTR"], ops(recs))
+    a = recs[0]["attr"]
+    check((a["mode"], a["uid"], a["gid"]) == (0o100644, 1000, 2001), a)
+    check("size" not in a and "mtime_ns" not in a, a)
+    s2 = last_seq()
+    fd = os.open(f"{W}/g", os.O_CREAT | os.O_WRONLY, 0o600)
+    os.ftruncate(fd, 5)
+    os.close(fd)
+    os.chmod(f"{W}/g", 0o640)
+    os.chmod(f"{W}/f", 0o600)
+
+    def user():
+        os.chmod(f"{W}/f", 0o640)
+    as_user(user)
+    recs = records_after(s2)
+    check(ops(recs) == ["CREATE", "SETATTR", "SETATTR", "SETATTR"],
+          ops(recs))
+    a = recs[1]["attr"]
+    check(is_fh(recs[1]["obj"], f"{LW}/g") and a["size"] == 5 and
+          a["mode"] == 0o100640, recs[1])
+    check(all(is_fh(r["obj"], f"{LW}/f") for r in recs[2:]), recs[2:])
+    check(recs[2]["uid"] == 0 and recs[2]["attr"]["mode"] == 0o100600,
+          recs[2])
+    check(recs[3]["uid"] == 1000 and recs[3]["attr"]["mode"] == 0o100640,
+          recs[3])
 
 
 @case
