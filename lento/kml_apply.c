@@ -1886,6 +1886,10 @@ static int apply_record(struct kapply *ka, const struct kml_record *r)
 	}
 	switch (r->op) {
 	case PRESTO_KML_CREATE:
+		/* A STORE folded into its file's CREATE (KML.md). */
+		if (r->flags & PRESTO_KML_F_STORED)
+			return k_new(ka, r) ?: k_store(ka, r);
+		return k_new(ka, r);
 	case PRESTO_KML_MKDIR:
 	case PRESTO_KML_MKNOD:
 	case PRESTO_KML_SYMLINK:

@@ -328,6 +328,8 @@ static u64 presto_kml_log(struct super_block *sb, struct presto_kml_entry *e,
 	presto_kml_set_fh(&r->fh[PRESTO_KML_FH_TARGET], target);
 	if (obj)
 		presto_kml_set_attr(&r->attr, valid, obj);
+	if (op == PRESTO_KML_STORE && !(flags & PRESTO_KML_F_RECOVERED))
+		return presto_kml_commit_store(sb, e);
 	return presto_kml_commit(sb, e);
 }
 

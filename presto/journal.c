@@ -922,6 +922,73 @@ static bool presto_kml_made_by(const struct presto_kml_entry *t,
 }
 
 /*
+ * Under j->lock: the CREATE that STORE @e may fold into, or NULL: the last
+ * record committed, if the thread has not taken it yet, a regular file's
+ * CREATE (not an O_TMPFILE's, whose STORE is in its own change) of the
+ * same object by the same caller (the same ids and groups).
+ */
+static struct presto_kml_entry *presto_kml_store_into(struct presto_journal *j,
+						      struct presto_kml_entry *e)
+{
+	const struct presto_kml_rec *q = &e->rec;
+	const struct presto_kml_rec *r;
+	struct presto_kml_entry *t;
+	size_t groups;
+
+	if (list_empty(&j->queue))
+		return NULL;
+	t = list_last_entry(&j->queue, struct presto_kml_entry, list);
+	r = &t->rec;
+	groups = 4 * (size_t)le16_to_cpu(q->ngroups);
+	if (le16_to_cpu(r->op) != PRESTO_KML_CREATE ||
+	    memcmp(&r->fh[PRESTO_KML_FH_OBJ], &q->fh[PRESTO_KML_FH_OBJ],
+		   sizeof(r->fh[0])) ||
+	    (r->flags & cpu_to_le16(PRESTO_KML_F_RECOVERED |
+				    PRESTO_KML_F_TMPFILE)) ||
+	    r->uid != q->uid || r->gid != q->gid || r->ngroups != q->ngroups ||
+	    (r->flags ^ q->flags) & cpu_to_le16(PRESTO_KML_F_GROUPS_CUT))
+		return NULL;
+	/* A CREATE's groups follow its name; a STORE's, the header. */
+	if (memcmp((const u8 *)r + sizeof(*r) + le16_to_cpu(r->name_len),
+		   q + 1, groups))
+		return NULL;
+	return t;
+}
+
+/*
+ * Commit STORE @e, or fold it into the CREATE of its file if that is the
+ * last record and still queued (presto_kml_store_into()): the CREATE then
+ * carries the flag STORED and the file's attributes as they are now, and
+ * its sequence number, returned, is the STORE's. A file made, written and
+ * closed, as a tar unpack or a compiler makes them, costs one record.
+ */
+u64 presto_kml_commit_store(struct super_block *sb, struct presto_kml_entry *e)
+{
+	struct presto_journal *j = presto_sb(sb)->journal;
+	struct presto_kml_entry *t;
+	u64 seq = 0;
+
+	spin_lock(&j->lock);
+	t = presto_kml_store_into(j, e);
+	if (t) {
+		u32 valid = t->rec.attr.valid;
+
+		t->rec.flags |= cpu_to_le16(PRESTO_KML_F_STORED);
+		t->rec.attr = e->rec.attr;
+		t->rec.attr.valid = valid;
+		seq = le64_to_cpu(t->rec.seq);
+		j->reserved -= e->size;
+		j->room_gen++;
+	}
+	spin_unlock(&j->lock);
+	if (!seq)
+		return presto_kml_commit(sb, e);
+	wake_up_all(&j->done);
+	kvfree(e);
+	return seq;
+}
+
+/*
  * Under j->lock: the record a SETATTR of @lower changing @valid, made by
  * @cred, may fold into (KML.md, "Operations"), or NULL. That is the last
  * record committed, if the thread has not taken it yet, it is about
@@ -1381,7 +1448,8 @@ static int presto_seg_scan(struct presto_journal *j, u64 segno,
 		pr_err("presto: %s: log segment %s has no valid header\n",
 		       presto_sb(j->sb)->lower_name, name);
 		err = -EUCLEAN;
-	} else if (le32_to_cpu(h->version) != PRESTO_KML_VERSION ||
+	} else if (le32_to_cpu(h->version) < PRESTO_KML_VERSION_MIN ||
+		   le32_to_cpu(h->version) > PRESTO_KML_VERSION ||
 		   le32_to_cpu(h->hdr_size) != PRESTO_KML_HDR_SIZE) {
 		pr_err("presto: %s: log segment %s has format version %u; this presto writes %u\n",
 		       presto_sb(j->sb)->lower_name, name,

@@ -247,6 +247,7 @@ struct presto_kml_entry *presto_kml_alloc(struct super_block *sb,
 					  const struct cred *cred);
 void presto_kml_free(struct super_block *sb, struct presto_kml_entry *e);
 u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e);
+u64 presto_kml_commit_store(struct super_block *sb, struct presto_kml_entry *e);
 bool presto_kml_foldable(struct super_block *sb, struct inode *lower,
 			 u32 valid, const struct cred *cred);
 u64 presto_kml_fold(struct super_block *sb, const struct presto_kml_attr *a,

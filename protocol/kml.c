@@ -88,7 +88,8 @@ int kml_decode_header(const void *buf, size_t len, struct kml_seg_header *h,
 	h->segno = get64(FIELD(p, H, segno));
 	h->first_seq = get64(FIELD(p, H, first_seq));
 	h->seg_size = get64(FIELD(p, H, seg_size));
-	if (h->version != PRESTO_KML_VERSION) {
+	if (h->version < PRESTO_KML_VERSION_MIN ||
+	    h->version > PRESTO_KML_VERSION) {
 		*why = "unknown KML format version";
 		return -1;
 	}
@@ -310,6 +311,8 @@ enum kml_result kml_decode_record(const void *buf, size_t len,
 	r->flags = get16(FIELD(p, R, flags));
 	if (r->flags & ~PRESTO_KML_F_ALL)
 		return bad(why, "unknown flags");
+	if ((r->flags & PRESTO_KML_F_STORED) && r->op != PRESTO_KML_CREATE)
+		return bad(why, "STORED flag on an op other than CREATE");
 	r->name_len = get16(FIELD(p, R, name_len));
 	r->name2_len = get16(FIELD(p, R, name2_len));
 	r->data_len = get32(FIELD(p, R, data_len));

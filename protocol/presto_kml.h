@@ -16,7 +16,11 @@
 #include <linux/ioctl.h>
 
 #define PRESTO_KML_MAGIC	"PRESTKML"
-#define PRESTO_KML_VERSION	1
+/*
+ * 2 added the flag STORED; a reader of 2 reads 1 too (KML.md, "Versions").
+ */
+#define PRESTO_KML_VERSION	2
+#define PRESTO_KML_VERSION_MIN	1
 #define PRESTO_KML_HDR_SIZE	4096
 #define PRESTO_KML_ALIGN	8
 
@@ -92,7 +96,8 @@ enum presto_kml_op {
 #define PRESTO_KML_F_TMPFILE	0x0010	/* CREATE: an O_TMPFILE linked in */
 #define PRESTO_KML_F_RECOVERED	0x0020	/* written by recovery at mount */
 #define PRESTO_KML_F_GROUPS_CUT	0x0040	/* more groups than the record holds */
-#define PRESTO_KML_F_ALL	0x007f
+#define PRESTO_KML_F_STORED	0x0080	/* CREATE: a STORE folded in too */
+#define PRESTO_KML_F_ALL	0x00ff
 
 /* Slots of presto_kml_rec.fh. */
 enum {

@@ -562,6 +562,8 @@ class Replay:
             self.children[ino] = {}
         self.set_attrs(path, ino, attr, truncate=False)
         self.check_nlink(rec, ino)
+        if "STORED" in rec["flags"]:     # a STORE folded in (KML.md)
+            self.store_content(rec, ino, path)
 
     op_create = op_mkdir = op_mknod = op_symlink = _create
 
@@ -666,9 +668,14 @@ class Replay:
 
     def op_store(self, rec):
         ino, path = self.obj_path(rec)
-        gen = rec["obj"]["gen"]
         if not stat.S_ISREG(self.type.get(ino, 0)):
             self.fail("STORE to inode %d, not a regular file" % ino)
+        self.store_content(rec, ino, path)
+
+    def store_content(self, rec, ino, path):
+        """The content a STORE (or a CREATE with STORED) says changed:
+        the final tree's, if the object is still there."""
+        gen = rec["obj"]["gen"]
         self.stores += 1
         final = self.final.get(ino)
         if final is None or final[1] != gen:

@@ -527,6 +527,29 @@ START_TEST(recovered_refused_on_changes)
 }
 END_TEST
 
+/* STORED (a STORE folded in) only on a CREATE. */
+START_TEST(stored_only_on_create)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	uint16_t op = (uint16_t)_i;
+	struct kml_record r;
+	const char *why;
+	uint32_t len;
+
+	len = encode(buf, 1, op, "n", op == PRESTO_KML_RENAME ? "m" : NULL,
+		     NULL, 0);
+	h->flags = htole16(PRESTO_KML_F_STORED);
+	seal(buf);
+	if (op == PRESTO_KML_CREATE) {
+		ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
+		ck_assert_uint_eq(r.flags, PRESTO_KML_F_STORED);
+		return;
+	}
+	ck_assert_int_eq(decode(len, 1, &r, &why), KML_BAD);
+	ck_assert_str_eq(why, "STORED flag on an op other than CREATE");
+}
+END_TEST
+
 /* One malformed recovery record per index: each must be KML_BAD. */
 START_TEST(recovery_damage_is_refused)
 {
@@ -850,6 +873,8 @@ static Suite *kml_suite(void)
 	tcase_add_test(tc, dirent_round_trip);
 	tcase_add_test(tc, recovered_setxattr_and_store);
 	tcase_add_loop_test(tc, recovered_refused_on_changes, 1,
+			    PRESTO_KML_STORE + 1);
+	tcase_add_loop_test(tc, stored_only_on_create, 1,
 			    PRESTO_KML_STORE + 1);
 	tcase_add_loop_test(tc, recovery_damage_is_refused, 0, 34);
 	tcase_add_test(tc, unused_segment);

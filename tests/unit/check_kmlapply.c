@@ -405,6 +405,46 @@ START_TEST(namespace_and_content)
 }
 END_TEST
 
+/*
+ * A CREATE with a STORE folded in (KML.md): the CML gets both, the file's
+ * content is the cache's.
+ */
+START_TEST(create_with_a_store_folded_in)
+{
+	struct kmlgen_rec r = { .op = PRESTO_KML_CREATE, .uid = 1000,
+				.gid = 1000, .time_ns = T0, .name = "f",
+				.flags = PRESTO_KML_F_STORED };
+	struct cache_obj o;
+	struct lento_fid f;
+	struct run run;
+
+	r.fh[PRESTO_KML_FH_DIR] = fh(2);
+	r.fh[PRESTO_KML_FH_OBJ] = fh(101);
+	r.attr.valid = PRESTO_KML_A_ALL;
+	r.attr.mode = S_IFREG | 0640;
+	r.attr.uid = r.attr.gid = 1000;
+	r.attr.nlink = 1;
+	r.attr.size = 42;
+	r.attr.mtime_ns = r.attr.ctime_ns = T0 + 5;
+	kmlgen_append(&g, &r);
+	ck_assert_int_eq(consume_upto(1, &run), 0);
+	ck_assert_msg(run.unmapped == 0, "%s", run.why);
+	list_cml();
+	ck_assert_int_eq(nrecs, 2);
+	ck_assert_int_eq(recs[0].op, LENTO_OP_CREATE);
+	ck_assert_uint_eq(recs[0].attr.mode, 0640);
+	f = recs[0].obj;
+	ck_assert_uint_eq(f.client, 9);	/* minted here */
+	ck_assert_int_eq(recs[1].op, LENTO_OP_STORE);
+	ck_assert(lento_fid_eq(&recs[1].obj, &f));
+	ck_assert_uint_eq(recs[1].attr.size, 42);
+	ck_assert_int_eq(cache_obj_get(c, &f, &o, NULL, 0), 0);
+	ck_assert_uint_eq(o.attr.size, 42);
+	ck_assert(o.data);
+	dirty_counts_right();
+}
+END_TEST
+
 /* A record of @op about @o alone (SETATTR, SETXATTR, REMOVEXATTR). */
 static int64_t about(uint16_t op, uint64_t o, uint32_t valid, uint32_t mode,
 		     const char *name, const char *value)
@@ -1805,6 +1845,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, namespace_and_content);
+	tcase_add_test(tc, create_with_a_store_folded_in);
 	tcase_add_test(tc, attributes_xattrs_renames);
 	tcase_add_test(tc, groups_into_the_cml);
 	tcase_add_test(tc, only_up_to_durable_and_resume);

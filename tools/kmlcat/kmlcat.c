@@ -110,6 +110,7 @@ static const struct {
 	{ PRESTO_KML_F_TMPFILE, "TMPFILE" },
 	{ PRESTO_KML_F_RECOVERED, "RECOVERED" },
 	{ PRESTO_KML_F_GROUPS_CUT, "GROUPS_CUT" },
+	{ PRESTO_KML_F_STORED, "STORED" },
 };
 
 /* The maker's supplementary group @i (little-endian in the record). */
