@@ -10,7 +10,9 @@ Under `--icount` the guest's clock advances one nanosecond per emulated
 instruction, so ftrace's function_graph durations are instruction
 counts. The tracer is limited to the system calls' entry points (and the
 final fput of a file, which runs on the way back to user space, after
-close has returned), so it adds little inside them. Each round runs the
+close has returned), so it adds little inside them (traced deeper, the
+tracer's own few hundred instructions per function entered swamp what
+they measure). Each round runs the
 workload once per configuration, in rotating order: `tar` unpacks
 build/tree.tar (bench/make-tree) from memory (`tarsync`: and syncs, as
 the benchmark's row does), `rm` removes such an
@@ -98,47 +100,8 @@ def workload(what, d):
     return f"rm -rf {d}/*"
 
 
-def graph(what, func, depth):
-    """Inside @func on presto: its callees' instructions, @depth deep."""
-    put("tracing_on", "0")
-    put("current_tracer", "nop")
-    put("set_ftrace_filter", "")
-    put("set_graph_function", func)
-    put("max_graph_depth", str(depth))
-    put("current_tracer", "function_graph")
-    put("options/funcgraph-tail", "1")
-    put("tracing_on", "0")
-    cmd = workload(what, DIRS["presto"])
-    put("trace", "")
-    put("tracing_on", "1")
-    sh(cmd, stdout=subprocess.DEVNULL)
-    put("tracing_on", "0")
-    per = {}
-    with open(os.path.join(T, "trace")) as f:
-        for line in f:
-            m = LINE.search(line)
-            if not m:
-                m = re.search(r"\)\s+[+!#*@$ ]*([\d.]+) us\s+\|\s+} /\* (\S+) \*/",
-                              line)
-            if not m:
-                continue
-            depth_of = len(line.split("|", 1)[1]) - \
-                len(line.split("|", 1)[1].lstrip())
-            key = "%s%s" % (" " * (depth_of // 2 - 1), m.group(2))
-            n, ins = per.get(key, (0, 0.0))
-            per[key] = (n + 1, ins + float(m.group(1)) * 1000)
-    print(f"{what}: inside {func} on presto, {depth} deep")
-    for k, (n, ins) in sorted(per.items(), key=lambda kv: -kv[1][1]):
-        print("%-40s %7d %12.0f %8.0f" % (k, n, ins, ins / n))
-
-
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "tar"
-    if len(sys.argv) > 3 and sys.argv[2] == "graph":
-        setup()
-        for func in sys.argv[3:]:
-            graph(what, func, 2)
-        return 0
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     if what not in ("tar", "tarsync", "rm"):
         print("usage: syscost.py tar|tarsync|rm [ROUNDS]", file=sys.stderr)

@@ -136,7 +136,10 @@ def check_in_log(cache, records):
     proper = set()
     recovered = set()
     for r in recs:
-        if r["op"] != "STORE" or "obj" not in r:
+        # A STORE, or one folded into its file's CREATE (KML.md).
+        stored = r["op"] == "STORE" or (r["op"] == "CREATE" and
+                                        "STORED" in r["flags"])
+        if not stored or "obj" not in r:
             continue
         h = (r["obj"]["ino"], r["obj"]["gen"])
         (recovered if "RECOVERED" in r["flags"] else proper).add(h)

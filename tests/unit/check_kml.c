@@ -504,24 +504,29 @@ START_TEST(recovered_setxattr_and_store)
 }
 END_TEST
 
+/* A record of @op as a change makes it, with @flags, into buf. */
+static uint32_t encode_change(uint16_t op, uint16_t flags)
+{
+	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
+	uint32_t len = encode(buf, 1, op, "n",
+			      op == PRESTO_KML_RENAME ? "m" : NULL, NULL, 0);
+
+	h->flags = htole16(flags);
+	seal(buf);
+	return len;
+}
+
 /* Every other change is never written by recovery. */
 START_TEST(recovered_refused_on_changes)
 {
-	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
-	uint16_t op = (uint16_t)_i;
 	struct kml_record r;
 	const char *why;
-	uint32_t len;
 
-	if (op == PRESTO_KML_SETXATTR || op == PRESTO_KML_STORE)
+	if (_i == PRESTO_KML_SETXATTR || _i == PRESTO_KML_STORE)
 		return;
-	len = encode(buf, 1, op, "n", op == PRESTO_KML_RENAME ? "m" : NULL,
-		     NULL, 0);
-	seal(buf);
-	ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
-	h->flags = htole16(PRESTO_KML_F_RECOVERED);
-	seal(buf);
-	ck_assert_int_eq(decode(len, 1, &r, &why), KML_BAD);
+	ck_assert_int_eq(decode(encode_change(_i, 0), 1, &r, &why), KML_OK);
+	ck_assert_int_eq(decode(encode_change(_i, PRESTO_KML_F_RECOVERED), 1,
+				&r, &why), KML_BAD);
 	ck_assert_str_eq(why,
 			 "RECOVERED flag on an op recovery does not write");
 }
@@ -530,17 +535,11 @@ END_TEST
 /* STORED (a STORE folded in) only on a CREATE. */
 START_TEST(stored_only_on_create)
 {
-	struct presto_kml_rec *h = (struct presto_kml_rec *)buf;
-	uint16_t op = (uint16_t)_i;
+	uint32_t len = encode_change(_i, PRESTO_KML_F_STORED);
 	struct kml_record r;
 	const char *why;
-	uint32_t len;
 
-	len = encode(buf, 1, op, "n", op == PRESTO_KML_RENAME ? "m" : NULL,
-		     NULL, 0);
-	h->flags = htole16(PRESTO_KML_F_STORED);
-	seal(buf);
-	if (op == PRESTO_KML_CREATE) {
+	if (_i == PRESTO_KML_CREATE) {
 		ck_assert_int_eq(decode(len, 1, &r, &why), KML_OK);
 		ck_assert_uint_eq(r.flags, PRESTO_KML_F_STORED);
 		return;

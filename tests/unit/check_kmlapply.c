@@ -164,6 +164,21 @@ static int64_t store(uint64_t o, uint64_t size, uint32_t mode)
 	return kmlgen_append(&g, &r);
 }
 
+/* The CREATE of a file "f", @o in @d, by 1000:1000 with @mode. */
+static struct kmlgen_rec new_file(uint64_t d, uint64_t o, uint32_t mode)
+{
+	struct kmlgen_rec r = { .op = PRESTO_KML_CREATE, .uid = 1000,
+				.gid = 1000, .time_ns = T0, .name = "f" };
+
+	r.fh[PRESTO_KML_FH_DIR] = fh(d);
+	r.fh[PRESTO_KML_FH_OBJ] = fh(o);
+	r.attr.valid = PRESTO_KML_A_ALL;
+	r.attr.mode = S_IFREG | mode;
+	r.attr.uid = r.attr.gid = 1000;
+	r.attr.nlink = 1;
+	return r;
+}
+
 /* ---------------------------------------------------- consuming, looped */
 
 struct run {
@@ -411,19 +426,12 @@ END_TEST
  */
 START_TEST(create_with_a_store_folded_in)
 {
-	struct kmlgen_rec r = { .op = PRESTO_KML_CREATE, .uid = 1000,
-				.gid = 1000, .time_ns = T0, .name = "f",
-				.flags = PRESTO_KML_F_STORED };
+	struct kmlgen_rec r = new_file(2, 101, 0640);
 	struct cache_obj o;
 	struct lento_fid f;
 	struct run run;
 
-	r.fh[PRESTO_KML_FH_DIR] = fh(2);
-	r.fh[PRESTO_KML_FH_OBJ] = fh(101);
-	r.attr.valid = PRESTO_KML_A_ALL;
-	r.attr.mode = S_IFREG | 0640;
-	r.attr.uid = r.attr.gid = 1000;
-	r.attr.nlink = 1;
+	r.flags = PRESTO_KML_F_STORED;
 	r.attr.size = 42;
 	r.attr.mtime_ns = r.attr.ctime_ns = T0 + 5;
 	kmlgen_append(&g, &r);
@@ -554,15 +562,9 @@ START_TEST(groups_into_the_cml)
 
 	for (uint32_t i = 0; i < PRESTO_KML_GROUPS_MAX; i++)
 		most[i] = 2000 + 3 * i;
-	r = (struct kmlgen_rec){ .op = PRESTO_KML_CREATE, .uid = 1000,
-				 .gid = 1000, .time_ns = T0, .name = "f",
-				 .groups = three, .ngroups = 3 };
-	r.fh[PRESTO_KML_FH_DIR] = fh(11);
-	r.fh[PRESTO_KML_FH_OBJ] = fh(100);
-	r.attr.valid = PRESTO_KML_A_ALL;
-	r.attr.mode = S_IFREG | 0660;
-	r.attr.uid = r.attr.gid = 1000;
-	r.attr.nlink = 1;
+	r = new_file(11, 100, 0660);
+	r.groups = three;
+	r.ngroups = 3;
 	ck_assert_int_gt(kmlgen_append(&g, &r), 0);
 	/* A write that dropped set-id bits: SETATTR and STORE, one maker. */
 	r = (struct kmlgen_rec){ .op = PRESTO_KML_STORE, .uid = 1001,
