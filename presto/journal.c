@@ -899,14 +899,41 @@ u64 presto_kml_commit(struct super_block *sb, struct presto_kml_entry *e)
 	return seq;
 }
 
+/* Where @r's groups are: after its names and data (KML.md). */
+static const u8 *presto_kml_groups(const struct presto_kml_rec *r)
+{
+	return (const u8 *)(r + 1) + le16_to_cpu(r->name_len) +
+	       le16_to_cpu(r->name2_len) + le32_to_cpu(r->data_len);
+}
+
+/*
+ * Under j->lock: the last record committed, if the thread has not taken
+ * it yet, it is about the lower object @ino, @gen, and it is a change's
+ * (not recovery's); else NULL. Only it may take a later change in
+ * (the folds below): nothing was logged between the two.
+ */
+static struct presto_kml_entry *presto_kml_tail_of(struct presto_journal *j,
+						   u64 ino, u32 gen)
+{
+	struct presto_kml_entry *t;
+
+	if (list_empty(&j->queue))
+		return NULL;
+	t = list_last_entry(&j->queue, struct presto_kml_entry, list);
+	if (le64_to_cpu(t->rec.fh[PRESTO_KML_FH_OBJ].ino) != ino ||
+	    le32_to_cpu(t->rec.fh[PRESTO_KML_FH_OBJ].gen) != gen ||
+	    (t->rec.flags & cpu_to_le16(PRESTO_KML_F_RECOVERED)))
+		return NULL;
+	return t;
+}
+
 /* Did @cred make @t (the ids and groups presto_kml_set_cred() put)? */
 static bool presto_kml_made_by(const struct presto_kml_entry *t,
 			       const struct cred *cred)
 {
 	const struct presto_kml_rec *r = &t->rec;
 	unsigned int i, n = presto_kml_ngroups(cred);
-	const u8 *p = (const u8 *)r + sizeof(*r) + le16_to_cpu(r->name_len) +
-		      le16_to_cpu(r->name2_len) + le32_to_cpu(r->data_len);
+	const u8 *p = presto_kml_groups(r);
 	bool cut = n && cred->group_info->ngroups > n;
 
 	if (le32_to_cpu(r->uid) != from_kuid(&init_user_ns, cred->fsuid) ||
@@ -922,10 +949,10 @@ static bool presto_kml_made_by(const struct presto_kml_entry *t,
 }
 
 /*
- * Under j->lock: the CREATE that STORE @e may fold into, or NULL: the last
- * record committed, if the thread has not taken it yet, a regular file's
- * CREATE (not an O_TMPFILE's, whose STORE is in its own change) of the
- * same object by the same caller (the same ids and groups).
+ * Under j->lock: the CREATE that STORE @e may fold into, or NULL: the
+ * object's last record (presto_kml_tail_of()), if it is a regular file's
+ * CREATE (not an O_TMPFILE's, whose STORE is in its own change) by the
+ * same caller (the same ids and groups).
  */
 static struct presto_kml_entry *presto_kml_store_into(struct presto_journal *j,
 						      struct presto_kml_entry *e)
@@ -933,24 +960,18 @@ static struct presto_kml_entry *presto_kml_store_into(struct presto_journal *j,
 	const struct presto_kml_rec *q = &e->rec;
 	const struct presto_kml_rec *r;
 	struct presto_kml_entry *t;
-	size_t groups;
 
-	if (list_empty(&j->queue))
+	t = presto_kml_tail_of(j, le64_to_cpu(q->fh[PRESTO_KML_FH_OBJ].ino),
+			       le32_to_cpu(q->fh[PRESTO_KML_FH_OBJ].gen));
+	if (!t)
 		return NULL;
-	t = list_last_entry(&j->queue, struct presto_kml_entry, list);
 	r = &t->rec;
-	groups = 4 * (size_t)le16_to_cpu(q->ngroups);
 	if (le16_to_cpu(r->op) != PRESTO_KML_CREATE ||
-	    memcmp(&r->fh[PRESTO_KML_FH_OBJ], &q->fh[PRESTO_KML_FH_OBJ],
-		   sizeof(r->fh[0])) ||
-	    (r->flags & cpu_to_le16(PRESTO_KML_F_RECOVERED |
-				    PRESTO_KML_F_TMPFILE)) ||
+	    (r->flags & cpu_to_le16(PRESTO_KML_F_TMPFILE)) ||
 	    r->uid != q->uid || r->gid != q->gid || r->ngroups != q->ngroups ||
-	    (r->flags ^ q->flags) & cpu_to_le16(PRESTO_KML_F_GROUPS_CUT))
-		return NULL;
-	/* A CREATE's groups follow its name; a STORE's, the header. */
-	if (memcmp((const u8 *)r + sizeof(*r) + le16_to_cpu(r->name_len),
-		   q + 1, groups))
+	    (r->flags ^ q->flags) & cpu_to_le16(PRESTO_KML_F_GROUPS_CUT) ||
+	    memcmp(presto_kml_groups(r), presto_kml_groups(q),
+		   4 * (size_t)le16_to_cpu(q->ngroups)))
 		return NULL;
 	return t;
 }
@@ -990,12 +1011,12 @@ u64 presto_kml_commit_store(struct super_block *sb, struct presto_kml_entry *e)
 
 /*
  * Under j->lock: the record a SETATTR of @lower changing @valid, made by
- * @cred, may fold into (KML.md, "Operations"), or NULL. That is the last
- * record committed, if the thread has not taken it yet, it is about
- * @lower and @cred made it, and it says what a SETATTR says: a SETATTR
- * (then the union of both), or a new object's record, which carries
- * every attribute and is applied with them -- less the size: a new
- * object is made empty, and its content comes with a STORE.
+ * @cred, may fold into (KML.md, "Operations"), or NULL. That is the
+ * object's last record (presto_kml_tail_of()), if @cred made it and it
+ * says what a SETATTR says: a SETATTR (then the union of both), or a new
+ * object's record, which carries every attribute and is applied with
+ * them -- less the size: a new object is made empty, and its content
+ * comes with a STORE.
  */
 static struct presto_kml_entry *presto_kml_fold_into(struct presto_journal *j,
 						     struct inode *lower,
@@ -1005,15 +1026,10 @@ static struct presto_kml_entry *presto_kml_fold_into(struct presto_journal *j,
 	struct presto_kml_entry *t;
 	u16 op;
 
-	if (list_empty(&j->queue))
+	t = presto_kml_tail_of(j, lower->i_ino, lower->i_generation);
+	if (!t)
 		return NULL;
-	t = list_last_entry(&j->queue, struct presto_kml_entry, list);
 	op = le16_to_cpu(t->rec.op);
-	if (le64_to_cpu(t->rec.fh[PRESTO_KML_FH_OBJ].ino) != lower->i_ino ||
-	    le32_to_cpu(t->rec.fh[PRESTO_KML_FH_OBJ].gen) !=
-	    lower->i_generation ||
-	    (t->rec.flags & cpu_to_le16(PRESTO_KML_F_RECOVERED)))
-		return NULL;
 	if (op != PRESTO_KML_SETATTR &&
 	    (!(op == PRESTO_KML_CREATE || op == PRESTO_KML_MKDIR ||
 	       op == PRESTO_KML_MKNOD || op == PRESTO_KML_SYMLINK) ||
