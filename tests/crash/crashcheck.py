@@ -136,10 +136,7 @@ def check_in_log(cache, records):
     proper = set()
     recovered = set()
     for r in recs:
-        # A STORE, or one folded into its file's CREATE (KML.md).
-        stored = r["op"] == "STORE" or (r["op"] == "CREATE" and
-                                        "STORED" in r["flags"])
-        if not stored or "obj" not in r:
+        if not kmltest.is_store(r) or "obj" not in r:
             continue
         h = (r["obj"]["ino"], r["obj"]["gen"])
         (recovered if "RECOVERED" in r["flags"] else proper).add(h)

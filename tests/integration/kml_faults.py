@@ -211,8 +211,7 @@ def user_file_size_limit_binds_the_user_not_the_log():
 
 def stores(recs):
     """STOREs logged: records of their own, or folded into a CREATE."""
-    return sum(1 for r in recs if r["op"] == "STORE" or
-               "STORED" in r["flags"])
+    return sum(1 for r in recs if kmltest.is_store(r))
 
 
 def wait_blocked(proc, seconds=3):

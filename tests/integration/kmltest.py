@@ -54,6 +54,13 @@ def ack(mnt, seq):
     _ioctl(mnt, PRESTO_IOC_KML_ACK, struct.pack("<Q", seq))
 
 
+def is_store(rec):
+    """Does @rec say its file's content changed: a STORE, or a CREATE a
+    STORE folded into (KML.md, flag STORED)?"""
+    return rec["op"] == "STORE" or (rec["op"] == "CREATE" and
+                                    "STORED" in rec["flags"])
+
+
 def records(cache, after=0):
     """The records of @cache's log after @after, decoded by kmlcat."""
     out = subprocess.run([KMLCAT, "--json", "--strict", "--after", str(after),
